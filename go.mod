@@ -1,0 +1,3 @@
+module github.com/fzsidecar/fzsidecar
+
+go 1.26
