@@ -3,6 +3,8 @@ package sinks
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -180,34 +182,136 @@ func (s *s3sink) Put(ctx context.Context, k Key, blob []byte, m Meta) error {
 
 // putOnce is one attempt. The object is created with If-None-Match: *, so
 // neither this attempt nor a duplicate writer can replace an existing object;
-// when the key is taken the recorded checksum decides between "already done"
+// when the key is taken, the recorded checksum decides between "already done"
 // (say, a previous attempt whose reply was lost) and a conflict.
-//
-// minio-go sends If-None-Match with single PUTs and with the initiation of a
-// multipart upload, not with its completion, so two writers racing on one
-// key could both start multipart uploads; one key has one producer in this
-// system, and docs/SINKS.md notes the gap.
 func (s *s3sink) putOnce(ctx context.Context, obj string, blob []byte, m Meta) error {
 	if done, err := s.existing(ctx, obj, m); done || err != nil {
 		return err
 	}
-	opts := minio.PutObjectOptions{
-		UserMetadata: m.userMetadata(),
-		ContentType:  "application/octet-stream",
-		PartSize:     s.cfg.PartSize,
-		NumThreads:   s.cfg.Threads,
-		AutoChecksum: minio.ChecksumCRC32C,
+	var err error
+	if uint64(len(blob)) <= s.cfg.PartSize {
+		err = s.putSingle(ctx, obj, blob, m)
+	} else {
+		err = s.putMultipart(ctx, obj, blob, m)
 	}
-	opts.SetMatchETagExcept("*")
-	_, err := s.cl.PutObject(ctx, s.bucket, obj, bytes.NewReader(blob), int64(len(blob)), opts)
 	if err == nil {
 		return nil
 	}
-	if code := minio.ToErrorResponse(err).Code; code == "PreconditionFailed" || code == "ConditionalRequestConflict" {
+	if code := errResp(err).Code; code == "PreconditionFailed" || code == "ConditionalRequestConflict" {
 		if done, err := s.existing(ctx, obj, m); done || err != nil {
 			return err
 		}
 	}
+	return err
+}
+
+func crc32cHeader(crc uint32) string {
+	var be [4]byte
+	binary.BigEndian.PutUint32(be[:], crc)
+	return base64.StdEncoding.EncodeToString(be[:])
+}
+
+func (s *s3sink) putSingle(ctx context.Context, obj string, blob []byte, m Meta) error {
+	opts := minio.PutObjectOptions{
+		UserMetadata:     m.userMetadata(),
+		ContentType:      "application/octet-stream",
+		PartSize:         s.cfg.PartSize,
+		DisableMultipart: true,
+	}
+	// The server verifies this CRC32C against the body and keeps it.
+	opts.UserMetadata["x-amz-checksum-crc32c"] = crc32cHeader(m.CRC32C)
+	opts.SetMatchETagExcept("*")
+	_, err := s.cl.PutObject(ctx, s.bucket, obj, bytes.NewReader(blob), int64(len(blob)), opts)
+	return err
+}
+
+// putMultipart uploads blob in PartSize parts, Threads at a time, each with
+// its CRC32C (verified by the server per part) and its own retries.
+//
+// This drives the multipart calls itself (minio.Core) instead of
+// Client.PutObject because PutObject sends If-None-Match only when the
+// upload starts, not with CompleteMultipartUpload (minio-go v7.4.1 drops
+// custom headers there): two writers racing on one key would both pass the
+// start check and the second completion would silently replace the first.
+// Sending it on completion makes the server refuse the loser.
+func (s *s3sink) putMultipart(ctx context.Context, obj string, blob []byte, m Meta) (err error) {
+	core := minio.Core{Client: s.cl}
+	opts := minio.PutObjectOptions{UserMetadata: m.userMetadata(), ContentType: "application/octet-stream"}
+	opts.UserMetadata["x-amz-checksum-algorithm"] = "CRC32C"
+	opts.SetMatchETagExcept("*")
+	id, err := core.NewMultipartUpload(ctx, s.bucket, obj, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// Best effort, also after cancellation: parts of an unfinished
+			// upload are invisible but take space until the server's
+			// stale-upload expiry.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if aerr := core.AbortMultipartUpload(actx, s.bucket, obj, id); aerr != nil {
+				s.log.Debug("aborting multipart upload failed", "object", s.name(obj), "err", aerr)
+			}
+		}
+	}()
+
+	psize := int64(s.cfg.PartSize)
+	nparts := int((int64(len(blob)) + psize - 1) / psize)
+	parts := make([]minio.CompletePart, nparts)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	errs := make(chan error, s.cfg.Threads)
+	var wg sync.WaitGroup
+	for range s.cfg.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				off := int64(i) * psize
+				part := blob[off:min(off+psize, int64(len(blob)))]
+				crc := crc32cHeader(CRC32C(part))
+				what := fmt.Sprintf("upload part %d/%d of %s", i+1, nparts, s.name(obj))
+				perr := s.retry(pctx, what, func() error {
+					h := http.Header{}
+					h.Set("x-amz-checksum-crc32c", crc)
+					op, err := core.PutObjectPart(pctx, s.bucket, obj, id, i+1, bytes.NewReader(part), int64(len(part)),
+						minio.PutObjectPartOptions{CustomHeader: h})
+					if err == nil {
+						parts[i] = minio.CompletePart{PartNumber: i + 1, ETag: op.ETag, ChecksumCRC32C: op.ChecksumCRC32C}
+					}
+					return err
+				})
+				if perr != nil {
+					errs <- perr
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for i := range nparts {
+		select {
+		case next <- i:
+		case <-pctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	copts := minio.PutObjectOptions{}
+	copts.SetMatchETagExcept("*")
+	_, err = core.CompleteMultipartUpload(ctx, s.bucket, obj, id, parts, copts)
 	return err
 }
 
@@ -232,8 +336,18 @@ func (s *s3sink) existing(ctx context.Context, obj string, m Meta) (done bool, e
 	return true, nil
 }
 
+// errResp finds the S3 error in err's chain (minio.ToErrorResponse only
+// looks at err itself, not at what it wraps).
+func errResp(err error) minio.ErrorResponse {
+	var r minio.ErrorResponse
+	if errors.As(err, &r) {
+		return r
+	}
+	return minio.ToErrorResponse(err)
+}
+
 func isNoSuchKey(err error) bool {
-	r := minio.ToErrorResponse(err)
+	r := errResp(err)
 	return r.Code == "NoSuchKey" || r.StatusCode == http.StatusNotFound && r.Code != "NoSuchBucket"
 }
 
@@ -254,7 +368,7 @@ func retryable(err error) bool {
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
-	r := minio.ToErrorResponse(err)
+	r := errResp(err)
 	switch r.Code {
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket", "InvalidBucketName",
 		"InvalidArgument", "EntityTooLarge", "InvalidRequest", "NotImplemented", "MethodNotAllowed", "NoSuchKey":
@@ -405,7 +519,7 @@ func (s *s3sink) readInto(ctx context.Context, obj, etag string, off int64, dst 
 		}
 		defer r.Close()
 		if _, err := io.ReadFull(r, dst); err != nil {
-			if r := minio.ToErrorResponse(err); r.Code == "PreconditionFailed" {
+			if r := errResp(err); r.Code == "PreconditionFailed" {
 				return permanent(fmt.Errorf("object changed while being read: %w", err))
 			}
 			return err
