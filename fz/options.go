@@ -17,13 +17,13 @@ func buildOptions(opts []Option) options {
 		f(&o)
 	}
 	if o.workers < 1 {
-		o.workers = 1
+		o.workers = runtime.GOMAXPROCS(0)
 	}
 	return o
 }
 
 // WithWorkers sets the number of parallel chunk workers (default
-// GOMAXPROCS). The output does not depend on it.
+// GOMAXPROCS; n < 1 means the default). The output does not depend on it.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // WithTilesPerChunk sets the chunk size in tiles of 4096 values (default
