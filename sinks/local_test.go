@@ -384,6 +384,19 @@ func killBlob(step uint64) []byte { return blobOf(1000+step, 3<<20+int(step)) }
 // helperMain runs in a child process (see TestLocalPermissionDenied and
 // TestLocalKilledWriter).
 func helperMain() int {
+	if os.Getenv("FZ_SINKS_HELPER") == "s3put" {
+		// Slow parts (one at a time, small) so the test can catch it mid-way.
+		s, err := Open(context.Background(), os.Getenv("FZ_SINKS_ROOT"), WithLogger(quiet), WithS3(S3Config{PartSize: 5 << 20, Threads: 1}))
+		if err == nil {
+			err = s.Put(context.Background(), Key{"r", "v", 1}, s3KillBlob(), Meta{})
+		}
+		if err != nil {
+			fmt.Println("helper: put error:", err)
+			return 1
+		}
+		fmt.Println("helper: put ok")
+		return 0
+	}
 	if os.Getenv("FZ_SINKS_HELPER") == "putloop" {
 		s, err := Open(context.Background(), os.Getenv("FZ_SINKS_ROOT"), WithLogger(quiet))
 		if err != nil {
