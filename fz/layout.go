@@ -5,12 +5,12 @@ import "fmt"
 // layout is the geometry shared by encoder and decoder: the field folded to
 // at most three dimensions, its tiles and its chunks.
 type layout struct {
-	n          uint64 // elements
-	nz, ny, nx uint64 // folded shape, slowest → fastest
-	tz, ty, tx int    // tile shape
-	bz, by, bx int    // sub-block shape: 128 code slots, one zero-block
+	n          uint64             // elements
+	nz, ny, nx uint64             // folded shape, slowest → fastest
+	tz, ty, tx int                // tile shape
+	bz, by, bx int                // sub-block shape: 128 code slots, one zero-block
 	full       *[TileElems]uint16 // element→slot map of an unclipped tile
-	gz, gy, gx uint64 // tiles along each axis
+	gz, gy, gx uint64             // tiles along each axis
 	tiles      uint64
 	perChunk   uint64 // tiles per chunk
 	chunks     uint64
