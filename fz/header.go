@@ -244,3 +244,18 @@ func ReadHeader(b []byte) (*Header, error) {
 	}
 	return h, nil
 }
+
+// VerifyChunk checks chunk i of blob (the whole container) against its CRC.
+func (h *Header) VerifyChunk(blob []byte, i int) error {
+	if i < 0 || i >= len(h.Chunks) {
+		return fmt.Errorf("chunk %d does not exist (the container has %d)", i, len(h.Chunks))
+	}
+	c := h.Chunks[i]
+	if uint64(len(blob)) < c.Offset+c.Size {
+		return formatErr("chunk %d: truncated (needs bytes up to %d, container has %d)", i, c.Offset+c.Size, len(blob))
+	}
+	if got := crc32c(blob[c.Offset : c.Offset+c.Size]); got != c.CRC {
+		return formatErr("chunk %d: checksum mismatch (index says %08x, data has %08x): chunk corrupted", i, c.CRC, got)
+	}
+	return nil
+}
