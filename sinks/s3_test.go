@@ -363,3 +363,42 @@ func TestS3KilledWriter(t *testing.T) {
 }
 
 func s3KillBlob() []byte { return blobOf(77, 60<<20) }
+
+// The server forgets the multipart upload mid-way (here: aborted from
+// outside; in life, a server restarted without its state): the Put starts
+// a new upload and succeeds.
+func TestS3UploadLost(t *testing.T) {
+	srv := miniotest.Shared(t)
+	bucket := srv.Bucket(t)
+	s := openS3T(t, srv, bucket, S3Config{PartSize: 5 << 20, Threads: 1, RetryBase: 50 * time.Millisecond})
+	core := minio.Core{Client: srv.Client(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	blob := blobOf(40, 40<<20)
+	k := Key{"r", "v", 2}
+	const obj = "pfx/a/r/v/000000000002.fz"
+	done := make(chan error, 1)
+	go func() { done <- s.Put(ctx, k, blob, Meta{}) }()
+	aborted := ""
+	for aborted == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("Put finished (%v) before its upload could be aborted", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		ups, _ := core.ListMultipartUploads(ctx, bucket, obj, "", "", "", 10)
+		for _, u := range ups.Uploads {
+			parts, _ := core.ListObjectParts(ctx, bucket, obj, u.UploadID, 0, 100)
+			if len(parts.ObjectParts) > 0 && core.AbortMultipartUpload(ctx, bucket, obj, u.UploadID) == nil {
+				aborted = u.UploadID
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Put after its upload was lost: %v", err)
+	}
+	got, _, err := s.Get(ctx, k)
+	if err != nil || !bytes.Equal(got, blob) {
+		t.Fatalf("Get: %v", err)
+	}
+}
