@@ -66,6 +66,10 @@ func runLs(ctx context.Context, args []string) error {
 		_, err := sinks.Latest(ctx, s, k.run, k.v)
 		return err
 	}
+	if len(es) == 0 && !*asJSON {
+		fmt.Fprintf(os.Stderr, "no runs stored in %s yet\n", s)
+		return nil
+	}
 	if *asJSON {
 		rows := make([]lsRow, 0, len(es))
 		for _, e := range es {
