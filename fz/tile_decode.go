@@ -84,20 +84,19 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint6
 	smap := l.slotMap(s, lz, ly, lx)[:n]
 	for e := range q {
 		slot := smap[e] & (TileElems - 1)
-		h := hi[slot]
-		m := int32(lo[slot]) | int32(h&0x7F)<<8
-		if h&0x80 != 0 {
-			if m == 0 {
-				if used >= nesc {
-					return fmt.Errorf("tile has more escape codes than its %d escaped residuals", nesc)
-				}
-				q[e] = int32(binary.LittleEndian.Uint32(esc[4*used:]))
-				used++
-				continue
+		h, lb := hi[slot], lo[slot]
+		// Branch-free sign: residual signs are random, a branch on them
+		// mispredicts half the time. Escapes are rare.
+		sg := int32(h >> 7)
+		d := (int32(lb) | int32(h&0x7F)<<8 ^ -sg) + sg
+		if h == 0x80 && lb == 0 {
+			if used >= nesc {
+				return fmt.Errorf("tile has more escape codes than its %d escaped residuals", nesc)
 			}
-			m = -m
+			d = int32(binary.LittleEndian.Uint32(esc[4*used:]))
+			used++
 		}
-		q[e] = m
+		q[e] = d
 	}
 	if used != nesc {
 		return fmt.Errorf("tile lists %d escaped residuals but has %d escape codes", nesc, used)

@@ -23,7 +23,8 @@ type tileScratch struct {
 	edgeMap   [TileElems]uint16
 	edgeKey   [3]int
 	edgeOwner *layout
-	zeroRow   [TileElems]int32
+	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
+	brow      [TileElems]int32 // decoder's running x,y-sums of one row
 }
 
 // tileStats accumulate per worker.
