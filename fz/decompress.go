@@ -93,7 +93,7 @@ func decodeChunks[T float](ctx context.Context, h *Header, l *layout, blob []byt
 				err := ctx.Err()
 				if err == nil {
 					ch := h.Chunks[c]
-					err = decodeChunk(s, blob[ch.Offset:ch.Offset+ch.Size], ch.CRC, dst, l, c, h.Step, fillValue[T](h))
+					err = decodeChunk(s, blob[ch.Offset:ch.Offset+ch.Size], ch.CRC, dst, 0, l, c, 0, math.MaxUint64, h.Step, fillValue[T](h))
 				}
 				if err != nil {
 					mu.Lock()
@@ -117,8 +117,9 @@ func decodeChunks[T float](ctx context.Context, h *Header, l *layout, blob []byt
 	return firstErr
 }
 
-// decodeChunk checks and decodes chunk c (its bytes only) into dst.
-func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, l *layout, c uint64, step float64, fill T) error {
+// decodeChunk checks chunk c (its bytes only) and decodes its tiles that
+// fall in [t0, t1) into dst, which starts at field element base.
+func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, base uint64, l *layout, c, t0, t1 uint64, step float64, fill T) error {
 	if got := crc32c(b); got != crc {
 		return formatErr("chunk %d: checksum mismatch (index says %08x, data has %08x): chunk corrupted", c, crc, got)
 	}
@@ -133,8 +134,10 @@ func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, l *layo
 		if sz < 8 || sz%4 != 0 || sz > len(b)-pos {
 			return formatErr("chunk %d, tile %d: size %d invalid (multiple of 4, at least 8, at most the %d bytes left)", c, i, sz, len(b)-pos)
 		}
-		if err := decodeTile(s, b[pos:pos+sz], dst, l, first+uint64(i), step, fill); err != nil {
-			return formatErr("chunk %d, tile %d: %v", c, i, err)
+		if t := first + uint64(i); t >= t0 && t < t1 {
+			if err := decodeTile(s, b[pos:pos+sz], dst, base, l, t, step, fill); err != nil {
+				return formatErr("chunk %d, tile %d: %v", c, i, err)
+			}
 		}
 		pos += sz
 	}
@@ -144,4 +147,3 @@ func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, l *layo
 	return nil
 }
 
-var _ = math.Abs

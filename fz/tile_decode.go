@@ -7,9 +7,10 @@ import (
 	"unsafe"
 )
 
-// decodeTile decodes one tile from src (exactly its bytes) into dst, the
-// whole output field. Every field of src is untrusted.
-func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint64, step float64, fill T) error {
+// decodeTile decodes one tile from src (exactly its bytes) into dst, which
+// holds the field's elements from element base on (0: the whole field).
+// Every field of src is untrusted.
+func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
 	z0, y0, x0, lz, ly, lx := l.tileBox(t)
 	n := lz * ly * lx
 	const ngroups = TileElems / 8
@@ -108,7 +109,7 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint6
 	i := 0
 	for z := 0; z < lz; z++ {
 		for y := 0; y < ly; y++ {
-			off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0
+			off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0 - base
 			row := dst[off : off+uint64(lx)]
 			qr := q[i : i+len(row)]
 			for x, v := range qr {
@@ -122,7 +123,7 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint6
 	put := func(p int, v T) {
 		z, rem := p/(ly*lx), p%(ly*lx)
 		y, x := rem/lx, rem%lx
-		dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)] = v
+		dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)-base] = v
 	}
 	if word0&tileHasFill != 0 {
 		if err := r.mask(&s.mask, smap, lz, ly, lx, "fill mask"); err != nil {

@@ -15,12 +15,13 @@ func init() {
 }
 
 func runGet(ctx context.Context, args []string) error {
-	fs := newFlags("get", "get --sink URL --run R --var V --step N|latest [--backend auto|cpu|gpu] [--compressed] -o OUT")
+	fs := newFlags("get", "get --sink URL --run R --var V --step N|latest [--region LO:HI] [--backend auto|cpu|gpu] [--compressed] -o OUT")
 	var k keyFlags
 	k.register(fs, true, true)
 	backend := fs.String("backend", "auto", "decoder: auto, cpu or gpu")
 	out := fs.String("o", "", "output file for the raw little-endian values (C order); - for stdout")
 	compressed := fs.Bool("compressed", false, "write the verified .fz container instead of decoding it")
+	region := fs.String("region", "", "decode only indices LO:HI (half-open) of the slowest dimension, fetching only the chunks that hold them")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -41,6 +42,17 @@ func runGet(ctx context.Context, args []string) error {
 	if _, _, err := sinks.ParseStep(k.step); err != nil {
 		return usageErr(fs, "%v", err)
 	}
+	var reg *fz.Region
+	if *region != "" {
+		var lo, hi uint64
+		if n, err := fmt.Sscanf(*region, "%d:%d", &lo, &hi); n != 2 || err != nil || lo >= hi {
+			return usageErr(fs, "--region %q: expected LO:HI with LO < HI, e.g. 10:20", *region)
+		}
+		if *compressed {
+			return usageErr(fs, "--region and --compressed do not go together")
+		}
+		reg = &fz.Region{Lo: lo, Hi: hi}
+	}
 	s, err := openSink(ctx, k.sink)
 	if err != nil {
 		return err
@@ -53,7 +65,14 @@ func runGet(ctx context.Context, args []string) error {
 	key := sinks.Key{Run: k.run, Var: k.v, Step: step}
 	var data []byte
 	var what string
-	if *compressed {
+	if reg != nil {
+		h, raw, err := retrieve.FetchRegion(ctx, s, key, *reg)
+		if err != nil {
+			return err
+		}
+		d := append([]uint64{reg.Hi - reg.Lo}, h.Dims[1:]...)
+		data, what = raw, fmt.Sprintf("%s %s, region %d:%d of %s", h.DType, fz.FormatDims(d), reg.Lo, reg.Hi, fz.FormatDims(h.Dims))
+	} else if *compressed {
 		blob, m, err := s.Get(ctx, key)
 		if err != nil {
 			return err

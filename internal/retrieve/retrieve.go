@@ -95,8 +95,7 @@ func ReadHeader(ctx context.Context, s sinks.Sink, k sinks.Key) (*fz.Header, err
 
 // ReadChunk fetches chunk i of k without fetching the rest of the object
 // and checks it against the CRC32C in the chunk index. It returns the
-// chunk's encoded bytes: decoding a chunk on its own needs an fz API that
-// does not exist yet.
+// chunk's encoded bytes (FetchRegion decodes them).
 func ReadChunk(ctx context.Context, s sinks.Sink, k sinks.Key, i int) (*fz.Header, []byte, error) {
 	h, err := ReadHeader(ctx, s, k)
 	if err != nil {
@@ -268,4 +267,29 @@ func restoreOne(ctx context.Context, s sinks.Sink, k sinks.Key, dir string, o Re
 		return Restored{}, err
 	}
 	return Restored{Var: k.Var, File: name, DType: h.DType.String(), Dims: h.Dims, Bytes: uint64(len(raw)), CRC32C: m.CRC32C}, nil
+}
+
+// FetchRegion fetches and decodes indices [lo, hi) of the slowest dimension
+// of k with ranged reads of the header, the index and only the chunks that
+// hold the region.
+func FetchRegion(ctx context.Context, s sinks.Sink, k sinks.Key, r fz.Region) (*fz.Header, []byte, error) {
+	h, err := ReadHeader(ctx, s, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := fz.DecodeRegion(ctx, h, r, func(i int) ([]byte, error) {
+		c := h.Chunks[i]
+		b, err := s.ReadRange(ctx, k, int64(c.Offset), int64(c.Size))
+		if err != nil {
+			return nil, err
+		}
+		if got := sinks.CRC32C(b); got != c.CRC {
+			return nil, &sinks.ChecksumError{Object: fmt.Sprintf("%s/%s chunk %d", s, k, i), Want: c.CRC, Got: got}
+		}
+		return b, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s region %d:%d: %w", k, r.Lo, r.Hi, err)
+	}
+	return h, raw, nil
 }
