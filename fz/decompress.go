@@ -146,4 +146,3 @@ func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, base ui
 	}
 	return nil
 }
-
