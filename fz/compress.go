@@ -35,6 +35,9 @@ func Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte
 		return nil, Stats{}, err
 	}
 	o := buildOptions(opts)
+	if o.backend != nil {
+		return o.backend.Compress(ctx, src, p, opts...)
+	}
 	switch p.DType {
 	case Float32:
 		return compressTyped(ctx, asFloats[float32](src), p, o)

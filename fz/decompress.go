@@ -19,6 +19,12 @@ func Decompress(ctx context.Context, blob []byte, opts ...Option) (*Header, []by
 		return nil, nil, err
 	}
 	dst := make([]byte, h.RawSize())
+	if o := buildOptions(opts); o.backend != nil {
+		if _, err := o.backend.DecompressTo(ctx, blob, dst, opts...); err != nil {
+			return nil, nil, err
+		}
+		return h, dst, nil
+	}
 	if err := decodeInto(ctx, h, blob, dst, buildOptions(opts)); err != nil {
 		return nil, nil, err
 	}
@@ -37,6 +43,9 @@ func DecompressTo(ctx context.Context, blob, dst []byte, opts ...Option) (*Heade
 	}
 	if uint64(len(dst)) != h.RawSize() {
 		return nil, fmt.Errorf("destination is %d bytes, the field needs %d", len(dst), h.RawSize())
+	}
+	if o := buildOptions(opts); o.backend != nil {
+		return o.backend.DecompressTo(ctx, blob, dst, opts...)
 	}
 	return h, decodeInto(ctx, h, blob, dst, buildOptions(opts))
 }

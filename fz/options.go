@@ -9,6 +9,7 @@ type options struct {
 	workers       int
 	tilesPerChunk uint64
 	progress      func(done, total uint64)
+	backend       Backend // nil: this package's CPU code
 }
 
 func buildOptions(opts []Option) options {
