@@ -236,6 +236,20 @@ __global__ void params_kernel(const double *partials, int nparts, int rel, doubl
     p->have = have;
 }
 
+// ---------------------------------------------------------------- tables
+
+// For a full tile (every tile but the clipped ones at the field's edges)
+// the slot, neighbour flags and field offset of element e are the same in
+// every tile: computed once per job, they replace six integer divisions per
+// element and pass in the tile kernels.
+__global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
+    int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= TILE) return;
+    int P = g.ty * g.tx, z = e / P, r = e - z * P, y = r / g.tx, x = r - y * g.tx;
+    emeta[e] = (unsigned)slot_of(z, y, x, g.tz, g.ty, g.tx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 | 1u << 15;
+    eoff[e] = ((unsigned long long)z * g.ny + y) * g.nx + x;
+}
+
 // ---------------------------------------------------------------- encode
 
 struct EncShared {
@@ -278,7 +292,8 @@ __global__ void __launch_bounds__(NT, 2)
     encode_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                   unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                   unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status, unsigned *tsize,
-                  unsigned long long *tprefix, unsigned *touts, double *terr, unsigned *ticket, unsigned *err) {
+                  unsigned long long *tprefix, unsigned *touts, double *terr, unsigned *ticket, unsigned *err,
+                  const unsigned *__restrict__ emeta, const unsigned long long *__restrict__ eoff) {
     __shared__ EncShared s;
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     if (tid == 0) s.ticket = atomicAdd(ticket, 1u);
@@ -291,6 +306,7 @@ __global__ void __launch_bounds__(NT, 2)
     tile_box(g, t, z0, y0, x0, lz, ly, lx);
     const int n = lz * ly * lx, P = ly * lx;
     const double eb = prm->eb, step = prm->step, inv = prm->inv;
+    const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
 
     // 1. quantize + check. Element e = k*NT + tid: warps read rows.
     long long sum = 0;
@@ -302,10 +318,17 @@ __global__ void __launch_bounds__(NT, 2)
         int e = k * NT + tid;
         meta[k] = 0;
         if (e < n) {
-            int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-            meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 |
-                      1u << 15;
-            T v = src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x];
+            unsigned long long gi;
+            if (n == TILE) {
+                meta[k] = emeta[e];
+                gi = base + eoff[e];
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 |
+                          1u << 15;
+                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+            }
+            T v = src[gi];
             unsigned char f = 0;
             int q = 0;
             if (has_fill && Bits<T>::of(v) == fill_bits) {
@@ -766,7 +789,8 @@ template <typename T>
 __global__ void __launch_bounds__(NT, 2)
     decode_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
                   int has_fill, unsigned long long fill_bits, const unsigned long long *toff, const unsigned *tsz,
-                  T *__restrict__ dst, unsigned long long *err) {
+                  T *__restrict__ dst, unsigned long long *err, const unsigned *__restrict__ emeta,
+                  const unsigned long long *__restrict__ eoff) {
     __shared__ DecShared s;
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const unsigned long long rel = blockIdx.x;
@@ -777,6 +801,7 @@ __global__ void __launch_bounds__(NT, 2)
     int lz, ly, lx;
     tile_box(g, t, z0, y0, x0, lz, ly, lx);
     const int n = lz * ly * lx, P = ly * lx;
+    const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
     const unsigned nw = sz / 4;
     const unsigned *gp = (const unsigned *)(blob + toff[rel]);
     const unsigned *p = gp;
@@ -876,8 +901,14 @@ __global__ void __launch_bounds__(NT, 2)
     for (int k = 0; k < KPT; k++) {
         int e = k * NT + tid;
         if (e < n) {
-            int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-            unsigned c = s.code[slot_of(z, y, x, lz, ly, lx, g)];
+            int sl;
+            if (n == TILE) {
+                sl = emeta[e] & 4095;
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                sl = slot_of(z, y, x, lz, ly, lx, g);
+            }
+            unsigned c = s.code[sl];
             int dv = (int)(c & 0x7FFFu);
             if (c & 0x8000u) {
                 if (dv == 0) {
@@ -1080,9 +1111,14 @@ __global__ void __launch_bounds__(NT, 2)
         if (e < n) {
             unsigned char f = s.fl[e];
             if (f & 4) continue;
-            int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-            T v = (f & 2) ? fill : Bits<T>::rec(s.q[e], step);
-            dst[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x] = v;
+            unsigned long long gi;
+            if (n == TILE) {
+                gi = base + eoff[e];
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+            }
+            dst[gi] = (f & 2) ? fill : Bits<T>::rec(s.q[e], step);
         }
     }
     (void)has_fill;
@@ -1106,7 +1142,8 @@ struct fzgpu_ctx {
     int device;
     unsigned long long max_tiles;
     unsigned long long *status, *tprefix, *toff, *derr;
-    unsigned *tsize, *touts, *ticket, *eerr;
+    unsigned *tsize, *touts, *ticket, *eerr, *emeta;
+    unsigned long long *eoff;
     double *terr, *partials;
     DevParams *params;
     fzgpu_result *res;
@@ -1194,6 +1231,8 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(partials, 2 * RANGE_BLOCKS);
     AL(params, 1);
     AL(res, 1);
+    AL(emeta, TILE);
+    AL(eoff, TILE);
 #undef AL
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
@@ -1219,6 +1258,8 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->partials);
     cudaFree(c->params);
     cudaFree(c->res);
+    cudaFree(c->emeta);
+    cudaFree(c->eoff);
     free(c);
 }
 
@@ -1289,6 +1330,8 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
+    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
+    CK(cudaGetLastError());
     CK(cudaMemsetAsync(c->status, 0, nt * sizeof(unsigned long long), st));
     CK(cudaMemsetAsync(c->ticket, 0, sizeof(unsigned), st));
     CK(cudaMemsetAsync(c->eerr, 0, sizeof(unsigned), st));
@@ -1296,12 +1339,12 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
                                                          f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
                                                          c->status, c->tsize, c->tprefix, c->touts, c->terr,
-                                                         c->ticket, c->eerr);
+                                                         c->ticket, c->eerr, c->emeta, c->eoff);
     else
         encode_kernel<double><<<(unsigned)nt, NT, 0, st>>>((const double *)d_src, g, c->params, f->has_fill,
                                                           f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
                                                           c->status, c->tsize, c->tprefix, c->touts, c->terr,
-                                                          c->ticket, c->eerr);
+                                                          c->ticket, c->eerr, c->emeta, c->eoff);
     CK(cudaGetLastError());
     tables_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(g, tile0, nt, c->tsize, c->tprefix,
                                                                  (unsigned *)d_out, out_cap, c->eerr);
@@ -1325,6 +1368,8 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     if (!(f->step > 0)) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
+    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
+    CK(cudaGetLastError());
     CK(cudaMemsetAsync(c->derr, 0xFF, sizeof(unsigned long long), st));
     chunk_scan_kernel<<<(unsigned)nchunks, NT, 0, st>>>(g, (const unsigned char *)d_blob, blob_size, index_off,
                                                         first_chunk, tile0, c->toff, c->tsize, c->derr);
@@ -1332,11 +1377,11 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     if (f->dtype == 1)
         decode_kernel<float><<<(unsigned)nt, NT, 0, st>>>(g, (const unsigned char *)d_blob, tile0, f->step,
                                                          f->has_fill, f->fill_bits, c->toff, c->tsize,
-                                                         (float *)d_dst, c->derr);
+                                                         (float *)d_dst, c->derr, c->emeta, c->eoff);
     else
         decode_kernel<double><<<(unsigned)nt, NT, 0, st>>>(g, (const unsigned char *)d_blob, tile0, f->step,
                                                           f->has_fill, f->fill_bits, c->toff, c->tsize,
-                                                          (double *)d_dst, c->derr);
+                                                          (double *)d_dst, c->derr, c->emeta, c->eoff);
     CK(cudaGetLastError());
     decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
     CK(cudaGetLastError());
