@@ -3,6 +3,7 @@ module github.com/fzsidecar/fzsidecar
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/edsrzf/mmap-go v1.2.0
 	github.com/minio/minio-go/v7 v7.4.1
 	golang.org/x/sys v0.49.0

@@ -35,6 +35,9 @@ func Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte
 		return nil, Stats{}, err
 	}
 	o := buildOptions(opts)
+	if o.backend != nil {
+		return o.backend.Compress(ctx, src, p, opts...)
+	}
 	switch p.DType {
 	case Float32:
 		return compressTyped(ctx, asFloats[float32](src), p, o)
@@ -73,7 +76,7 @@ func compressTyped[T float](ctx context.Context, src []T, p Params, o options) (
 	h := &Header{
 		Version: Version, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, Tile: sh.tile, Block: sh.block, TilesPerChunk: uint32(o.tilesPerChunk),
-		RangeMin: math.NaN(), RangeMax: math.NaN(),
+		RangeMin: notComputed, RangeMax: notComputed,
 		Chunks: make([]Chunk, l.chunks),
 	}
 	qz := &quantizer{}

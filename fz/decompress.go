@@ -23,6 +23,12 @@ func Decompress(ctx context.Context, blob []byte, opts ...Option) (*Header, []by
 		return nil, nil, fmt.Errorf("container decodes to %d bytes, more than the allowed %d", h.RawSize(), o.maxRaw)
 	}
 	dst := make([]byte, h.RawSize())
+	if o.backend != nil {
+		if _, err := o.backend.DecompressTo(ctx, blob, dst, opts...); err != nil {
+			return nil, nil, err
+		}
+		return h, dst, nil
+	}
 	if err := decodeInto(ctx, h, blob, dst, o); err != nil {
 		return nil, nil, err
 	}
@@ -41,6 +47,9 @@ func DecompressTo(ctx context.Context, blob, dst []byte, opts ...Option) (*Heade
 	}
 	if uint64(len(dst)) != h.RawSize() {
 		return nil, fmt.Errorf("destination is %d bytes, the field needs %d", len(dst), h.RawSize())
+	}
+	if o := buildOptions(opts); o.backend != nil {
+		return o.backend.DecompressTo(ctx, blob, dst, opts...)
 	}
 	return h, decodeInto(ctx, h, blob, dst, buildOptions(opts))
 }

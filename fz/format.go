@@ -1,5 +1,7 @@
 package fz
 
+import "math"
+
 // Format constants of the FZSC container, version 1. docs/FORMAT.md is the
 // normative description; every number here appears there.
 
@@ -58,3 +60,7 @@ const (
 	indexEntry    = 24 // offset u64, size u64, crc32c u32, reserved u32
 	maxHeaderSize = headerFixed + 8*MaxDims + 8 + 4
 )
+
+// notComputed marks range_min/range_max when no range was computed: the
+// quiet NaN 0x7FF8000000000000 (Go's math.NaN has other payload bits).
+var notComputed = math.Float64frombits(0x7FF8000000000000)

@@ -10,6 +10,7 @@ type options struct {
 	tilesPerChunk uint64
 	progress      func(done, total uint64)
 	maxRaw        uint64
+	backend       Backend // nil: this package's CPU code
 }
 
 func buildOptions(opts []Option) options {

@@ -1,19 +1,27 @@
 package main
 
 import (
-	"fmt"
+	"log/slog"
+	"strings"
 
+	"github.com/fzsidecar/fzsidecar/backend"
 	"github.com/fzsidecar/fzsidecar/fz"
 )
 
-// selectBackend resolves --backend to codec options and a name for
-// reports. Only the CPU backend exists in this build.
+// selectBackend resolves --backend to codec options and a short name for
+// reports ("cpu" or the GPU's name). auto says on stderr's log why it did
+// not take the GPU.
 func selectBackend(name string) ([]fz.Option, string, error) {
-	switch name {
-	case "", "auto", "cpu":
-		return nil, "cpu", nil
-	case "gpu":
-		return nil, "", fmt.Errorf("--backend gpu: this build has no GPU backend yet (use --backend cpu or auto)")
+	b, why, err := backend.Select(name)
+	if err != nil {
+		return nil, "", err
 	}
-	return nil, "", fmt.Errorf("--backend %q: expected auto, cpu or gpu", name)
+	slog.Debug(why)
+	if strings.Contains(why, "GPU unavailable") {
+		slog.Info(why)
+	}
+	if b == nil || b.Name() == "cpu" {
+		return nil, "cpu", nil
+	}
+	return []fz.Option{fz.WithBackend(b)}, b.Name(), nil
 }

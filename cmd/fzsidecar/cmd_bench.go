@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/fzsidecar/fzsidecar/cuda"
+)
+
+func init() {
+	register(&command{
+		name:    "bench",
+		summary: "measure GPU codec throughput against the GPU's memcpy",
+		run:     runBench,
+	})
+}
+
+func runBench(ctx context.Context, args []string) error {
+	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--json FILE]")
+	be := fs.String("backend", "gpu", "backend to measure (only gpu is supported)")
+	size := fs.String("size", "1GiB", "bytes per field (real fields are tiled up to this)")
+	reps := fs.Int("reps", 20, "timed runs per measurement; the median is reported")
+	data := fs.String("data", "", "directory of the real fields (../shared/data); empty: generated field only")
+	rels := fs.String("rel", "1e-2,1e-3,1e-4", "comma-separated relative error bounds")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(fs, "unexpected argument %q", pos[0])
+	}
+	if *be != "gpu" {
+		return usageErr(fs, "--backend %q: bench measures the GPU backend only (--backend gpu)", *be)
+	}
+	n, err := parseSize(*size)
+	if err != nil {
+		return usageErr(fs, "--size: %v", err)
+	}
+	if *reps < 1 {
+		return usageErr(fs, "--reps must be at least 1")
+	}
+	var rs []float64
+	for _, s := range strings.Split(*rels, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || !(v > 0) {
+			return usageErr(fs, "--rel %q: expected positive numbers", s)
+		}
+		rs = append(rs, v)
+	}
+	rep, err := cuda.RunBench(ctx, cuda.BenchConfig{Bytes: n, Reps: *reps, DataDir: *data, Rels: rs, Log: os.Stderr})
+	if err != nil {
+		return fmt.Errorf("--backend gpu: %w", err)
+	}
+	fmt.Printf("device: %s\n", rep.Device)
+	fmt.Printf("memcpy D2D %.1f GB/s (bytes copied)   pinned H2D %.1f GB/s   pinned D2H %.1f GB/s\n",
+		rep.D2DBps/1e9, rep.H2DBps/1e9, rep.D2HBps/1e9)
+	fmt.Printf("%-38s %-7s %8s %10s %7s %10s %7s\n", "field", "rel", "ratio", "comp GB/s", "×mcpy", "dec GB/s", "×mcpy")
+	for _, c := range rep.Cases {
+		fmt.Printf("%-38s %-7g %8.2f %10.1f %7.2f %10.1f %7.2f\n", c.Field, c.Rel, c.Ratio,
+			c.CompressBps/1e9, c.CompressX, c.DecompressBps/1e9, c.DecompressX)
+	}
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", *jsonOut, err)
+		}
+	}
+	return nil
+}
+
+// parseSize accepts plain bytes or a KiB/MiB/GiB/KB/MB/GB suffix.
+func parseSize(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	mult := uint64(1)
+	for _, u := range []struct {
+		suf string
+		m   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}} {
+		if strings.HasSuffix(s, u.suf) {
+			s, mult = strings.TrimSuffix(s, u.suf), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 1GiB)", s)
+	}
+	return uint64(v * float64(mult)), nil
+}

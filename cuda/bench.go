@@ -1,0 +1,329 @@
+package cuda
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"unsafe"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// BenchConfig drives RunBench.
+type BenchConfig struct {
+	Bytes   uint64    // field size (at least; real fields are tiled up to it)
+	Reps    int       // timed runs per measurement (median reported)
+	DataDir string    // real fields; "" skips them
+	Rels    []float64 // relative bounds
+	Log     io.Writer // progress lines; nil for none
+}
+
+// BenchCase is one field at one bound.
+type BenchCase struct {
+	Field         string   `json:"field"`
+	DType         string   `json:"dtype"`
+	Dims          []uint64 `json:"dims"`
+	Rel           float64  `json:"rel"`
+	InputBytes    uint64   `json:"input_bytes"`
+	Ratio         float64  `json:"ratio"`
+	CompressMs    float64  `json:"compress_ms"`
+	DecompressMs  float64  `json:"decompress_ms"`
+	CompressBps   float64  `json:"compress_bytes_per_s"`
+	DecompressBps float64  `json:"decompress_bytes_per_s"`
+	CompressX     float64  `json:"compress_vs_memcpy"`
+	DecompressX   float64  `json:"decompress_vs_memcpy"`
+	Violations    int      `json:"bound_violations"`
+}
+
+// BenchReport is the whole run.
+type BenchReport struct {
+	Device    string      `json:"device"`
+	Reps      int         `json:"reps"`
+	CopyBytes uint64      `json:"copy_bytes"`
+	D2DBps    float64     `json:"memcpy_d2d_bytes_per_s"`
+	H2DBps    float64     `json:"pinned_h2d_bytes_per_s"`
+	D2HBps    float64     `json:"pinned_d2h_bytes_per_s"`
+	Cases     []BenchCase `json:"cases"`
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+type timer struct {
+	b      *Backend
+	e0, e1 uintptr
+}
+
+func (b *Backend) newTimer() (*timer, error) {
+	t := &timer{b: b}
+	if err := b.lib.cerr(b.lib.eventCreate(b.dev, &t.e0), "event"); err != nil {
+		return nil, err
+	}
+	if err := b.lib.cerr(b.lib.eventCreate(b.dev, &t.e1), "event"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *timer) close() { t.b.lib.eventDestroy(t.b.dev, t.e0); t.b.lib.eventDestroy(t.b.dev, t.e1) }
+
+// median times f (which enqueues work on the backend's stream) reps times
+// after one warm-up, in milliseconds.
+func (t *timer) median(reps int, f func() error) (float64, error) {
+	l, b := t.b.lib, t.b
+	var ms []float64
+	for i := -1; i < reps; i++ {
+		if err := l.cerr(l.eventRecord(b.dev, t.e0, b.stream), "record"); err != nil {
+			return 0, err
+		}
+		if err := f(); err != nil {
+			return 0, err
+		}
+		if err := l.cerr(l.eventRecord(b.dev, t.e1, b.stream), "record"); err != nil {
+			return 0, err
+		}
+		var m float32
+		if err := l.cerr(l.eventElapsed(b.dev, t.e0, t.e1, &m), "elapsed"); err != nil {
+			return 0, err
+		}
+		if i >= 0 {
+			ms = append(ms, float64(m))
+		}
+	}
+	return median(ms), nil
+}
+
+// RunBench measures copy bandwidths and warm kernel-only codec throughput
+// on one GPU.
+func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
+	if cfg.Reps < 1 {
+		cfg.Reps = 20
+	}
+	logf := func(format string, a ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", a...)
+		}
+	}
+	// One job must cover a whole field: scratch for its tiles (f32 3D with
+	// ~1 GiB has 65536 tiles; f64 tiles hold the same count of values).
+	jobTiles := (cfg.Bytes/4)/4096 + 8192
+	b, err := OpenDevice(0, jobTiles)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	l := b.lib
+	rep := &BenchReport{Device: b.Name(), Reps: cfg.Reps, CopyBytes: cfg.Bytes}
+	tm, err := b.newTimer()
+	if err != nil {
+		return nil, err
+	}
+	defer tm.close()
+
+	// Copies.
+	S := cfg.Bytes
+	var d1, d2 uintptr
+	if err := l.cerr(l.malloc(b.dev, S, &d1), "allocate"); err != nil {
+		return nil, err
+	}
+	defer l.free(b.dev, d1)
+	if err := l.cerr(l.malloc(b.dev, S, &d2), "allocate"); err != nil {
+		return nil, err
+	}
+	defer l.free(b.dev, d2)
+	l.memsetAsync(b.dev, d1, 1, S, b.stream)
+	ms, err := tm.median(cfg.Reps, func() error { return l.cerr(l.copyD2D(b.dev, d2, d1, S, 3, b.stream), "D2D") })
+	if err != nil {
+		return nil, err
+	}
+	rep.D2DBps = float64(S) / (ms / 1e3)
+	var hp unsafe.Pointer
+	if err := l.cerr(l.hostAlloc(S, &hp), "pinned allocation"); err != nil {
+		return nil, err
+	}
+	ms, err = tm.median(cfg.Reps, func() error { return l.cerr(l.copyH2D(b.dev, d1, hp, S, 1, b.stream), "H2D") })
+	if err == nil {
+		rep.H2DBps = float64(S) / (ms / 1e3)
+		ms, err = tm.median(cfg.Reps, func() error { return l.cerr(l.copyD2H(b.dev, hp, d1, S, 2, b.stream), "D2H") })
+		rep.D2HBps = float64(S) / (ms / 1e3)
+	}
+	l.hostFree(hp)
+	if err != nil {
+		return nil, err
+	}
+	logf("device %s: D2D %.1f GB/s, pinned H2D %.1f GB/s, D2H %.1f GB/s", b.Name(), rep.D2DBps/1e9, rep.H2DBps/1e9, rep.D2HBps/1e9)
+
+	type input struct {
+		name string
+		dt   fz.DType
+		dims []uint64
+		raw  []byte
+	}
+	var inputs []func() (input, error)
+	inputs = append(inputs, func() (input, error) {
+		nz, ny, nx := uint64(256), uint64(1024), S/4/(256*1024)
+		raw := make([]byte, 4*nz*ny*nx)
+		parallelChunks(int(nz), 0, func(z int) {
+			for y := uint64(0); y < ny; y++ {
+				for x := uint64(0); x < nx; x++ {
+					fz_, fy, fx := float64(z)/float64(nz), float64(y)/float64(ny), float64(x)/float64(nx)
+					v := math.Sin(6*fz_+1)*math.Cos(9*fy) + 0.5*math.Sin(13*fx+5*fy) + fz_*fx
+					binary.LittleEndian.PutUint32(raw[4*((uint64(z)*ny+y)*nx+x):], math.Float32bits(float32(v)))
+				}
+			}
+		})
+		return input{"smooth3d", fz.Float32, []uint64{nz, ny, nx}, raw}, nil
+	})
+	if cfg.DataDir != "" {
+		for _, f := range benchFields {
+			inputs = append(inputs, func() (input, error) {
+				one, err := os.ReadFile(filepath.Join(cfg.DataDir, f.name))
+				if err != nil {
+					return input{}, err
+				}
+				reps := (S + uint64(len(one)) - 1) / uint64(len(one))
+				raw := make([]byte, 0, reps*uint64(len(one)))
+				for i := uint64(0); i < reps; i++ {
+					raw = append(raw, one...)
+				}
+				dims := append([]uint64(nil), f.dims...)
+				dims[0] *= reps
+				return input{f.name, f.dtype, dims, raw}, nil
+			})
+		}
+	}
+	for _, mk := range inputs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		in, err := mk()
+		if err != nil {
+			return nil, err
+		}
+		for _, rel := range cfg.Rels {
+			c, err := b.benchOne(tm, in.name, in.dt, in.dims, in.raw, rel, cfg.Reps, rep.D2DBps)
+			if err != nil {
+				return nil, fmt.Errorf("%s rel %g: %w", in.name, rel, err)
+			}
+			logf("%-38s rel %-6g ratio %7.2f  compress %6.1f GB/s (%.2fx memcpy)  decompress %6.1f GB/s (%.2fx)  violations %d",
+				c.Field, rel, c.Ratio, c.CompressBps/1e9, c.CompressX, c.DecompressBps/1e9, c.DecompressX, c.Violations)
+			rep.Cases = append(rep.Cases, c)
+		}
+	}
+	return rep, nil
+}
+
+var benchFields = []struct {
+	name  string
+	dtype fz.DType
+	dims  []uint64
+}{
+	{"adk_md_x_98x3341.f32", fz.Float32, []uint64{98, 3341}},
+	{"coads_SST_12x90x180.f32", fz.Float32, []uint64{12, 90, 180}},
+	{"csm_b003_TS_100x64x128.f32", fz.Float32, []uint64{100, 64, 128}},
+	{"csm_b020_T_18x64x128.f32", fz.Float32, []uint64{18, 64, 128}},
+	{"era5_t2m_uk_744x33x49.f32", fz.Float32, []uint64{744, 33, 49}},
+	{"hst_acs_j8bt06nyq_SCI_1024x1024.f32", fz.Float32, []uint64{1024, 1024}},
+	{"hyg_stars_x_107857.f32", fz.Float32, []uint64{107857}},
+	{"hyg_stars_y_107857.f32", fz.Float32, []uint64{107857}},
+	{"levitus_TEMP_20x180x360.f32", fz.Float32, []uint64{20, 180, 360}},
+	{"mpas_surface_pressure_163842.f64", fz.Float64, []uint64{163842}},
+	{"plot3d_comb_density_25x33x57.f32", fz.Float32, []uint64{25, 33, 57}},
+	{"plot3d_post_energy_38x76x38.f32", fz.Float32, []uint64{38, 76, 38}},
+	{"stageIV_precip6h_881x1121.f32", fz.Float32, []uint64{881, 1121}},
+}
+
+// benchOne times compress and decompress of one field already on the host.
+func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, raw []byte, rel float64, reps int, d2d float64) (BenchCase, error) {
+	l := b.lib
+	p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: rel}
+	g, err := fz.PlanGeometry(dims, fz.DefaultTilesPerChunk)
+	if err != nil {
+		return BenchCase{}, err
+	}
+	if g.Tiles > b.maxTiles {
+		if err := b.ensureCtx(g.Tiles); err != nil {
+			return BenchCase{}, err
+		}
+	}
+	f := makeField(dt, g)
+	f.mode, f.bound = uint32(fz.Rel), rel
+	if err := b.grow(&b.a, &b.aCap, uint64(len(raw))); err != nil {
+		return BenchCase{}, err
+	}
+	outCap := l.compressBound(f.dtype, g.Tiles)
+	if err := b.grow(&b.b, &b.bCap, outCap); err != nil {
+		return BenchCase{}, err
+	}
+	if err := b.h2d(b.a, raw); err != nil {
+		return BenchCase{}, err
+	}
+	cms, err := tm.median(reps, func() error {
+		if err := l.cerr(l.prepare(b.ctx, b.stream, &f, b.a), "prepare"); err != nil {
+			return err
+		}
+		return l.cerr(l.compress(b.ctx, b.stream, &f, b.a, 0, g.Chunks, b.b, b.bCap, b.res), "compress")
+	})
+	if err != nil {
+		return BenchCase{}, err
+	}
+	if err := b.sync("compress"); err != nil {
+		return BenchCase{}, err
+	}
+	res := b.result()
+	if res.status != 0 {
+		return BenchCase{}, l.cerr(int32(res.status), "compress")
+	}
+	hsz := uint64(92+8*len(dims)) + g.Chunks*24 + 4
+	blob := make([]byte, hsz+res.bytes)
+	if err := b.d2h(blob[hsz:], b.b); err != nil {
+		return BenchCase{}, err
+	}
+	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	if err := indexChunks(h, g, blob, hsz, 0); err != nil {
+		return BenchCase{}, err
+	}
+	h.PutHeader(blob)
+	// decode: blob into b.b (its capacity covers the bound), field into b.a
+	if err := b.h2d(b.b, blob); err != nil {
+		return BenchCase{}, err
+	}
+	fd := makeField(dt, g)
+	fd.step = h.Step
+	dms, err := tm.median(reps, func() error {
+		return l.cerr(l.decompress(b.ctx, b.stream, &fd, b.b, uint64(len(blob)), h.IndexOffset(), 0, g.Chunks, b.a, b.res), "decompress")
+	})
+	if err != nil {
+		return BenchCase{}, err
+	}
+	if err := b.sync("decompress"); err != nil {
+		return BenchCase{}, err
+	}
+	if r := b.result(); r.status != 0 {
+		return BenchCase{}, fmt.Errorf("decompress: tile %d: %s", r.errTile, decodeReasons[r.errCode])
+	}
+	out := make([]byte, len(raw))
+	if err := b.d2h(out, b.a); err != nil {
+		return BenchCase{}, err
+	}
+	viol := 0
+	if v := violations(raw, out, h); v != "" {
+		viol = 1
+		fmt.Fprintln(os.Stderr, name, v)
+	}
+	in := float64(len(raw))
+	return BenchCase{
+		Field: name, DType: dt.String(), Dims: dims, Rel: rel, InputBytes: uint64(len(raw)),
+		Ratio: in / float64(len(blob)), CompressMs: cms, DecompressMs: dms,
+		CompressBps: in / (cms / 1e3), DecompressBps: in / (dms / 1e3),
+		CompressX: in / (cms / 1e3) / d2d, DecompressX: in / (dms / 1e3) / d2d, Violations: viol,
+	}, nil
+}

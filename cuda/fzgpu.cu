@@ -1,0 +1,1472 @@
+// fzgpu: the FZSC v1 codec (docs/FORMAT.md) as fused CUDA kernels.
+//
+// Compress, per job (a run of whole chunks):
+//   range_kernel + params_kernel  (once per field: min/max, then eb, step)
+//   encode_kernel                 one block per tile: load, quantize + check,
+//                                 placeholder, Lorenzo, codes, ballot
+//                                 bitshuffle, zero blocks, masks; the tile's
+//                                 output offset comes from a decoupled
+//                                 look-back over the sizes of earlier tiles,
+//                                 so every value is read once and the output
+//                                 written once, at a place that depends only
+//                                 on the sizes (never on scheduling order).
+//   tables_kernel + finish_kernel tile-size tables, stats, the result.
+// Decompress, per job:
+//   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
+//   decode_kernel                 one block per tile: the mirror.
+//
+// Bit-exactness with the CPU: the build uses -fmad=false and every floating
+// step is an explicit round-to-nearest intrinsic.
+#include "fzgpu.h"
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+#include <float.h>
+#include <stdlib.h>
+
+#define NT 512              // threads per tile block
+#define KPT (4096 / NT)     // elements per thread
+#define NWARPS (NT / 32)
+#define TILE 4096
+#define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
+#define RANGE_BLOCKS 1024
+
+static_assert(NWARPS == 16, "one warp per bit plane");
+
+struct Geo {
+    unsigned long long nz, ny, nx, gz, gy, gx, tiles;
+    int tz, ty, tx, bz, by, bx;
+    unsigned long long per_chunk;
+};
+
+struct DevParams {
+    double eb, step, inv, lo, hi;
+    unsigned int have;
+};
+
+// 64-bit look-back status: bits 62-63 flag (1 aggregate, 2 inclusive prefix), rest value.
+#define ST_AGG (1ull << 62)
+#define ST_INC (2ull << 62)
+#define ST_VAL ((1ull << 62) - 1)
+
+__device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, unsigned long long &z0,
+                                         unsigned long long &y0, unsigned long long &x0, int &lz, int &ly,
+                                         int &lx) {
+    unsigned long long ix = t % g.gx, iy = (t / g.gx) % g.gy, iz = t / (g.gx * g.gy);
+    z0 = iz * g.tz;
+    y0 = iy * g.ty;
+    x0 = ix * g.tx;
+    lz = (int)min((unsigned long long)g.tz, g.nz - z0);
+    ly = (int)min((unsigned long long)g.ty, g.ny - y0);
+    lx = (int)min((unsigned long long)g.tx, g.nx - x0);
+}
+
+// Slot of element (z, y, x): docs/FORMAT.md section 3.
+__device__ __forceinline__ int slot_of(int z, int y, int x, int lz, int ly, int lx, const Geo &g) {
+    int i = z / g.bz, dz = z - i * g.bz, ez = min(g.bz, lz - i * g.bz);
+    int j = y / g.by, dy = y - j * g.by, ey = min(g.by, ly - j * g.by);
+    int k = x / g.bx, dx = x - k * g.bx, ex = min(g.bx, lx - k * g.bx);
+    return i * g.bz * ly * lx + ez * j * g.by * lx + ez * ey * k * g.bx + (dz * ey + dy) * ex + dx;
+}
+
+template <typename T> struct Bits;
+template <> struct Bits<float> {
+    typedef unsigned int U;
+    static __device__ __forceinline__ unsigned long long of(float x) { return __float_as_uint(x); }
+    static __device__ __forceinline__ float from(unsigned long long b) { return __uint_as_float((unsigned)b); }
+    static __device__ __forceinline__ float rec(int q, double step) {
+        return __double2float_rn(__dmul_rn((double)q, step));
+    }
+};
+template <> struct Bits<double> {
+    typedef unsigned long long U;
+    static __device__ __forceinline__ unsigned long long of(double x) { return __double_as_longlong(x); }
+    static __device__ __forceinline__ double from(unsigned long long b) { return __longlong_as_double(b); }
+    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn((double)q, step); }
+};
+
+// ---------------------------------------------------------------- block scans
+
+// Exclusive prefix sum over the block; returns the total in *total.
+__device__ __forceinline__ unsigned block_excl_scan(unsigned v, unsigned *total, unsigned *sh /*NWARPS+1*/) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    unsigned x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) sh[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        unsigned s = lane < NWARPS ? sh[lane] : 0, t = s;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            unsigned y = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= o) t += y;
+        }
+        if (lane < NWARPS) sh[lane] = t - s;
+        if (lane == NWARPS - 1) sh[NWARPS] = t;
+    }
+    __syncthreads();
+    unsigned r = sh[w] + x - v;
+    *total = sh[NWARPS];
+    __syncthreads();
+    return r;
+}
+
+// Segmented inclusive scan of (flag, value) pairs: a set flag starts a segment.
+// Returns the exclusive carry into this thread (0 if the block's first).
+__device__ __forceinline__ int block_seg_carry(int flag, int v, int *shv, int *shf) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int f = flag, x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int yf = __shfl_up_sync(0xffffffffu, f, o);
+        int yx = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) {
+            if (!f) x = (int)((unsigned)x + (unsigned)yx);
+            f |= yf;
+        }
+    }
+    // x, f: inclusive within warp
+    if (lane == 31) {
+        shv[w] = x;
+        shf[w] = f;
+    }
+    __syncthreads();
+    if (w == 0) {
+        int sf = lane < NWARPS ? shf[lane] : 0, sx = lane < NWARPS ? shv[lane] : 0;
+        int tf = sf, tx = sx;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int yf = __shfl_up_sync(0xffffffffu, tf, o);
+            int yx = __shfl_up_sync(0xffffffffu, tx, o);
+            if (lane >= o) {
+                if (!tf) tx = (int)((unsigned)tx + (unsigned)yx);
+                tf |= yf;
+            }
+        }
+        // exclusive carry into warp `lane` = inclusive of warp lane-1
+        int ex = __shfl_up_sync(0xffffffffu, tx, 1);
+        if (lane < NWARPS) shv[lane + 32] = lane == 0 ? 0 : ex;
+    }
+    __syncthreads();
+    // exclusive carry into this thread: inclusive of previous lane, combined
+    // with the warp's carry when no segment start lies between.
+    int px = __shfl_up_sync(0xffffffffu, x, 1), pf = __shfl_up_sync(0xffffffffu, f, 1);
+    int carry;
+    if (lane == 0) {
+        carry = shv[w + 32];
+    } else {
+        carry = pf ? px : (int)((unsigned)px + (unsigned)shv[w + 32]);
+    }
+    __syncthreads();
+    return carry;
+}
+
+// ---------------------------------------------------------------- range
+
+template <typename T>
+__global__ void range_kernel(const T *src, unsigned long long n, int has_fill, unsigned long long fill_bits,
+                             double *partials) {
+    T lo = (T)INFINITY, hi = (T)-INFINITY;
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        T x = src[i];
+        if (!isfinite(x) || (has_fill && Bits<T>::of(x) == fill_bits)) continue;
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+    }
+    __shared__ T slo[32], shi[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        T a = __shfl_down_sync(0xffffffffu, lo, o), b = __shfl_down_sync(0xffffffffu, hi, o);
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) {
+        slo[w] = lo;
+        shi[w] = hi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) {
+            lo = slo[i] < lo ? slo[i] : lo;
+            hi = shi[i] > hi ? shi[i] : hi;
+        }
+        partials[2 * blockIdx.x] = (double)lo;
+        partials[2 * blockIdx.x + 1] = (double)hi;
+    }
+}
+
+// One thread: the header's abs_eb and step exactly as fz/compress.go derives them.
+__global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
+    if (threadIdx.x != 0) return;
+    double lo = 0, hi = 0;
+    int have = 0;
+    if (rel) {
+        double l = INFINITY, h = -INFINITY;
+        for (int i = 0; i < nparts; i++) {
+            double a = partials[2 * i], b = partials[2 * i + 1];
+            if (a <= b) {  // this part saw a value
+                l = a < l ? a : l;
+                h = b > h ? b : h;
+                have = 1;
+            }
+        }
+        if (have) {
+            lo = l == 0 ? 0.0 : l;  // -0 and +0 normalised
+            hi = h == 0 ? 0.0 : h;
+        }
+    }
+    double eb = rel ? __dmul_rn(bound, __dsub_rn(hi, lo)) : bound;
+    double step = __dmul_rn(2.0, eb);
+    if (eb == 0) {
+        step = 1;
+        if (have && lo != 0 && !isinf(lo)) step = fabs(lo);
+    }
+    if (isinf(step)) step = DBL_MAX;
+    p->eb = eb;
+    p->step = step;
+    p->inv = __ddiv_rn(1.0, step);
+    p->lo = have ? lo : __longlong_as_double(0x7FF8000000000000ll);
+    p->hi = have ? hi : __longlong_as_double(0x7FF8000000000000ll);
+    p->have = have;
+}
+
+// ---------------------------------------------------------------- tables
+
+// For a full tile (every tile but the clipped ones at the field's edges)
+// the slot, neighbour flags and field offset of element e are the same in
+// every tile: computed once per job, they replace six integer divisions per
+// element and pass in the tile kernels.
+__global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
+    int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= TILE) return;
+    int P = g.ty * g.tx, z = e / P, r = e - z * P, y = r / g.tx, x = r - y * g.tx;
+    emeta[e] = (unsigned)slot_of(z, y, x, g.tz, g.ty, g.tx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 | 1u << 15;
+    eoff[e] = ((unsigned long long)z * g.ny + y) * g.nx + x;
+}
+
+// ---------------------------------------------------------------- encode
+
+struct EncShared {
+    int q[TILE];                    // q, then residuals
+    unsigned short code[TILE];      // slot order
+    uint4 pw[16][32];               // bit planes: [plane][zero-block] (4 words)
+    unsigned char fl[TILE];         // 1 has q, 2 fill, 4 raw, 8 escape
+    unsigned mfill[128], mraw[128]; // slot-order masks
+    unsigned bm[16], fbm, rbm;
+    unsigned red_u[NWARPS * 4];
+    long long red_s[NWARPS];
+    double red_d[NWARPS];
+    unsigned scan[2 * NWARPS + 34];
+    unsigned ticket;
+    unsigned long long excl;
+    unsigned plane_mask, nesc, nraw, nfill, size, esc_at, fill_at, raw_at;
+    unsigned plane_at[16];
+    int origin;
+};
+
+// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box).
+__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, int z, int y, int x, int ly, int lx,
+                                           unsigned char bit) {
+    int P = ly * lx;
+    int b = (fl[e] & bit) != 0;
+    if (x) b ^= (fl[e - 1] & bit) != 0;
+    if (y) b ^= (fl[e - lx] & bit) != 0;
+    if (x && y) b ^= (fl[e - lx - 1] & bit) != 0;
+    if (z) {
+        b ^= (fl[e - P] & bit) != 0;
+        if (x) b ^= (fl[e - P - 1] & bit) != 0;
+        if (y) b ^= (fl[e - P - lx] & bit) != 0;
+        if (x && y) b ^= (fl[e - P - lx - 1] & bit) != 0;
+    }
+    return b;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NT, 2)
+    encode_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
+                  unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
+                  unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status, unsigned *tsize,
+                  unsigned long long *tprefix, unsigned *touts, double *terr, unsigned *ticket, unsigned *err,
+                  const unsigned *__restrict__ emeta, const unsigned long long *__restrict__ eoff) {
+    __shared__ EncShared s;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    if (tid == 0) s.ticket = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const unsigned long long rel = s.ticket;
+    if (rel >= ntiles) return;
+    const unsigned long long t = tile0 + rel;
+    unsigned long long z0, y0, x0;
+    int lz, ly, lx;
+    tile_box(g, t, z0, y0, x0, lz, ly, lx);
+    const int n = lz * ly * lx, P = ly * lx;
+    const double eb = prm->eb, step = prm->step, inv = prm->inv;
+    const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
+
+    // 1. quantize + check. Element e = k*NT + tid: warps read rows.
+    long long sum = 0;
+    unsigned cnt = 0, nraw = 0, nfill = 0;
+    double maxerr = 0;
+    unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        meta[k] = 0;
+        if (e < n) {
+            unsigned long long gi;
+            if (n == TILE) {
+                meta[k] = emeta[e];
+                gi = base + eoff[e];
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 |
+                          1u << 15;
+                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+            }
+            T v = src[gi];
+            unsigned char f = 0;
+            int q = 0;
+            if (has_fill && Bits<T>::of(v) == fill_bits) {
+                f = 2;
+                nfill++;
+            } else {
+                double sv = __dmul_rn((double)v, inv);
+                if (!(fabs(sv) < 268435456.0)) {
+                    f = 4;
+                    nraw++;
+                } else {
+                    q = (int)__dsub_rn(__dadd_rn(sv, 6755399441055744.0), 6755399441055744.0);
+                    double er = fabs(__dsub_rn((double)v, (double)Bits<T>::rec(q, step)));
+                    f = 1;
+                    if (!(er <= eb)) {
+                        f = 5;
+                        nraw++;
+                    } else if (er > maxerr) {
+                        maxerr = er;
+                    }
+                    sum += q;
+                    cnt++;
+                }
+            }
+            s.q[e] = q;
+            s.fl[e] = f;
+        } else {
+            s.code[e] = 0;  // slots n..4095 hold code 0
+        }
+    }
+    if (tid < 128) {
+        s.mfill[tid] = 0;
+        s.mraw[tid] = 0;
+    }
+    // block reductions
+    for (int o = 16; o > 0; o >>= 1) {
+        sum += __shfl_down_sync(0xffffffffu, sum, o);
+        cnt += __shfl_down_sync(0xffffffffu, cnt, o);
+        nraw += __shfl_down_sync(0xffffffffu, nraw, o);
+        nfill += __shfl_down_sync(0xffffffffu, nfill, o);
+        maxerr = fmax(maxerr, __shfl_down_sync(0xffffffffu, maxerr, o));
+    }
+    if (lane == 0) {
+        s.red_s[wid] = sum;
+        s.red_u[wid] = cnt;
+        s.red_u[NWARPS + wid] = nraw;
+        s.red_u[2 * NWARPS + wid] = nfill;
+        s.red_d[wid] = maxerr;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        long long S = 0;
+        unsigned C = 0, R = 0, F = 0;
+        double M = 0;
+        for (int i = 0; i < NWARPS; i++) {
+            S += s.red_s[i];
+            C += s.red_u[i];
+            R += s.red_u[NWARPS + i];
+            F += s.red_u[2 * NWARPS + i];
+            M = fmax(M, s.red_d[i]);
+        }
+        s.red_s[0] = C ? S / (long long)C : 0;  // placeholder (truncating)
+        s.nraw = R;
+        s.nfill = F;
+        s.red_d[0] = M;
+    }
+    __syncthreads();
+    const unsigned NR = s.nraw, NF = s.nfill;
+    if (NR | NF) {
+        int ph = (int)s.red_s[0];
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            if (e < n && !(s.fl[e] & 1)) s.q[e] = ph;
+        }
+        __syncthreads();
+    }
+
+    // 2. Lorenzo residuals and codes.
+    int d[KPT];
+    unsigned nesc = 0, orc = 0;
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        d[k] = 0;
+        if (meta[k] >> 15) {
+            unsigned m = meta[k];
+            int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
+            unsigned v = (unsigned)s.q[e];
+            if (hx) v -= (unsigned)s.q[e - 1];
+            if (hy) v -= (unsigned)s.q[e - lx];
+            if (hx && hy) v += (unsigned)s.q[e - lx - 1];
+            if (hz) {
+                v -= (unsigned)s.q[e - P];
+                if (hx) v += (unsigned)s.q[e - P - 1];
+                if (hy) v += (unsigned)s.q[e - P - lx];
+                if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
+            }
+            int dv = (int)v;
+            d[k] = dv;
+            unsigned c;
+            if (e == 0) {
+                c = 0;
+            } else {
+                int sg = dv >> 31;
+                unsigned mag = (unsigned)((dv ^ sg) - sg);
+                if (mag > 32767u) {
+                    c = 0x8000;
+                    nesc++;
+                    s.fl[e] |= 8;  // own element: no other thread reads fl here
+                } else {
+                    c = mag | ((unsigned)sg & 0x8000u);
+                }
+            }
+            s.code[m & 4095] = (unsigned short)c;
+            orc |= c;
+        }
+    }
+    __syncthreads();  // all q read; codes complete
+    if (tid == 0) s.origin = s.q[0];
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        if (e < n) s.q[e] = d[k];
+    }
+    // fill / raw masks: XOR-Lorenzo of the element bitmap, in slot order
+    if (NR | NF) {
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            if (meta[k] >> 15) {
+                unsigned m = meta[k];
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                int sl = m & 4095;
+                if (NF && xor_corners(s.fl, e, z, y, x, ly, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
+                if (NR && xor_corners(s.fl, e, z, y, x, ly, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) nesc += __shfl_down_sync(0xffffffffu, nesc, o);
+    if (lane == 0) s.red_u[3 * NWARPS + wid] = nesc;
+    __syncthreads();
+
+    // 3. Bitshuffle by ballot: warp w builds words w, w+16, ...
+    {
+        unsigned *pw = (unsigned *)s.pw;
+        for (int W = wid; W < 128; W += NWARPS) {
+            unsigned c = s.code[32 * W + lane], mine = 0;
+#pragma unroll
+            for (int p = 0; p < 16; p++) {
+                unsigned b = __ballot_sync(0xffffffffu, (c >> p) & 1u);
+                if (lane == p) mine = b;
+            }
+            if (lane < 16) pw[lane * 128 + W] = mine;
+        }
+    }
+    __syncthreads();
+    // 4. zero-block masks: warp p owns plane p, lane k block k.
+    {
+        uint4 b = s.pw[wid][lane];
+        unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+        if (lane == 0) s.bm[wid] = m;
+        if (wid == 0 && (NF | NR)) {
+            uint4 f = ((uint4 *)s.mfill)[lane], r = ((uint4 *)s.mraw)[lane];
+            unsigned fm = __ballot_sync(0xffffffffu, (f.x | f.y | f.z | f.w) != 0);
+            unsigned rm = __ballot_sync(0xffffffffu, (r.x | r.y | r.z | r.w) != 0);
+            if (lane == 0) {
+                s.fbm = fm;
+                s.rbm = rm;
+            }
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        unsigned E = 0;
+        for (int i = 0; i < NWARPS; i++) E += s.red_u[3 * NWARPS + i];
+        unsigned pm = 0;
+        unsigned at = 2;  // words
+        for (int p = 0; p < 16; p++) {
+            if (s.bm[p]) {
+                pm |= 1u << p;
+                s.plane_at[p] = at;
+                at += 1 + 4 * __popc(s.bm[p]);
+            }
+        }
+        s.esc_at = at;
+        if (E) at += 1 + E;
+        s.fill_at = at;
+        if (NF) at += 1 + 4 * __popc(s.fbm);
+        s.raw_at = at;
+        if (NR) at += 1 + 4 * __popc(s.rbm) + 1 + NR * (sizeof(T) / 4);
+        s.plane_mask = pm;
+        s.nesc = E;
+        s.size = at * 4;
+        unsigned long long sz = at * 4ull;
+        tsize[rel] = (unsigned)sz;
+        touts[rel] = NR;
+        terr[rel] = s.red_d[0];
+        if (rel == 0) {
+            *(volatile unsigned long long *)&status[0] = ST_INC | sz;
+            s.excl = 0;
+        } else {
+            *(volatile unsigned long long *)&status[rel] = ST_AGG | sz;
+        }
+    }
+    __syncthreads();
+
+    // 5. Decoupled look-back: the sum of the sizes of tiles 0..rel-1.
+    if (wid == 0 && rel > 0) {
+        unsigned long long excl = 0;
+        long long look = (long long)rel - 1;
+        while (true) {
+            long long idx = look - lane;
+            unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
+            while (__any_sync(0xffffffffu, (v >> 62) == 0)) {
+                if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
+            }
+            unsigned inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
+            int stop = inc ? __ffs(inc) - 1 : 31;
+            unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
+            for (int o = 16; o > 0; o >>= 1) val += __shfl_down_sync(0xffffffffu, val, o);
+            excl += __shfl_sync(0xffffffffu, val, 0);
+            if (inc) break;
+            look -= 32;
+        }
+        if (lane == 0) {
+            *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + s.size);
+            s.excl = excl;
+        }
+    }
+    __syncthreads();
+    const unsigned long long chunk = t / g.per_chunk;
+    const unsigned long long cend = min((chunk + 1) * g.per_chunk, g.tiles) - tile0;
+    const unsigned long long off = s.excl + 4 * cend;  // bytes
+    if (tid == 0) tprefix[rel] = s.excl;
+    if (off + s.size > cap) {
+        if (tid == 0) atomicOr(err, 1u);
+        return;
+    }
+    unsigned *o = out + off / 4;
+    const unsigned pm = s.plane_mask;
+    if (tid == 0) {
+        unsigned w0 = pm | (s.nesc ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
+        o[0] = w0;
+        o[1] = (unsigned)s.origin;
+    }
+    {
+        int p = wid, k = lane;
+        unsigned bm = s.bm[p];
+        if (bm) {
+            unsigned at = s.plane_at[p];
+            if (k == 0) o[at] = bm;
+            if ((bm >> k) & 1) {
+                unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << k) - 1));
+                uint4 b = s.pw[p][k];
+                dst[0] = b.x;
+                dst[1] = b.y;
+                dst[2] = b.z;
+                dst[3] = b.w;
+            }
+        }
+    }
+    if (wid == 0 && NF) {
+        unsigned bm = s.fbm, at = s.fill_at;
+        if (lane == 0) o[at] = bm;
+        if ((bm >> lane) & 1) {
+            unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
+            for (int i = 0; i < 4; i++) dst[i] = s.mfill[4 * lane + i];
+        }
+    }
+    if (wid == 1 && NR) {
+        unsigned bm = s.rbm, at = s.raw_at;
+        if (lane == 0) {
+            o[at] = bm;
+            o[at + 1 + 4 * __popc(bm)] = NR;
+        }
+        if ((bm >> lane) & 1) {
+            unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
+            for (int i = 0; i < 4; i++) dst[i] = s.mraw[4 * lane + i];
+        }
+    }
+    // escapes and raw values in element order: thread owns elements 8t..8t+7
+    if (s.nesc | NR) {
+        const int e0 = tid * KPT;
+        unsigned ce = 0, cr = 0;
+#pragma unroll
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            if (e < n) {
+                ce += (s.fl[e] >> 3) & 1;
+                cr += (s.fl[e] >> 2) & 1;
+            }
+        }
+        unsigned tot;
+        unsigned re = block_excl_scan(ce, &tot, s.scan);
+        unsigned rr = block_excl_scan(cr, &tot, s.scan);
+        if (s.nesc) {
+            if (tid == 0) o[s.esc_at] = s.nesc;
+            for (int i = 0; i < KPT; i++) {
+                int e = e0 + i;
+                if (e < n && (s.fl[e] & 8)) o[s.esc_at + 1 + re++] = (unsigned)s.q[e];
+            }
+        }
+        if (NR) {
+            unsigned at = s.raw_at + 1 + 4 * __popc(s.rbm) + 1;
+            for (int i = 0; i < KPT; i++) {
+                int e = e0 + i;
+                if (e < n && (s.fl[e] & 4)) {
+                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                    unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
+                    if (sizeof(T) == 4) {
+                        o[at + rr] = (unsigned)b;
+                    } else {
+                        o[at + 2 * rr] = (unsigned)b;
+                        o[at + 2 * rr + 1] = (unsigned)(b >> 32);
+                    }
+                    rr++;
+                }
+            }
+        }
+    }
+}
+
+// Tile-size tables at the head of each chunk.
+__global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long long ntiles, const unsigned *tsize,
+                              const unsigned long long *tprefix, unsigned *out, unsigned long long cap,
+                              const unsigned *err) {
+    unsigned long long rel = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (rel >= ntiles || *err) return;
+    unsigned long long t = tile0 + rel, c = t / g.per_chunk, first = c * g.per_chunk;
+    unsigned long long start = tprefix[first - tile0] + 4 * (first - tile0);
+    unsigned long long at = start + 4 * (t - first);
+    if (at + 4 <= cap) out[at / 4] = tsize[rel];
+}
+
+__global__ void finish_kernel(unsigned long long ntiles, const unsigned *tsize, const unsigned long long *tprefix,
+                              const unsigned *touts, const double *terr, const unsigned *err,
+                              const DevParams *prm, fzgpu_result *res) {
+    __shared__ unsigned long long so[32];
+    __shared__ double se[32];
+    unsigned long long o = 0;
+    double e = 0;
+    for (unsigned long long i = threadIdx.x; i < ntiles; i += blockDim.x) {
+        o += touts[i];
+        e = fmax(e, terr[i]);
+    }
+    for (int k = 16; k > 0; k >>= 1) {
+        o += __shfl_down_sync(0xffffffffu, o, k);
+        e = fmax(e, __shfl_down_sync(0xffffffffu, e, k));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        so[threadIdx.x >> 5] = o;
+        se[threadIdx.x >> 5] = e;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) {
+            o += so[i];
+            e = fmax(e, se[i]);
+        }
+        fzgpu_result r;
+        memset(&r, 0, sizeof r);
+        r.bytes = ntiles ? tprefix[ntiles - 1] + tsize[ntiles - 1] + 4 * ntiles : 0;
+        r.outliers = o;
+        r.max_abs_err = e;
+        r.abs_eb = prm->eb;
+        r.step = prm->step;
+        r.range_min = prm->lo;
+        r.range_max = prm->hi;
+        r.have_range = prm->have;
+        r.status = *err ? FZGPU_E_CAPACITY : 0;
+        *res = r;
+    }
+}
+
+// ---------------------------------------------------------------- decode
+
+__device__ __forceinline__ void report(unsigned long long *err, unsigned long long rel, unsigned code) {
+    atomicMin(err, (rel << 8) | code);
+}
+
+__device__ __forceinline__ unsigned ld32(const unsigned char *p) {
+    return (unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24;
+}
+
+// One block per chunk: validate the tile table and turn sizes into offsets.
+__global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned long long blob_size,
+                                  unsigned long long index_off, unsigned long long first_chunk,
+                                  unsigned long long tile0, unsigned long long *toff, unsigned *tsz,
+                                  unsigned long long *err) {
+    __shared__ unsigned scan[2 * NWARPS + 34];
+    __shared__ unsigned long long base_sh;
+    __shared__ int bad;
+    unsigned long long c = first_chunk + blockIdx.x;
+    unsigned long long first = c * g.per_chunk, end = min(first + g.per_chunk, g.tiles);
+    unsigned long long k = end - first;
+    const unsigned char *e = blob + index_off + 24 * c;
+    unsigned long long coff = (unsigned long long)ld32(e) | (unsigned long long)ld32(e + 4) << 32;
+    unsigned long long csz = (unsigned long long)ld32(e + 8) | (unsigned long long)ld32(e + 12) << 32;
+    if (threadIdx.x == 0) {
+        base_sh = 0;
+        bad = 0;
+    }
+    __syncthreads();
+    int ok = coff <= blob_size && csz <= blob_size - coff && csz >= 4 * k;
+    if (!ok) {
+        for (unsigned long long i = threadIdx.x; i < k; i += blockDim.x) tsz[first + i - tile0] = 0;
+        if (threadIdx.x == 0) report(err, first - tile0, coff <= blob_size && csz <= blob_size - coff ? FZGPU_DE_TABLE : FZGPU_DE_INDEX);
+        return;
+    }
+    const unsigned char *table = blob + coff;
+    const unsigned long long room = csz - 4 * k;
+    for (unsigned long long b = 0; b < k; b += NT) {
+        unsigned long long i = b + threadIdx.x;
+        unsigned sz = i < k ? ld32(table + 4 * i) : 0;
+        // sizes are < 2^32 each; prefix in 64 bits via two 32-bit scans is
+        // overkill for <= 65536 tiles of < 2^32: use 64-bit accumulation.
+        unsigned tot;
+        unsigned lo = block_excl_scan(sz & 0xFFFFu, &tot, scan);
+        unsigned long long totlo = tot;
+        unsigned hi = block_excl_scan(sz >> 16, &tot, scan);
+        unsigned long long exc = base_sh + lo + ((unsigned long long)hi << 16);
+        unsigned long long total = totlo + ((unsigned long long)tot << 16);
+        if (i < k) {
+            int valid = sz >= 8 && (sz & 3) == 0 && !bad && exc + sz <= room;
+            unsigned long long rel = first + i - tile0;
+            if (valid) {
+                toff[rel] = coff + 4 * k + exc;
+                tsz[rel] = sz;
+            } else {
+                tsz[rel] = 0;
+                report(err, rel, FZGPU_DE_TILESIZE);
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            base_sh += total;
+            if (base_sh > room) bad = 1;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && !bad && base_sh != room) report(err, end - 1 - tile0, FZGPU_DE_TRAILCHUNK);
+}
+
+struct DecShared {
+    unsigned tb[STAGE_WORDS];
+    int q[TILE];
+    unsigned short code[TILE];
+    unsigned char fl[TILE];  // 2 fill, 4 raw, 8 escape
+    unsigned scan[2 * NWARPS + 34];
+    int segv[64], segf[64];
+    unsigned bm[16], plane_at[16];
+    unsigned w0, origin, nesc, esc_at, fill_at, raw_at, nraw, rawv_at, plane_mask;
+    int bad;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(NT, 2)
+    decode_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
+                  int has_fill, unsigned long long fill_bits, const unsigned long long *toff, const unsigned *tsz,
+                  T *__restrict__ dst, unsigned long long *err, const unsigned *__restrict__ emeta,
+                  const unsigned long long *__restrict__ eoff) {
+    __shared__ DecShared s;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const unsigned long long rel = blockIdx.x;
+    const unsigned sz = tsz[rel];
+    if (sz == 0) return;  // its size was invalid, already reported
+    const unsigned long long t = tile0 + rel;
+    unsigned long long z0, y0, x0;
+    int lz, ly, lx;
+    tile_box(g, t, z0, y0, x0, lz, ly, lx);
+    const int n = lz * ly * lx, P = ly * lx;
+    const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
+    const unsigned nw = sz / 4;
+    const unsigned *gp = (const unsigned *)(blob + toff[rel]);
+    const unsigned *p = gp;
+    if (nw <= STAGE_WORDS) {
+        for (unsigned i = tid; i < nw; i += NT) s.tb[i] = gp[i];
+        p = s.tb;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        unsigned code = 0;
+        unsigned w0 = p[0];
+        unsigned long long at = 2;
+        if (w0 & ~0x7FFFFu) code = FZGPU_DE_FLAGS;
+        for (int pl = 0; pl < 16 && !code; pl++) {
+            if (!((w0 >> pl) & 1)) continue;
+            if (at >= nw) {
+                code = FZGPU_DE_TRUNC;
+                break;
+            }
+            unsigned bm = p[at];
+            s.bm[pl] = bm;
+            s.plane_at[pl] = (unsigned)at;
+            at += 1 + 4ull * __popc(bm);
+        }
+        unsigned nesc = 0;
+        if (!code && (w0 & (1u << 16))) {
+            if (at >= nw) code = FZGPU_DE_TRUNC;
+            else {
+                nesc = p[at];
+                if (nesc == 0 || nesc >= (unsigned)n) code = FZGPU_DE_ESCCOUNT;
+                s.esc_at = (unsigned)at + 1;
+                at += 1ull + nesc;
+            }
+        }
+        if (!code && (w0 & (1u << 17))) {
+            if (at >= nw) code = FZGPU_DE_TRUNC;
+            else {
+                s.fill_at = (unsigned)at;
+                at += 1 + 4ull * __popc(p[at]);
+            }
+        }
+        unsigned nraw = 0;
+        if (!code && (w0 & (1u << 18))) {
+            if (at >= nw) code = FZGPU_DE_TRUNC;
+            else {
+                s.raw_at = (unsigned)at;
+                at += 1 + 4ull * __popc(p[at]);
+                if (at >= nw) code = FZGPU_DE_TRUNC;
+                else {
+                    nraw = p[at];
+                    if (nraw == 0) code = FZGPU_DE_RAWCOUNT;
+                    s.rawv_at = (unsigned)at + 1;
+                    at += 1 + (unsigned long long)nraw * (sizeof(T) / 4);
+                }
+            }
+        }
+        if (!code && at > nw) code = FZGPU_DE_TRUNC;
+        if (!code && at < nw) code = FZGPU_DE_TRAILTILE;
+        s.w0 = w0;
+        s.origin = p[1];
+        s.nesc = nesc;
+        s.nraw = nraw;
+        s.bad = code;
+        if (code) report(err, rel, code);
+    }
+    __syncthreads();
+    if (s.bad) return;
+    const unsigned w0 = s.w0;
+
+    // 1. codes from planes: warp per 32-slot word, broadcast reads
+    for (int W = wid; W < 128; W += NWARPS) {
+        unsigned c = 0;
+        const int kb = W >> 2;
+#pragma unroll
+        for (int pl = 0; pl < 16; pl++) {
+            if ((w0 >> pl) & 1) {
+                unsigned bm = s.bm[pl];
+                if ((bm >> kb) & 1) {
+                    unsigned word = p[s.plane_at[pl] + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)];
+                    c |= ((word >> lane) & 1u) << pl;
+                }
+            }
+        }
+        s.code[32 * W + lane] = (unsigned short)c;
+    }
+    // masks into element flags (rare)
+    for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
+    __syncthreads();
+    if (tid == 0 && s.code[0] != 0) {
+        s.bad = FZGPU_DE_SLOT0;
+        report(err, rel, FZGPU_DE_SLOT0);
+    }
+
+    // 2. residuals in element order; escape flags
+    unsigned nesc = 0;
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        if (e < n) {
+            int sl;
+            if (n == TILE) {
+                sl = emeta[e] & 4095;
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                sl = slot_of(z, y, x, lz, ly, lx, g);
+            }
+            unsigned c = s.code[sl];
+            int dv = (int)(c & 0x7FFFu);
+            if (c & 0x8000u) {
+                if (dv == 0) {
+                    s.fl[e] = 8;
+                    nesc++;
+                }
+                dv = -dv;
+            }
+            s.q[e] = dv;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) nesc += __shfl_down_sync(0xffffffffu, nesc, o);
+    if (lane == 0) s.scan[wid] = nesc;
+    __syncthreads();
+    if (tid == 0) {
+        unsigned E = 0;
+        for (int i = 0; i < NWARPS; i++) E += s.scan[i];
+        if (E != s.nesc && !s.bad) {
+            s.bad = FZGPU_DE_ESCCOUNT;
+            report(err, rel, FZGPU_DE_ESCCOUNT);
+        }
+    }
+    __syncthreads();
+    if (s.bad) return;
+    const bool masks = (w0 >> 17) & 3;
+    if (s.nesc || masks) {
+        // fill / raw masks: slot bits -> element flags, then undo the
+        // XOR-Lorenzo transform line by line (rare path).
+        if (masks) {
+            for (int which = 0; which < 2; which++) {
+                if (!((w0 >> (17 + which)) & 1)) continue;
+                unsigned at = which ? s.raw_at : s.fill_at;
+                unsigned bm = p[at];
+                unsigned char bit = which ? 4 : 2;
+                unsigned set = 0;
+#pragma unroll
+                for (int k = 0; k < KPT; k++) {
+                    int e = k * NT + tid;
+                    if (e < n) {
+                        int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                        int sl = slot_of(z, y, x, lz, ly, lx, g);
+                        int kb = sl >> 7;
+                        if ((bm >> kb) & 1) {
+                            unsigned word = p[at + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + ((sl >> 5) & 3)];
+                            if ((word >> (sl & 31)) & 1) {
+                                s.fl[e] |= bit;
+                                set++;
+                            }
+                        }
+                    }
+                }
+                // total bits in the mask
+                unsigned total = 0;
+                if (tid < 128) {
+                    int kb = tid >> 2;
+                    if ((bm >> kb) & 1) total = __popc(p[at + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + (tid & 3)]);
+                }
+                unsigned tt, ts;
+                block_excl_scan(total, &tt, s.scan);
+                block_excl_scan(set, &ts, s.scan);
+                if (tid == 0 && tt != ts) {
+                    s.bad = FZGPU_DE_MASKSLOTS;
+                    report(err, rel, FZGPU_DE_MASKSLOTS);
+                }
+                __syncthreads();
+                if (s.bad) return;
+                // undo parity Lorenzo: prefix XOR along x, y, z
+                for (int i = tid; i < lz * ly; i += NT) {
+                    unsigned char *row = s.fl + i * lx;
+                    unsigned char acc = row[0] & bit;
+                    for (int x = 1; x < lx; x++) {
+                        acc ^= row[x] & bit;
+                        row[x] = (row[x] & ~bit) | acc;
+                    }
+                }
+                __syncthreads();
+                for (int i = tid; i < lz * lx; i += NT) {
+                    int z = i / lx, x = i - z * lx;
+                    unsigned char *c = s.fl + z * P + x;
+                    unsigned char acc = c[0] & bit;
+                    for (int y = 1; y < ly; y++) {
+                        acc ^= c[y * lx] & bit;
+                        c[y * lx] = (c[y * lx] & ~bit) | acc;
+                    }
+                }
+                __syncthreads();
+                for (int i = tid; i < P; i += NT) {
+                    unsigned char *c = s.fl + i;
+                    unsigned char acc = c[0] & bit;
+                    for (int z = 1; z < lz; z++) {
+                        acc ^= c[z * P] & bit;
+                        c[z * P] = (c[z * P] & ~bit) | acc;
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        // element-order ranks of escapes and raw values
+        const int e0 = tid * KPT;
+        unsigned ce = 0, cr = 0;
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            if (e < n) {
+                ce += (s.fl[e] >> 3) & 1;
+                cr += (s.fl[e] >> 2) & 1;
+            }
+        }
+        unsigned tot, totr;
+        unsigned re = block_excl_scan(ce, &tot, s.scan);
+        unsigned rr = block_excl_scan(cr, &totr, s.scan);
+        if (tid == 0 && ((w0 >> 18) & 1) && totr != s.nraw) {
+            s.bad = FZGPU_DE_RAWCOUNT;
+            report(err, rel, FZGPU_DE_RAWCOUNT);
+        }
+        if (s.nesc) {
+            for (int i = 0; i < KPT; i++) {
+                int e = e0 + i;
+                if (e < n && (s.fl[e] & 8)) s.q[e] = (int)p[s.esc_at + re++];
+            }
+        }
+        __syncthreads();
+        if (s.bad) return;
+        // raw values go straight to the output (the main pass skips them)
+        if ((w0 >> 18) & 1) {
+            for (int i = 0; i < KPT; i++) {
+                int e = e0 + i;
+                if (e < n && (s.fl[e] & 4)) {
+                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                    unsigned long long b;
+                    if (sizeof(T) == 4) b = p[s.rawv_at + rr];
+                    else b = (unsigned long long)p[s.rawv_at + 2 * rr] | (unsigned long long)p[s.rawv_at + 2 * rr + 1] << 32;
+                    dst[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x] = Bits<T>::from(b);
+                    rr++;
+                }
+            }
+        }
+    }
+    if (tid == 0) s.q[0] = (int)s.origin;
+    __syncthreads();
+
+    // 3. undo Lorenzo: segmented prefix along x (rows of lx), then y, then z
+    {
+        const int e0 = tid * KPT;
+        int v[KPT];
+        int r0 = e0 % lx;
+        int first_start = -1;
+        int acc = 0;
+#pragma unroll
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            int x = r0 + i;
+            while (x >= lx) x -= lx;  // lx may be < KPT
+            int val = e < n ? s.q[e] : 0;
+            if (x == 0) {
+                if (first_start < 0) first_start = i;
+                acc = val;
+            } else {
+                acc = (int)((unsigned)acc + (unsigned)val);
+            }
+            v[i] = acc;
+        }
+        int carry = block_seg_carry(first_start >= 0, acc, s.segv, s.segf);
+#pragma unroll
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            if (first_start < 0 || i < first_start) v[i] = (int)((unsigned)v[i] + (unsigned)carry);
+            if (e < n) s.q[e] = v[i];
+        }
+    }
+    __syncthreads();
+    if (ly > 1) {
+        for (int i = tid; i < lz * lx; i += NT) {
+            int z = i / lx, x = i - z * lx;
+            int *c = s.q + z * P + x;
+            unsigned acc = (unsigned)c[0];
+            for (int y = 1; y < ly; y++) {
+                acc += (unsigned)c[y * lx];
+                c[y * lx] = (int)acc;
+            }
+        }
+        __syncthreads();
+    }
+    if (lz > 1) {
+        for (int i = tid; i < P; i += NT) {
+            int *c = s.q + i;
+            unsigned acc = (unsigned)c[0];
+            for (int z = 1; z < lz; z++) {
+                acc += (unsigned)c[z * P];
+                c[z * P] = (int)acc;
+            }
+        }
+        __syncthreads();
+    }
+
+    // 4. dequantize and write; fill and raw elements are exact
+    const T fill = Bits<T>::from(fill_bits);
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        if (e < n) {
+            unsigned char f = s.fl[e];
+            if (f & 4) continue;
+            unsigned long long gi;
+            if (n == TILE) {
+                gi = base + eoff[e];
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+            }
+            dst[gi] = (f & 2) ? fill : Bits<T>::rec(s.q[e], step);
+        }
+    }
+    (void)has_fill;
+}
+
+__global__ void decode_finish_kernel(const unsigned long long *err, fzgpu_result *res) {
+    fzgpu_result r;
+    memset(&r, 0, sizeof r);
+    unsigned long long e = *err;
+    if (e != ~0ull) {
+        r.status = FZGPU_E_FORMAT;
+        r.err_tile = e >> 8;
+        r.err_code = (unsigned)(e & 0xFF);
+    }
+    *res = r;
+}
+
+// ---------------------------------------------------------------- host
+
+struct fzgpu_ctx {
+    int device;
+    unsigned long long max_tiles;
+    unsigned long long *status, *tprefix, *toff, *derr;
+    unsigned *tsize, *touts, *ticket, *eerr, *emeta;
+    unsigned long long *eoff;
+    double *terr, *partials;
+    DevParams *params;
+    fzgpu_result *res;
+};
+
+#define CK(x)                                         \
+    do {                                              \
+        cudaError_t e_ = (x);                         \
+        if (e_ != cudaSuccess) return FZGPU_E_CUDA + (int)e_; \
+    } while (0)
+
+extern "C" int fzgpu_abi_version(void) { return FZGPU_ABI_VERSION; }
+
+extern "C" int fzgpu_device_count(int *n) {
+    if (!n) return FZGPU_E_ARG;
+    cudaError_t e = cudaGetDeviceCount(n);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+        *n = 0;
+        return FZGPU_E_NODEVICE;
+    }
+    CK(e);
+    return 0;
+}
+
+extern "C" int fzgpu_device_info(int device, char *name, uint64_t name_len, uint64_t *total_mem) {
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, device));
+    if (name && name_len) {
+        strncpy(name, p.name, name_len - 1);
+        name[name_len - 1] = 0;
+    }
+    if (total_mem) *total_mem = p.totalGlobalMem;
+    return 0;
+}
+
+extern "C" void fzgpu_strerror(int rc, char *buf, uint64_t len) {
+    if (!buf || !len) return;
+    const char *m;
+    char tmp[256];
+    switch (rc) {
+    case 0: m = "ok"; break;
+    case FZGPU_E_ARG: m = "invalid argument"; break;
+    case FZGPU_E_CAPACITY: m = "output buffer too small"; break;
+    case FZGPU_E_FORMAT: m = "malformed container"; break;
+    case FZGPU_E_NODEVICE: m = "no CUDA device"; break;
+    default:
+        if (rc >= FZGPU_E_CUDA) {
+            snprintf(tmp, sizeof tmp, "CUDA error %d: %s", rc - FZGPU_E_CUDA,
+                     cudaGetErrorString((cudaError_t)(rc - FZGPU_E_CUDA)));
+            m = tmp;
+        } else {
+            m = "unknown error";
+        }
+    }
+    strncpy(buf, m, len - 1);
+    buf[len - 1] = 0;
+}
+
+extern "C" uint64_t fzgpu_compress_bound(uint32_t dtype, uint64_t tiles) {
+    // word0+origin, 16 planes of mask+32 blocks, escapes, two masks, raw count+values, table entry
+    uint64_t per = 8 + 16 * (4 + 512) + (4 + 4 * 4095) + 2 * (4 + 512) + 4 + 4096ull * (dtype == 2 ? 8 : 4) + 4;
+    return per * tiles;
+}
+
+extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
+    if (!out || max_tiles == 0 || max_tiles > (1ull << 40)) return FZGPU_E_ARG;
+    *out = NULL;
+    CK(cudaSetDevice(device));
+    fzgpu_ctx *c = (fzgpu_ctx *)calloc(1, sizeof *c);
+    if (!c) return FZGPU_E_ARG;
+    c->device = device;
+    c->max_tiles = max_tiles;
+    cudaError_t e = cudaSuccess;
+#define AL(p, n)                                                            \
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->p, (size_t)(n) * sizeof(*c->p));
+    AL(status, max_tiles);
+    AL(tprefix, max_tiles);
+    AL(toff, max_tiles);
+    AL(tsize, max_tiles);
+    AL(touts, max_tiles);
+    AL(terr, max_tiles);
+    AL(ticket, 1);
+    AL(eerr, 1);
+    AL(derr, 1);
+    AL(partials, 2 * RANGE_BLOCKS);
+    AL(params, 1);
+    AL(res, 1);
+    AL(emeta, TILE);
+    AL(eoff, TILE);
+#undef AL
+    if (e != cudaSuccess) {
+        fzgpu_destroy(c);
+        return FZGPU_E_CUDA + (int)e;
+    }
+    // Params are valid even if a job runs without prepare (abs defaults).
+    *out = c;
+    return 0;
+}
+
+extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
+    if (!c) return;
+    cudaSetDevice(c->device);
+    cudaFree(c->status);
+    cudaFree(c->tprefix);
+    cudaFree(c->toff);
+    cudaFree(c->tsize);
+    cudaFree(c->touts);
+    cudaFree(c->terr);
+    cudaFree(c->ticket);
+    cudaFree(c->eerr);
+    cudaFree(c->derr);
+    cudaFree(c->partials);
+    cudaFree(c->params);
+    cudaFree(c->res);
+    cudaFree(c->emeta);
+    cudaFree(c->eoff);
+    free(c);
+}
+
+static int make_geo(const fzgpu_field *f, Geo *g) {
+    if (!f || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
+    int tz = f->tile[0], ty = f->tile[1], tx = f->tile[2], bz = f->block[0], by = f->block[1], bx = f->block[2];
+    if (tz < 1 || ty < 1 || tx < 1 || tz * ty * tx != TILE) return FZGPU_E_ARG;
+    if (bz < 1 || by < 1 || bx < 1 || bz * by * bx != 128 || tz % bz || ty % by || tx % bx) return FZGPU_E_ARG;
+    if (f->nz == 0 || f->ny == 0 || f->nx == 0 || f->tiles_per_chunk == 0) return FZGPU_E_ARG;
+    g->nz = f->nz;
+    g->ny = f->ny;
+    g->nx = f->nx;
+    g->gz = (f->nz + tz - 1) / tz;
+    g->gy = (f->ny + ty - 1) / ty;
+    g->gx = (f->nx + tx - 1) / tx;
+    g->tiles = g->gz * g->gy * g->gx;
+    g->tz = tz;
+    g->ty = ty;
+    g->tx = tx;
+    g->bz = bz;
+    g->by = by;
+    g->bx = bx;
+    g->per_chunk = f->tiles_per_chunk;
+    return 0;
+}
+
+// Tiles of chunks [first, first+n), or 0 if out of range.
+static unsigned long long job_tiles(const Geo &g, uint64_t first, uint64_t n, unsigned long long *tile0) {
+    unsigned long long chunks = (g.tiles + g.per_chunk - 1) / g.per_chunk;
+    if (n == 0 || first >= chunks || n > chunks - first) return 0;
+    *tile0 = first * g.per_chunk;
+    unsigned long long end = (first + n) * g.per_chunk;
+    if (end > g.tiles) end = g.tiles;
+    return end - *tile0;
+}
+
+extern "C" int fzgpu_prepare(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_src) {
+    Geo g;
+    if (!c || !d_src) return FZGPU_E_ARG;
+    int rc = make_geo(f, &g);
+    if (rc) return rc;
+    CK(cudaSetDevice(c->device));
+    cudaStream_t st = (cudaStream_t)stream;
+    int rel = f->mode == 2;
+    unsigned long long n = g.nz * g.ny * g.nx;
+    int nparts = 0;
+    if (rel) {
+        nparts = RANGE_BLOCKS;
+        if (f->dtype == 1)
+            range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials);
+        else
+            range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
+        CK(cudaGetLastError());
+    }
+    params_kernel<<<1, 32, 0, st>>>(c->partials, nparts, rel, f->bound, c->params);
+    CK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_src,
+                              uint64_t first_chunk, uint64_t nchunks, void *d_out, uint64_t out_cap,
+                              fzgpu_result *h_res) {
+    Geo g;
+    if (!c || !d_src || !d_out || !h_res || ((uintptr_t)d_out & 3)) return FZGPU_E_ARG;
+    int rc = make_geo(f, &g);
+    if (rc) return rc;
+    unsigned long long tile0, nt = job_tiles(g, first_chunk, nchunks, &tile0);
+    if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
+    CK(cudaSetDevice(c->device));
+    cudaStream_t st = (cudaStream_t)stream;
+    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
+    CK(cudaGetLastError());
+    CK(cudaMemsetAsync(c->status, 0, nt * sizeof(unsigned long long), st));
+    CK(cudaMemsetAsync(c->ticket, 0, sizeof(unsigned), st));
+    CK(cudaMemsetAsync(c->eerr, 0, sizeof(unsigned), st));
+    if (f->dtype == 1)
+        encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
+                                                         f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
+                                                         c->status, c->tsize, c->tprefix, c->touts, c->terr,
+                                                         c->ticket, c->eerr, c->emeta, c->eoff);
+    else
+        encode_kernel<double><<<(unsigned)nt, NT, 0, st>>>((const double *)d_src, g, c->params, f->has_fill,
+                                                          f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
+                                                          c->status, c->tsize, c->tprefix, c->touts, c->terr,
+                                                          c->ticket, c->eerr, c->emeta, c->eoff);
+    CK(cudaGetLastError());
+    tables_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(g, tile0, nt, c->tsize, c->tprefix,
+                                                                 (unsigned *)d_out, out_cap, c->eerr);
+    CK(cudaGetLastError());
+    finish_kernel<<<1, 1024, 0, st>>>(nt, c->tsize, c->tprefix, c->touts, c->terr, c->eerr, c->params, c->res);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
+    return 0;
+}
+
+extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_blob,
+                                uint64_t blob_size, uint64_t index_off, uint64_t first_chunk, uint64_t nchunks,
+                                void *d_dst, fzgpu_result *h_res) {
+    Geo g;
+    if (!c || !d_blob || !d_dst || !h_res || ((uintptr_t)d_blob & 3)) return FZGPU_E_ARG;
+    int rc = make_geo(f, &g);
+    if (rc) return rc;
+    unsigned long long tile0, nt = job_tiles(g, first_chunk, nchunks, &tile0);
+    if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull || (index_off & 3)) return FZGPU_E_ARG;
+    if (index_off > blob_size || (first_chunk + nchunks) > (blob_size - index_off) / 24) return FZGPU_E_ARG;
+    if (!(f->step > 0)) return FZGPU_E_ARG;
+    CK(cudaSetDevice(c->device));
+    cudaStream_t st = (cudaStream_t)stream;
+    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
+    CK(cudaGetLastError());
+    CK(cudaMemsetAsync(c->derr, 0xFF, sizeof(unsigned long long), st));
+    chunk_scan_kernel<<<(unsigned)nchunks, NT, 0, st>>>(g, (const unsigned char *)d_blob, blob_size, index_off,
+                                                        first_chunk, tile0, c->toff, c->tsize, c->derr);
+    CK(cudaGetLastError());
+    if (f->dtype == 1)
+        decode_kernel<float><<<(unsigned)nt, NT, 0, st>>>(g, (const unsigned char *)d_blob, tile0, f->step,
+                                                         f->has_fill, f->fill_bits, c->toff, c->tsize,
+                                                         (float *)d_dst, c->derr, c->emeta, c->eoff);
+    else
+        decode_kernel<double><<<(unsigned)nt, NT, 0, st>>>(g, (const unsigned char *)d_blob, tile0, f->step,
+                                                          f->has_fill, f->fill_bits, c->toff, c->tsize,
+                                                          (double *)d_dst, c->derr, c->emeta, c->eoff);
+    CK(cudaGetLastError());
+    decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
+    return 0;
+}
+
+extern "C" int fzgpu_malloc(int device, uint64_t size, void **d_ptr) {
+    if (!d_ptr) return FZGPU_E_ARG;
+    CK(cudaSetDevice(device));
+    CK(cudaMalloc(d_ptr, size ? size : 4));
+    return 0;
+}
+extern "C" int fzgpu_free(int device, void *d_ptr) {
+    CK(cudaSetDevice(device));
+    CK(cudaFree(d_ptr));
+    return 0;
+}
+extern "C" int fzgpu_host_alloc(uint64_t size, void **h_ptr) {
+    if (!h_ptr) return FZGPU_E_ARG;
+    CK(cudaHostAlloc(h_ptr, size ? size : 4, cudaHostAllocPortable));
+    return 0;
+}
+extern "C" int fzgpu_host_free(void *h_ptr) {
+    CK(cudaFreeHost(h_ptr));
+    return 0;
+}
+extern "C" int fzgpu_host_register(void *h_ptr, uint64_t size) {
+    CK(cudaHostRegister(h_ptr, size, cudaHostRegisterPortable));
+    return 0;
+}
+extern "C" int fzgpu_host_unregister(void *h_ptr) {
+    CK(cudaHostUnregister(h_ptr));
+    return 0;
+}
+extern "C" int fzgpu_stream_create(int device, void **stream) {
+    if (!stream) return FZGPU_E_ARG;
+    CK(cudaSetDevice(device));
+    CK(cudaStreamCreateWithFlags((cudaStream_t *)stream, cudaStreamNonBlocking));
+    return 0;
+}
+extern "C" int fzgpu_stream_destroy(int device, void *stream) {
+    CK(cudaSetDevice(device));
+    CK(cudaStreamDestroy((cudaStream_t)stream));
+    return 0;
+}
+extern "C" int fzgpu_stream_sync(int device, void *stream) {
+    CK(cudaSetDevice(device));
+    CK(cudaStreamSynchronize((cudaStream_t)stream));
+    return 0;
+}
+extern "C" int fzgpu_memcpy_async(int device, void *dst, const void *src, uint64_t size, int kind, void *stream) {
+    CK(cudaSetDevice(device));
+    cudaMemcpyKind k = kind == 1 ? cudaMemcpyHostToDevice
+                       : kind == 2 ? cudaMemcpyDeviceToHost
+                       : kind == 3 ? cudaMemcpyDeviceToDevice
+                                   : cudaMemcpyDefault;
+    CK(cudaMemcpyAsync(dst, src, size, k, (cudaStream_t)stream));
+    return 0;
+}
+extern "C" int fzgpu_memset_async(int device, void *d_ptr, int value, uint64_t size, void *stream) {
+    CK(cudaSetDevice(device));
+    CK(cudaMemsetAsync(d_ptr, value, size, (cudaStream_t)stream));
+    return 0;
+}
+extern "C" int fzgpu_event_create(int device, void **ev) {
+    if (!ev) return FZGPU_E_ARG;
+    CK(cudaSetDevice(device));
+    CK(cudaEventCreate((cudaEvent_t *)ev));
+    return 0;
+}
+extern "C" int fzgpu_event_destroy(int device, void *ev) {
+    CK(cudaSetDevice(device));
+    CK(cudaEventDestroy((cudaEvent_t)ev));
+    return 0;
+}
+extern "C" int fzgpu_event_record(int device, void *ev, void *stream) {
+    CK(cudaSetDevice(device));
+    CK(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream));
+    return 0;
+}
+extern "C" int fzgpu_event_elapsed(int device, void *start, void *end, float *ms) {
+    if (!ms) return FZGPU_E_ARG;
+    CK(cudaSetDevice(device));
+    CK(cudaEventSynchronize((cudaEvent_t)end));
+    CK(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end));
+    return 0;
+}

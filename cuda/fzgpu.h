@@ -1,0 +1,139 @@
+/* fzgpu: FZSC v1 codec on NVIDIA GPUs. C ABI, loaded at run time by the Go
+ * binding (package cuda). The bytes produced are identical to the CPU codec
+ * in fz/ (docs/FORMAT.md is the contract).
+ *
+ * Model
+ *  - A context owns every scratch buffer a job needs, sized once for
+ *    max_tiles tiles: the per-job path never allocates, frees or blocks.
+ *  - Work is enqueued on a caller's stream (cudaStream_t passed as void*);
+ *    results are copied into caller memory (pinned, for asynchrony) by a
+ *    cudaMemcpyAsync at the end of the job, so the caller waits on its own
+ *    stream only. One job per context may be in flight: use one context per
+ *    stream for concurrency.
+ *  - Every call selects the context's device on the calling thread first,
+ *    so a caller may call from any OS thread (Go goroutines migrate).
+ *  - Return codes: 0 ok; 1..99 FZGPU_E_*; >= 1000 a CUDA error (rc-1000 is
+ *    the cudaError_t). fzgpu_strerror describes any of them.
+ */
+#ifndef FZGPU_H
+#define FZGPU_H
+#include <stdint.h>
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FZGPU_ABI_VERSION 1
+
+enum {
+    FZGPU_OK = 0,
+    FZGPU_E_ARG = 1,      /* bad argument (null pointer, shape, job too large) */
+    FZGPU_E_CAPACITY = 2, /* output buffer too small (reported in result.status) */
+    FZGPU_E_FORMAT = 3,   /* malformed container (reported in result.status) */
+    FZGPU_E_NODEVICE = 4, /* no CUDA device */
+    FZGPU_E_CUDA = 1000
+};
+
+/* Decode error codes (result.err_code), naming what was wrong in a tile. */
+enum {
+    FZGPU_DE_INDEX = 1,       /* chunk index entry outside the container */
+    FZGPU_DE_TABLE = 2,       /* chunk too small for its tile table */
+    FZGPU_DE_TILESIZE = 3,    /* tile size not a multiple of 4, < 8, or past the chunk */
+    FZGPU_DE_TRAILCHUNK = 4,  /* bytes after the last tile of a chunk */
+    FZGPU_DE_FLAGS = 5,       /* unknown tile flags */
+    FZGPU_DE_TRUNC = 6,       /* tile data shorter than its fields */
+    FZGPU_DE_ESCCOUNT = 7,    /* escape count out of range or != escape codes */
+    FZGPU_DE_SLOT0 = 8,       /* non-zero code in slot 0 */
+    FZGPU_DE_MASKSLOTS = 9,   /* fill/raw mask marks slots >= n */
+    FZGPU_DE_RAWCOUNT = 10,   /* raw count != raw mask */
+    FZGPU_DE_TRAILTILE = 11   /* trailing bytes in a tile */
+};
+
+typedef struct fzgpu_ctx fzgpu_ctx;
+
+/* A field and its codec parameters. Shapes are the folded (z, y, x) ones of
+ * docs/FORMAT.md section 3. 88 bytes, no implicit padding. */
+typedef struct fzgpu_field {
+    uint32_t dtype;           /* 1 f32, 2 f64 */
+    uint32_t mode;            /* 1 abs, 2 rel (compress only) */
+    double bound;             /* compress: the user's bound */
+    double step;              /* decompress: header step */
+    uint64_t fill_bits;       /* fill value bits in dtype */
+    uint32_t has_fill;
+    uint32_t tiles_per_chunk;
+    uint64_t nz, ny, nx;
+    uint32_t tile[3];         /* z, y, x; product 4096 */
+    uint32_t block[3];        /* z, y, x; product 128, divides tile */
+} fzgpu_field;
+
+/* Filled by the device at the end of a job (80 bytes). */
+typedef struct fzgpu_result {
+    uint64_t bytes;        /* compress: bytes of the job's chunks (tables + tiles) */
+    uint64_t outliers;     /* compress: raw values (not counting fill) */
+    double max_abs_err;    /* compress: max |x - x'| over checked values */
+    double abs_eb, step;   /* compress: the derived bound and step */
+    double range_min, range_max; /* compress, rel: range (NaN if none) */
+    uint32_t have_range;
+    uint32_t status;       /* 0, FZGPU_E_CAPACITY or FZGPU_E_FORMAT */
+    uint64_t err_tile;     /* decompress: job-relative tile of the first error */
+    uint32_t err_code;     /* decompress: FZGPU_DE_* */
+    uint32_t pad;
+} fzgpu_result;
+
+int fzgpu_abi_version(void);
+int fzgpu_device_count(int *n);
+/* Writes the device name (NUL-terminated) and its memory size. */
+int fzgpu_device_info(int device, char *name, uint64_t name_len, uint64_t *total_mem);
+void fzgpu_strerror(int rc, char *buf, uint64_t len);
+
+/* Creates a context on a device with scratch for jobs of up to max_tiles
+ * tiles (one chunk must fit: max_tiles >= tiles_per_chunk). */
+int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out);
+void fzgpu_destroy(fzgpu_ctx *ctx);
+
+/* Worst-case bytes of a compress job of `tiles` tiles of dtype. */
+uint64_t fzgpu_compress_bound(uint32_t dtype, uint64_t tiles);
+
+/* Stage 1 of compress: value range (rel) and the bound/step for the whole
+ * field d_src (nz*ny*nx values), kept on the device for the following
+ * fzgpu_compress calls. */
+int fzgpu_prepare(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src);
+
+/* Encodes chunks [first_chunk, first_chunk+nchunks) of the field d_src into
+ * d_out (capacity out_cap bytes, 4-byte aligned): the chunks back to back,
+ * each its tile table then its tiles. The result is copied to *h_res
+ * (pinned host memory for asynchrony) in stream order. */
+int fzgpu_compress(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src,
+                   uint64_t first_chunk, uint64_t nchunks, void *d_out, uint64_t out_cap,
+                   fzgpu_result *h_res);
+
+/* Decodes chunks [first_chunk, first_chunk+nchunks) of a whole container
+ * d_blob (blob_size bytes, 4-byte aligned; the index starts at index_off)
+ * into d_dst, the whole field. Chunk checksums are the caller's job. */
+int fzgpu_decompress(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_blob,
+                     uint64_t blob_size, uint64_t index_off, uint64_t first_chunk,
+                     uint64_t nchunks, void *d_dst, fzgpu_result *h_res);
+
+/* Memory and stream helpers (so the Go side needs no libcudart). */
+int fzgpu_malloc(int device, uint64_t size, void **d_ptr);
+int fzgpu_free(int device, void *d_ptr);
+int fzgpu_host_alloc(uint64_t size, void **h_ptr);   /* pinned */
+int fzgpu_host_free(void *h_ptr);
+int fzgpu_host_register(void *h_ptr, uint64_t size); /* pin an existing mapping */
+int fzgpu_host_unregister(void *h_ptr);
+int fzgpu_stream_create(int device, void **stream);  /* non-blocking stream */
+int fzgpu_stream_destroy(int device, void *stream);
+int fzgpu_stream_sync(int device, void *stream);
+/* kind: 1 H2D, 2 D2H, 3 D2D (cudaMemcpyDefault semantics otherwise) */
+int fzgpu_memcpy_async(int device, void *dst, const void *src, uint64_t size, int kind, void *stream);
+int fzgpu_memset_async(int device, void *d_ptr, int value, uint64_t size, void *stream);
+int fzgpu_event_create(int device, void **ev);
+int fzgpu_event_destroy(int device, void *ev);
+int fzgpu_event_record(int device, void *ev, void *stream);
+/* Waits for `end` and writes the milliseconds between the two events. */
+int fzgpu_event_elapsed(int device, void *start, void *end, float *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,373 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+var (
+	gpuOnce sync.Once
+	gpuB    *Backend
+	gpuErr  error
+)
+
+// gpu returns the shared backend or skips the test with the reason.
+func gpu(t testing.TB) *Backend {
+	t.Helper()
+	gpuOnce.Do(func() { gpuB, gpuErr = Open() })
+	if gpuErr != nil {
+		t.Skipf("SKIP: GPU backend unavailable (needs %s and a CUDA device): %v", LibName, gpuErr)
+	}
+	return gpuB
+}
+
+func TestOpenWithoutLibraryIsClear(t *testing.T) {
+	if ok, _ := Available(); ok {
+		t.Skip("a GPU is present: the failure path cannot be seen here")
+	}
+	_, err := Open()
+	if err == nil {
+		t.Fatal("Open succeeded without a usable GPU")
+	}
+	t.Logf("Open without GPU: %v", err)
+}
+
+// check compresses with both backends, requires identical bytes and stats,
+// cross-decodes, and checks the bound value by value.
+func check(t *testing.T, g *Backend, name string, raw []byte, p fz.Params, opts ...fz.Option) {
+	t.Helper()
+	ctx := context.Background()
+	cb, cst, cerr := fz.Compress(ctx, raw, p, opts...)
+	gb, gst, gerr := g.Compress(ctx, raw, p, opts...)
+	if (cerr == nil) != (gerr == nil) {
+		t.Fatalf("%s: cpu err %v, gpu err %v", name, cerr, gerr)
+	}
+	if cerr != nil {
+		return
+	}
+	if !bytes.Equal(cb, gb) {
+		t.Fatalf("%s: GPU container differs from CPU (%d vs %d bytes, first difference at %d)", name, len(gb), len(cb), firstDiff(cb, gb))
+	}
+	if cst != gst {
+		t.Errorf("%s: stats differ: cpu %+v gpu %+v", name, cst, gst)
+	}
+	h, cout, err := fz.Decompress(ctx, cb)
+	if err != nil {
+		t.Fatalf("%s: cpu decode: %v", name, err)
+	}
+	gout := make([]byte, len(cout))
+	if _, err := g.DecompressTo(ctx, cb, gout); err != nil {
+		t.Fatalf("%s: gpu decode: %v", name, err)
+	}
+	if !bytes.Equal(cout, gout) {
+		t.Fatalf("%s: GPU decode differs from CPU at byte %d", name, firstDiff(cout, gout))
+	}
+	if v := violations(raw, gout, h); v != "" {
+		t.Fatalf("%s: %s", name, v)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+type realField struct {
+	name  string
+	dtype fz.DType
+	dims  []uint64
+	fill  *float64
+}
+
+func ptr(f float64) *float64 { return &f }
+
+var realFields = []realField{
+	{"adk_md_x_98x3341.f32", fz.Float32, []uint64{98, 3341}, nil},
+	{"coads_SST_12x90x180.f32", fz.Float32, []uint64{12, 90, 180}, ptr(-1e34)},
+	{"csm_b003_TS_100x64x128.f32", fz.Float32, []uint64{100, 64, 128}, nil},
+	{"csm_b020_T_18x64x128.f32", fz.Float32, []uint64{18, 64, 128}, nil},
+	{"era5_t2m_uk_744x33x49.f32", fz.Float32, []uint64{744, 33, 49}, nil},
+	{"hst_acs_j8bt06nyq_SCI_1024x1024.f32", fz.Float32, []uint64{1024, 1024}, nil},
+	{"hyg_stars_x_107857.f32", fz.Float32, []uint64{107857}, nil},
+	{"hyg_stars_y_107857.f32", fz.Float32, []uint64{107857}, nil},
+	{"levitus_TEMP_20x180x360.f32", fz.Float32, []uint64{20, 180, 360}, ptr(-1e10)},
+	{"mpas_surface_pressure_163842.f64", fz.Float64, []uint64{163842}, nil},
+	{"plot3d_comb_density_25x33x57.f32", fz.Float32, []uint64{25, 33, 57}, nil},
+	{"plot3d_post_energy_38x76x38.f32", fz.Float32, []uint64{38, 76, 38}, nil},
+	{"stageIV_precip6h_881x1121.f32", fz.Float32, []uint64{881, 1121}, nil},
+}
+
+func dataDir(t testing.TB) string {
+	dir := os.Getenv("FZ_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if _, err := os.Stat(filepath.Join(dir, realFields[0].name)); err != nil {
+		t.Skipf("SKIP: real fields not found at %s (set FZ_SHARED_DATA): %v", dir, err)
+	}
+	return dir
+}
+
+// convert returns raw in the other dtype.
+func convert(raw []byte, from fz.DType) []byte {
+	if from == fz.Float32 {
+		v := fz.ViewFloats[float32](raw)
+		out := make([]byte, 8*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(float64(x)))
+		}
+		return out
+	}
+	v := fz.ViewFloats[float64](raw)
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(x)))
+	}
+	return out
+}
+
+func TestRealFieldsMatchCPU(t *testing.T) {
+	g := gpu(t)
+	dir := dataDir(t)
+	n := 0
+	for _, f := range realFields {
+		raw, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := fz.Float64
+		if f.dtype == fz.Float64 {
+			other = fz.Float32
+		}
+		for _, v := range []struct {
+			dt  fz.DType
+			raw []byte
+		}{{f.dtype, raw}, {other, convert(raw, f.dtype)}} {
+			for _, mode := range []fz.Mode{fz.Abs, fz.Rel} {
+				for _, eb := range []float64{1e-2, 1e-3, 1e-4} {
+					p := fz.Params{DType: v.dt, Dims: f.dims, Mode: mode, Bound: eb, Fill: f.fill}
+					check(t, g, fmt.Sprintf("%s %v %v %g", f.name, v.dt, mode, eb), v.raw, p)
+					n++
+				}
+			}
+		}
+	}
+	t.Logf("%d real-field cases byte-identical to the CPU, 0 bound violations", n)
+}
+
+func f32bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func f64bytes(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return b
+}
+
+// adversarial fields: each generator fills n values.
+var adversarial = map[string]func(r *rand.Rand, i, n int) float64{
+	"smooth":   func(r *rand.Rand, i, n int) float64 { return math.Sin(float64(i)*0.01) * 100 },
+	"noise":    func(r *rand.Rand, i, n int) float64 { return r.NormFloat64() * 1e6 },
+	"constant": func(r *rand.Rand, i, n int) float64 { return 3.25 },
+	"zeros":    func(r *rand.Rand, i, n int) float64 { return 0 },
+	"nan-inf": func(r *rand.Rand, i, n int) float64 {
+		switch r.IntN(8) {
+		case 0:
+			return math.NaN()
+		case 1:
+			return math.Inf(1)
+		case 2:
+			return math.Inf(-1)
+		case 3:
+			return math.Float64frombits(0x7FF0000000000001 | r.Uint64()&0xFFFFFFFFFFFF) // payload
+		}
+		return float64(i % 17)
+	},
+	"huge-range": func(r *rand.Rand, i, n int) float64 {
+		if i%97 == 0 {
+			return 3e38 * float64(1-2*(i%2))
+		}
+		return r.Float64()
+	},
+	"near-max": func(r *rand.Rand, i, n int) float64 { return 3.3e38 - float64(i%1000)*1e33 },
+	"denormal": func(r *rand.Rand, i, n int) float64 { return float64(i%50) * 1e-42 },
+	"fill": func(r *rand.Rand, i, n int) float64 {
+		if (i/37)%3 == 0 {
+			return -9999
+		}
+		return math.Cos(float64(i) * 0.003)
+	},
+	"steps": func(r *rand.Rand, i, n int) float64 { return float64((i / 500) * 100000) },
+}
+
+func TestAdversarialMatchCPU(t *testing.T) {
+	g := gpu(t)
+	shapes := [][]uint64{
+		{1}, {2}, {7}, {4095}, {4096}, {4097}, {10000},
+		{1, 1, 5000}, {65, 67}, {64, 64}, {3, 200}, {130, 7},
+		{9, 17, 33}, {8, 16, 32}, {17, 31, 65}, {2, 3, 4, 5}, {3, 1, 40, 1, 70}, {0, 5},
+	}
+	// FZ_GPU_SHORT (for compute-sanitizer runs): a quarter of the shapes.
+	short := os.Getenv("FZ_GPU_SHORT") != ""
+	n := 0
+	for name, gen := range adversarial {
+		for si, dims := range shapes {
+			if short && si%4 != 0 {
+				continue
+			}
+			cnt := 1
+			for _, d := range dims {
+				cnt *= int(d)
+			}
+			r := rand.New(rand.NewPCG(uint64(si), 7))
+			v64 := make([]float64, cnt)
+			v32 := make([]float32, cnt)
+			for i := range v64 {
+				v64[i] = gen(r, i, cnt)
+				v32[i] = float32(v64[i])
+			}
+			for _, dt := range []fz.DType{fz.Float32, fz.Float64} {
+				raw := f32bytes(v32)
+				if dt == fz.Float64 {
+					raw = f64bytes(v64)
+				}
+				for _, mode := range []fz.Mode{fz.Abs, fz.Rel} {
+					for _, eb := range []float64{1e-2, 1e-4} {
+						p := fz.Params{DType: dt, Dims: dims, Mode: mode, Bound: eb}
+						if name == "fill" {
+							p.Fill = ptr(-9999)
+						}
+						if name == "nan-inf" && mode == fz.Rel {
+							p.Fill = ptr(math.NaN())
+						}
+						var opts []fz.Option
+						if si%3 == 1 {
+							opts = append(opts, fz.WithTilesPerChunk(1+si%5))
+						}
+						check(t, g, fmt.Sprintf("%s %v %v %v %g", name, dims, dt, mode, eb), raw, p, opts...)
+						n++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d adversarial cases byte-identical to the CPU", n)
+}
+
+// TestCorruptedAgree mutates chunk bytes (with checksums repaired so the
+// decoders see the damage) and requires the GPU to reject what the CPU
+// rejects and to decode identically what the CPU accepts.
+func TestCorruptedAgree(t *testing.T) {
+	g := gpu(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, 2))
+	v := make([]float32, 70000)
+	for i := range v {
+		v[i] = float32(math.Sin(float64(i)*0.002)*50 + r.NormFloat64())
+		if i%1000 == 5 {
+			v[i] = float32(math.NaN())
+		}
+	}
+	raw := f32bytes(v)
+	for _, dims := range [][]uint64{{70000}, {70, 1000}, {7, 100, 100}} {
+		blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}, fz.WithTilesPerChunk(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := fz.ReadHeader(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agreeOK, agreeErr := 0, 0
+		for trial := 0; trial < 300; trial++ {
+			m := append([]byte(nil), blob...)
+			c := r.IntN(len(h.Chunks))
+			ch := h.Chunks[c]
+			for k := 0; k < 1+r.IntN(3); k++ {
+				i := ch.Offset + uint64(r.IntN(int(ch.Size)))
+				m[i] ^= byte(1 << r.IntN(8))
+			}
+			e := h.IndexOffset() + uint64(24*c)
+			binary.LittleEndian.PutUint32(m[e+16:], fz.CRC32C(m[ch.Offset:ch.Offset+ch.Size]))
+			ie := h.IndexOffset() + uint64(24*len(h.Chunks))
+			binary.LittleEndian.PutUint32(m[ie:], fz.CRC32C(m[h.IndexOffset():ie]))
+			_, cout, cerr := fz.Decompress(ctx, m)
+			gout := make([]byte, len(raw))
+			_, gerr := g.DecompressTo(ctx, m, gout)
+			if (cerr == nil) != (gerr == nil) {
+				t.Fatalf("dims %v trial %d: cpu err %v, gpu err %v", dims, trial, cerr, gerr)
+			}
+			if cerr == nil {
+				if !bytes.Equal(cout, gout) {
+					t.Fatalf("dims %v trial %d: accepted corrupt stream decodes differently", dims, trial)
+				}
+				agreeOK++
+			} else {
+				agreeErr++
+			}
+		}
+		t.Logf("dims %v: %d corrupted streams accepted alike, %d rejected by both", dims, agreeOK, agreeErr)
+	}
+}
+
+// TestHugeField runs a > 4 GiB f32 field through the GPU (FZ_GPU_BIG=1:
+// it needs ~25 GiB of host memory and ~15 GiB on the GPU).
+func TestHugeField(t *testing.T) {
+	g := gpu(t)
+	if os.Getenv("FZ_GPU_BIG") == "" {
+		t.Skip("SKIP: set FZ_GPU_BIG=1 to run the > 4 GiB field")
+	}
+	ctx := context.Background()
+	nz, ny, nx := uint64(1100), uint64(1024), uint64(1024) // 4.4 GiB of f32
+	raw := make([]byte, 4*nz*ny*nx)
+	parallelChunks(int(nz), 0, func(z int) {
+		for y := uint64(0); y < ny; y++ {
+			for x := uint64(0); x < nx; x++ {
+				v := float32(math.Sin(float64(z)*0.01)*math.Cos(float64(y)*0.013) + float64(x)*1e-4)
+				binary.LittleEndian.PutUint32(raw[4*((uint64(z)*ny+y)*nx+x):], math.Float32bits(v))
+			}
+		}
+	})
+	p := fz.Params{DType: fz.Float32, Dims: []uint64{nz, ny, nx}, Mode: fz.Rel, Bound: 1e-3}
+	blob, st, err := g.Compress(ctx, raw, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cblob, _, err := fz.Compress(ctx, raw, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(blob, cblob) {
+		t.Fatalf("4.4 GiB field: GPU container differs from CPU at byte %d", firstDiff(blob, cblob))
+	}
+	out := make([]byte, len(raw))
+	h, err := g.DecompressTo(ctx, blob, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := violations(raw, out, h); v != "" {
+		t.Fatal(v)
+	}
+	t.Logf("%d bytes -> %d (ratio %.2f), identical to CPU, 0 violations", len(raw), len(blob), st.Ratio())
+}
