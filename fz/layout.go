@@ -10,6 +10,7 @@ type layout struct {
 	tz, ty, tx int                // tile shape
 	bz, by, bx int                // sub-block shape: 128 code slots, one zero-block
 	full       *[TileElems]uint16 // element→slot map of an unclipped tile
+	fullRuns   bool               // full passes runsOf8 (the vector kernels may use it)
 	gz, gy, gx uint64             // tiles along each axis
 	tiles      uint64
 	perChunk   uint64 // tiles per chunk
@@ -75,6 +76,7 @@ func newLayout(dims []uint64, sh shape, perChunk uint64) (*layout, error) {
 	l := &layout{n: n, tz: tz, ty: ty, tx: tx, bz: bz, by: by, bx: bx, perChunk: perChunk}
 	l.full = new([TileElems]uint16)
 	l.fillSlotMap(l.full, tz, ty, tx)
+	l.fullRuns = runsOf8(l.full, tz, ty, tx)
 
 	if n == 0 {
 		return l, nil
@@ -165,6 +167,38 @@ func (l *layout) slotMap(s *tileScratch, lz, ly, lx int) *[TileElems]uint16 {
 	if k := [3]int{lz, ly, lx}; s.edgeKey != k || s.edgeOwner != l {
 		l.fillSlotMap(&s.edgeMap, lz, ly, lx)
 		s.edgeKey, s.edgeOwner = k, l
+		s.edgeRuns = runsOf8(&s.edgeMap, lz, ly, lx)
 	}
 	return &s.edgeMap
+}
+
+// mapRuns reports whether the map slotMap returned for this box passes
+// runsOf8. Call it after slotMap.
+func (l *layout) mapRuns(s *tileScratch, lz, ly, lx int) bool {
+	if lz == l.tz && ly == l.ty && lx == l.tx {
+		return l.fullRuns
+	}
+	return s.edgeRuns
+}
+
+// runsOf8 reports whether every group of 8 elements starting at a multiple
+// of 8 inside a row (x+8 ≤ lx) maps to 8 consecutive slots, all below
+// TileElems. The vector kernels move such groups as one 8-byte load or
+// store; the shapes this package writes (sub-block x extent 8 or 128)
+// always pass, and a header with other shapes takes the scalar path.
+func runsOf8(m *[TileElems]uint16, lz, ly, lx int) bool {
+	for r := 0; r < lz*ly; r++ {
+		for x := 0; x+8 <= lx; x += 8 {
+			s0 := int(m[r*lx+x])
+			if s0+8 > TileElems {
+				return false
+			}
+			for j := 1; j < 8; j++ {
+				if int(m[r*lx+x+j]) != s0+j {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }

@@ -43,11 +43,17 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 				clear(s.planes[0][k][:])
 			}
 		}
-		unshuffleBytes(&s.planes[0], lo, ngroups)
+		if useSIMD {
+			unshuffleAVX2(&s.planes[0], &s.lo)
+		} else {
+			unshuffleBytes(&s.planes[0], lo, ngroups)
+		}
 	} else {
 		clear(lo)
 	}
 	switch {
+	case hiMask == 0x80 && useSIMD:
+		unshuffleTopAVX2(&s.planes[1][7], &s.hi)
 	case hiMask == 0x80:
 		unshuffleTopBit(&s.planes[1][7], hi, ngroups)
 	case hiMask != 0:
@@ -56,7 +62,11 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 				clear(s.planes[1][k][:])
 			}
 		}
-		unshuffleBytes(&s.planes[1], hi, ngroups)
+		if useSIMD {
+			unshuffleAVX2(&s.planes[1], &s.hi)
+		} else {
+			unshuffleBytes(&s.planes[1], hi, ngroups)
+		}
 	default:
 		clear(hi)
 	}
@@ -81,41 +91,38 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 		return fmt.Errorf("tile origin slot holds code %#04x, expected 0", uint16(lo[0])|uint16(hi[0])<<8)
 	}
 	q := s.q[:n]
-	used := uint32(0)
-	smap := l.slotMap(s, lz, ly, lx)[:n]
-	for e := range q {
-		slot := smap[e] & (TileElems - 1)
-		h, lb := hi[slot], lo[slot]
-		// Branch-free sign: residual signs are random, a branch on them
-		// mispredicts half the time. Escapes are rare.
-		sg := int32(h >> 7)
-		d := (int32(lb) | int32(h&0x7F)<<8 ^ -sg) + sg
-		if h == 0x80 && lb == 0 {
-			if used >= nesc {
-				return fmt.Errorf("tile has more escape codes than its %d escaped residuals", nesc)
-			}
-			d = int32(binary.LittleEndian.Uint32(esc[4*used:]))
-			used++
-		}
-		q[e] = d
-	}
-	if used != nesc {
-		return fmt.Errorf("tile lists %d escaped residuals but has %d escape codes", nesc, used)
+	smapA := l.slotMap(s, lz, ly, lx)
+	smap := smapA[:n]
+	if err := gatherResiduals(s, q, smapA, lz, ly, lx, l.mapRuns(s, lz, ly, lx), esc, nesc); err != nil {
+		return err
 	}
 	q[0] = int32(origin)
-	lorenzoInverse(q, lz, ly, lx)
 
-	// Dequantize into place.
-	i := 0
-	for z := 0; z < lz; z++ {
-		for y := 0; y < ly; y++ {
-			off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0 - base
-			row := dst[off : off+uint64(lx)]
-			qr := q[i : i+len(row)]
-			for x, v := range qr {
-				row[x] = reconstruct[T](v, step)
+	// Undo Lorenzo and dequantize into place.
+	var zero T
+	if useSIMD && lx%8 == 0 {
+		// The kernel writes rows off + z·ny·nx + y·nx + [0, lx): check
+		// the last one.
+		off := (z0*l.ny+y0)*l.nx + x0 - base
+		_ = dst[off+(uint64(lz-1)*l.ny+uint64(ly-1))*l.nx+uint64(lx)-1]
+		if unsafe.Sizeof(zero) == 4 {
+			lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float32)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step)
+		} else {
+			lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float64)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step)
+		}
+	} else {
+		lorenzoInverse(q, lz, ly, lx)
+		i := 0
+		for z := 0; z < lz; z++ {
+			for y := 0; y < ly; y++ {
+				off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0 - base
+				row := dst[off : off+uint64(lx)]
+				qr := q[i : i+len(row)]
+				for x, v := range qr {
+					row[x] = reconstruct[T](v, step)
+				}
+				i += lx
 			}
-			i += lx
 		}
 	}
 
@@ -166,6 +173,60 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 	}
 	if len(r.b) != 0 {
 		return fmt.Errorf("tile has %d trailing bytes", len(r.b))
+	}
+	return nil
+}
+
+// gatherResiduals turns the codes of s.lo and s.hi (slot order) into the
+// residuals of q (element order), taking escapes from esc (nesc of them).
+func gatherResiduals(s *tileScratch, q []int32, smap *[TileElems]uint16, lz, ly, lx int, runs bool, esc []byte, nesc uint32) error {
+	n8 := lx &^ 7
+	if useSIMD && runs && n8 > 0 && nesc == 0 {
+		// Without escapes every code maps to its residual on its own; a
+		// stray 0x8000 code sends the tile to the reference loop, which
+		// reports it.
+		if gatherAVX2(&s.lo, &s.hi, smap, lz*ly, lx, n8, &q[0]) == 0 {
+			ok := true
+			if n8 < lx {
+			rows:
+				for r := 0; r < lz*ly; r++ {
+					for e := r*lx + n8; e < (r+1)*lx; e++ {
+						slot := smap[e] & (TileElems - 1)
+						h, lb := s.hi[slot], s.lo[slot]
+						if h == 0x80 && lb == 0 {
+							ok = false
+							break rows
+						}
+						sg := int32(h >> 7)
+						q[e] = (int32(lb) | int32(h&0x7F)<<8 ^ -sg) + sg
+					}
+				}
+			}
+			if ok {
+				return nil
+			}
+		}
+	}
+	used := uint32(0)
+	lo, hi := &s.lo, &s.hi
+	for e := range q {
+		slot := smap[e] & (TileElems - 1)
+		h, lb := hi[slot], lo[slot]
+		// Branch-free sign: residual signs are random, a branch on them
+		// mispredicts half the time. Escapes are rare.
+		sg := int32(h >> 7)
+		d := (int32(lb) | int32(h&0x7F)<<8 ^ -sg) + sg
+		if h == 0x80 && lb == 0 {
+			if used >= nesc {
+				return fmt.Errorf("tile has more escape codes than its %d escaped residuals", nesc)
+			}
+			d = int32(binary.LittleEndian.Uint32(esc[4*used:]))
+			used++
+		}
+		q[e] = d
+	}
+	if used != nesc {
+		return fmt.Errorf("tile lists %d escaped residuals but has %d escape codes", nesc, used)
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ type tileScratch struct {
 	edgeMap   [TileElems]uint16
 	edgeKey   [3]int
 	edgeOwner *layout
+	edgeRuns  bool                // edgeMap passes runsOf8
+	exc       [excWords]uint64    // elements the quantize kernel left to scalar code
 	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
 	brow      [TileElems]int32 // decoder's running x,y-sums of one row
 }
@@ -41,48 +43,8 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 	s.holes, s.fill, s.raw, s.rawVal, s.esc = s.holes[:0], s.fill[:0], s.raw[:0], s.rawVal[:0], s.esc[:0]
 
 	// 1. Pre-quantize, re-checking every value exactly as the decoder
-	// reconstructs it. The common path is branch-light; holes, fill and
-	// failed checks leave it.
-	var sum int64
-	maxErr := st.maxErr
-	inv, step, eb := qz.inv, qz.step, qz.eb
-	hasFill, fillBits := qz.hasFill, qz.fillBits
-	i := 0
-	for z := 0; z < lz; z++ {
-		for y := 0; y < ly; y++ {
-			off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0
-			row := src[off : off+uint64(lx)]
-			qr := q[i : i+len(row)]
-			for x, xv := range row {
-				sv := float64(float64(xv) * inv)
-				if !(math.Abs(sv) < qLimit) || (hasFill && bitsOf(xv) == fillBits) {
-					if hasFill && bitsOf(xv) == fillBits {
-						s.fill = append(s.fill, int32(i+x))
-					} else {
-						s.raw = append(s.raw, int32(i+x))
-						s.rawVal = append(s.rawVal, bitsOf(xv))
-					}
-					s.holes = append(s.holes, int32(i+x))
-					continue
-				}
-				qf := float64(float64(sv+rintMagic) - rintMagic)
-				v := int32(qf)
-				// qf is an integer, so qf·step equals float64(v)·step.
-				e := math.Abs(float64(xv) - float64(T(float64(qf*step))))
-				if !(e <= eb) {
-					// Keep v for prediction; store the value itself.
-					s.raw = append(s.raw, int32(i+x))
-					s.rawVal = append(s.rawVal, bitsOf(xv))
-				} else if e > maxErr {
-					maxErr = e
-				}
-				qr[x] = v
-				sum += int64(v)
-			}
-			i += lx
-		}
-	}
-	st.maxErr = maxErr
+	// reconstructs it.
+	sum := quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
 	st.outliers += uint64(len(s.raw))
 	// Holes take the tile's mean q so that they disturb their neighbours'
 	// residuals as little as possible (integer division truncates).
@@ -105,8 +67,237 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 		clear(lo[:])
 		clear(hi[:])
 	}
-	var orLo, orHi byte
 	smap := l.slotMap(s, lz, ly, lx)
+	orLo, orHi := codesTile(s, q, lz, ly, lx, smap, l.mapRuns(s, lz, ly, lx))
+	lo[0], hi[0] = 0, 0
+
+	// 4. Bitshuffle.
+	const ngroups = TileElems / 8
+	planeMask := uint32(orLo) | uint32(orHi)<<8
+	switch {
+	case orLo == 0:
+	case useSIMD:
+		shuffleAVX2(lo, &s.planes[0])
+	default:
+		shuffleBytes(lo[:], &s.planes[0], ngroups)
+	}
+	switch {
+	case orHi == 0:
+	case orHi == 0x80 && useSIMD:
+		shuffleTopAVX2(hi, &s.planes[1][7])
+	case orHi == 0x80:
+		shuffleTopBit(hi[:], &s.planes[1][7], ngroups)
+	case useSIMD:
+		shuffleAVX2(hi, &s.planes[1])
+	default:
+		shuffleBytes(hi[:], &s.planes[1], ngroups)
+	}
+
+	// 5. Zero-block encoding.
+	word0 := planeMask
+	if len(s.esc) > 0 {
+		word0 |= tileHasEscapes
+	}
+	if len(s.fill) > 0 {
+		word0 |= tileHasFill
+	}
+	if len(s.raw) > 0 {
+		word0 |= tileHasRaw
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, word0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(origin))
+	for pm := planeMask; pm != 0; pm &= pm - 1 {
+		p := bits.TrailingZeros32(pm)
+		dst = appendZeroBlocks(dst, s.planes[p/8][p%8][:], blocksPerPlane)
+	}
+	if len(s.esc) > 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.esc)))
+		for _, d := range s.esc {
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(d))
+		}
+	}
+	if len(s.fill) > 0 {
+		dst = appendMask(dst, &s.mask, s.fill, smap[:n], lz, ly, lx)
+	}
+	if len(s.raw) > 0 {
+		dst = appendMask(dst, &s.mask, s.raw, smap[:n], lz, ly, lx)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.raw)))
+		var zero T
+		for _, b := range s.rawVal {
+			if unsafe.Sizeof(zero) == 4 {
+				dst = binary.LittleEndian.AppendUint32(dst, uint32(b))
+			} else {
+				dst = binary.LittleEndian.AppendUint64(dst, b)
+			}
+		}
+	}
+	return dst
+}
+
+// quantizeTile runs stage 1 of encodeTile over the box: q for every
+// element, the fill, raw and hole lists in element order, the tile's
+// maxErr; it returns Σq over the elements that have a q.
+func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0, y0, x0 uint64, lz, ly, lx int, qz *quantizer) int64 {
+	q := s.q[:lz*ly*lx]
+	var sum int64
+	maxErr := st.maxErr
+	var zero T
+	wide := unsafe.Sizeof(zero) == 8
+	nv := lx &^ 7 // values per row the kernel takes: whole groups of 8 (f32) or 4 (f64)
+	if wide {
+		nv = lx &^ 3
+	}
+	if !useSIMD || nv == 0 {
+		i := 0
+		for z := 0; z < lz; z++ {
+			for y := 0; y < ly; y++ {
+				off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0
+				ds, m := quantRow(s, src[off:off+uint64(lx)], i, q[i:i+lx], qz, maxErr)
+				sum, maxErr = sum+ds, m
+				i += lx
+			}
+		}
+		st.maxErr = maxErr
+		return sum
+	}
+	// The kernel finishes every group of values that quantize, pass the
+	// check and are not fill (almost all of them) and flags the others in
+	// s.exc; row tails shorter than a group are flagged here. The flagged
+	// elements then go, in element order, through quantRow itself, so the
+	// lists and q are exactly those of the scalar loop.
+	clear(s.exc[:])
+	k := quantK{inv: qz.inv, step: qz.step, eb: qz.eb}
+	if qz.hasFill {
+		k.fill, k.fillOn = qz.fillBits, 1
+	}
+	plane := ly * lx
+	for z := 0; z < lz; z++ {
+		off := ((z0+uint64(z))*l.ny+y0)*l.nx + x0
+		// The kernel reads rows off + y·nx + [0, nv): check the last one.
+		_ = src[off+uint64(ly-1)*l.nx+uint64(lx)-1]
+		var ks int64
+		var km float64
+		if wide {
+			ks, km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(l.nx), ly, lx, nv, &q[z*plane], z*plane, &s.exc, &k)
+		} else {
+			ks, km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(l.nx), ly, lx, nv, &q[z*plane], z*plane, &s.exc, &k)
+		}
+		sum += ks
+		maxErr = max(maxErr, km)
+	}
+	if nv < lx {
+		for r := 0; r < lz*ly; r++ {
+			for i := r*lx + nv; i < (r+1)*lx; i++ {
+				s.exc[i>>6] |= 1 << (i & 63)
+			}
+		}
+	}
+	for w, bitsw := range s.exc {
+		for bitsw != 0 {
+			i := w*64 + bits.TrailingZeros64(bitsw)
+			bitsw &= bitsw - 1
+			z, rem := i/plane, i%plane
+			off := ((z0+uint64(z))*l.ny+y0+uint64(rem/lx))*l.nx + x0 + uint64(rem%lx)
+			ds, m := quantRow(s, src[off:off+1], i, q[i:i+1], qz, maxErr)
+			sum, maxErr = sum+ds, m
+		}
+	}
+	st.maxErr = maxErr
+	return sum
+}
+
+// quantRow is the reference quantizer: it quantizes and re-checks row,
+// whose first value is element i0, into qr, appending to the fill, raw and
+// hole lists; it returns Σq and the updated maxErr. The common path is
+// branch-light; holes, fill and failed checks leave it.
+func quantRow[T float](s *tileScratch, row []T, i0 int, qr []int32, qz *quantizer, maxErr float64) (int64, float64) {
+	var sum int64
+	inv, step, eb := qz.inv, qz.step, qz.eb
+	hasFill, fillBits := qz.hasFill, qz.fillBits
+	qr = qr[:len(row)]
+	for x, xv := range row {
+		sv := float64(float64(xv) * inv)
+		if !(math.Abs(sv) < qLimit) || (hasFill && bitsOf(xv) == fillBits) {
+			if hasFill && bitsOf(xv) == fillBits {
+				s.fill = append(s.fill, int32(i0+x))
+			} else {
+				s.raw = append(s.raw, int32(i0+x))
+				s.rawVal = append(s.rawVal, bitsOf(xv))
+			}
+			s.holes = append(s.holes, int32(i0+x))
+			continue
+		}
+		qf := float64(float64(sv+rintMagic) - rintMagic)
+		v := int32(qf)
+		// qf is an integer, so qf·step equals float64(v)·step.
+		e := math.Abs(float64(xv) - float64(T(float64(qf*step))))
+		if !(e <= eb) {
+			// Keep v for prediction; store the value itself.
+			s.raw = append(s.raw, int32(i0+x))
+			s.rawVal = append(s.rawVal, bitsOf(xv))
+		} else if e > maxErr {
+			maxErr = e
+		}
+		qr[x] = v
+		sum += int64(v)
+	}
+	return sum, maxErr
+}
+
+// codesTile runs stages 2+3 of encodeTile: the Lorenzo residual of every
+// element but the origin, as a sign-magnitude code split into s.lo and
+// s.hi at its slot, large residuals to s.esc. It returns the OR of the low
+// and of the high code bytes. runs says smap passes runsOf8.
+func codesTile(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16, runs bool) (orLo, orHi byte) {
+	n8 := lx &^ 7
+	if !useSIMD || !runs || n8 == 0 {
+		return codesScalar(s, q, lz, ly, lx, smap)
+	}
+	or, esc := codesAVX2(&s.q[0], lz, ly, lx, n8, smap, &s.lo, &s.hi, &s.zeroRow)
+	if esc != 0 {
+		// Escapes are listed in element order: rare, so redo the tile.
+		return codesScalar(s, q, lz, ly, lx, smap)
+	}
+	if n8 < lx {
+		// Row tails: d = col(x) − col(x−1), x ≥ 8.
+		plane := ly * lx
+		col := func(e, y, z int) int32 {
+			c := q[e]
+			if y > 0 {
+				c -= q[e-lx]
+			}
+			if z > 0 {
+				c -= q[e-plane]
+				if y > 0 {
+					c += q[e-plane-lx]
+				}
+			}
+			return c
+		}
+		for z := 0; z < lz; z++ {
+			for y := 0; y < ly; y++ {
+				e := (z*ly + y) * lx
+				for x := n8; x < lx; x++ {
+					d := col(e+x, y, z) - col(e+x-1, y, z)
+					sg := d >> 31
+					m := uint32((d ^ sg) - sg)
+					if m > maxCode {
+						return codesScalar(s, q, lz, ly, lx, smap)
+					}
+					slot := smap[e+x] & (TileElems - 1)
+					s.lo[slot], s.hi[slot] = byte(m), byte(m>>8)|byte(sg)&0x80
+					or |= m | uint32(sg)&0x8000
+				}
+			}
+		}
+	}
+	return byte(or), byte(or >> 8)
+}
+
+// codesScalar is the reference for codesTile.
+func codesScalar(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16) (orLo, orHi byte) {
+	lo, hi := &s.lo, &s.hi
+	s.esc = s.esc[:0]
 	zero := s.zeroRow[:lx]
 	plane := ly * lx
 	e := 0
@@ -153,60 +344,7 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 			e += lx
 		}
 	}
-	lo[0], hi[0] = 0, 0
-
-	// 4. Bitshuffle.
-	const ngroups = TileElems / 8
-	planeMask := uint32(orLo) | uint32(orHi)<<8
-	if orLo != 0 {
-		shuffleBytes(lo[:], &s.planes[0], ngroups)
-	}
-	switch {
-	case orHi == 0x80:
-		shuffleTopBit(hi[:], &s.planes[1][7], ngroups)
-	case orHi != 0:
-		shuffleBytes(hi[:], &s.planes[1], ngroups)
-	}
-
-	// 5. Zero-block encoding.
-	word0 := planeMask
-	if len(s.esc) > 0 {
-		word0 |= tileHasEscapes
-	}
-	if len(s.fill) > 0 {
-		word0 |= tileHasFill
-	}
-	if len(s.raw) > 0 {
-		word0 |= tileHasRaw
-	}
-	dst = binary.LittleEndian.AppendUint32(dst, word0)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(origin))
-	for pm := planeMask; pm != 0; pm &= pm - 1 {
-		p := bits.TrailingZeros32(pm)
-		dst = appendZeroBlocks(dst, s.planes[p/8][p%8][:], blocksPerPlane)
-	}
-	if len(s.esc) > 0 {
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.esc)))
-		for _, d := range s.esc {
-			dst = binary.LittleEndian.AppendUint32(dst, uint32(d))
-		}
-	}
-	if len(s.fill) > 0 {
-		dst = appendMask(dst, &s.mask, s.fill, smap[:n], lz, ly, lx)
-	}
-	if len(s.raw) > 0 {
-		dst = appendMask(dst, &s.mask, s.raw, smap[:n], lz, ly, lx)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.raw)))
-		var zero T
-		for _, b := range s.rawVal {
-			if unsafe.Sizeof(zero) == 4 {
-				dst = binary.LittleEndian.AppendUint32(dst, uint32(b))
-			} else {
-				dst = binary.LittleEndian.AppendUint64(dst, b)
-			}
-		}
-	}
-	return dst
+	return orLo, orHi
 }
 
 // appendZeroBlocks writes the block mask of a plane (only its first used
