@@ -161,7 +161,7 @@ func valueRange[T float](src []T, qz *quantizer, workers int) (lo, hi float64, h
 		go func(w int, s []T) {
 			defer wg.Done()
 			pl, ph := T(math.Inf(1)), T(math.Inf(-1))
-			if !qz.hasFill {
+			if !qz.hasFill && !useSIMD {
 				// Comparisons are false for NaN, so NaN never enters; ±Inf
 				// would, and then the careful loop below runs instead.
 				for _, x := range s {
@@ -173,10 +173,18 @@ func valueRange[T float](src []T, qz *quantizer, workers int) (lo, hi float64, h
 					}
 				}
 			}
-			if qz.hasFill || math.IsInf(float64(pl), 0) || math.IsInf(float64(ph), 0) {
+			if qz.hasFill || useSIMD || math.IsInf(float64(pl), 0) || math.IsInf(float64(ph), 0) {
+				// The careful rule: finite (x-x == 0 is false for NaN and
+				// ±Inf) and not fill. The kernel applies it to whole groups
+				// of 8 and the loop to the rest; min and max do not depend
+				// on the order, up to the sign of a zero, normalised below.
 				pl, ph = T(math.Inf(1)), T(math.Inf(-1))
-				for _, x := range s {
-					// x-x == 0 is false for NaN and ±Inf.
+				rest := s
+				if useSIMD {
+					pl, ph = rangeSIMD(s, qz)
+					rest = s[len(s)&^7:]
+				}
+				for _, x := range rest {
 					if x-x != 0 || (qz.hasFill && bitsOf(x) == qz.fillBits) {
 						continue
 					}
@@ -205,6 +213,21 @@ func valueRange[T float](src []T, qz *quantizer, workers int) (lo, hi float64, h
 		hi = 0
 	}
 	return lo, hi, true
+}
+
+// rangeSIMD is the range kernel over the first len(s)&^7 values: min and
+// max over finite non-fill values, ±Inf when there are none.
+func rangeSIMD[T float](s []T, qz *quantizer) (lo, hi T) {
+	n := len(s) &^ 7
+	if n == 0 {
+		return T(math.Inf(1)), T(math.Inf(-1))
+	}
+	if unsafe.Sizeof(lo) == 4 {
+		l, h := rangeF32AVX2((*float32)(unsafe.Pointer(&s[0])), n, qz.fillBits, qz.hasFill)
+		return T(l), T(h)
+	}
+	l, h := rangeF64AVX2((*float64)(unsafe.Pointer(&s[0])), n, qz.fillBits, qz.hasFill)
+	return T(l), T(h)
 }
 
 type chunkResult struct {
