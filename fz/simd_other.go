@@ -18,10 +18,10 @@ func codesAVX2(q *int32, lz, ly, lx, n8 int, smap *[TileElems]uint16, lo, hi *[T
 	panic("unreachable")
 }
 
-func shuffleAVX2(b *[TileElems]byte, planes *[8][planeBytes]byte)    { panic("unreachable") }
-func shuffleTopAVX2(b *[TileElems]byte, plane *[planeBytes]byte)     { panic("unreachable") }
-func unshuffleAVX2(planes *[8][planeBytes]byte, b *[TileElems]byte)  { panic("unreachable") }
-func unshuffleTopAVX2(plane *[planeBytes]byte, b *[TileElems]byte)   { panic("unreachable") }
+func shuffleAVX2(b *[TileElems]byte, planes *[8][planeBytes]byte)   { panic("unreachable") }
+func shuffleTopAVX2(b *[TileElems]byte, plane *[planeBytes]byte)    { panic("unreachable") }
+func unshuffleAVX2(planes *[8][planeBytes]byte, b *[TileElems]byte) { panic("unreachable") }
+func unshuffleTopAVX2(plane *[planeBytes]byte, b *[TileElems]byte)  { panic("unreachable") }
 
 func gatherAVX2(lo, hi *[TileElems]byte, smap *[TileElems]uint16, rows, lx, n8 int, q *int32) (esc uint32) {
 	panic("unreachable")

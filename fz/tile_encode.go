@@ -23,8 +23,8 @@ type tileScratch struct {
 	edgeMap   [TileElems]uint16
 	edgeKey   [3]int
 	edgeOwner *layout
-	edgeRuns  bool                // edgeMap passes runsOf8
-	exc       [excWords]uint64    // elements the quantize kernel left to scalar code
+	edgeRuns  bool             // edgeMap passes runsOf8
+	exc       [excWords]uint64 // elements the quantize kernel left to scalar code
 	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
 	brow      [TileElems]int32 // decoder's running x,y-sums of one row
 }
