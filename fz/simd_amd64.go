@@ -12,10 +12,10 @@ var haveAVX2 = cpu.X86.HasAVX2
 // the callers check before the call.
 
 //go:noescape
-func quantF32AVX2(src *float32, srcStride, rows, lx, nv int, q *int32, e0 int, exc *[excWords]uint64, k *quantK) (sum int64, maxErr float64)
+func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
 
 //go:noescape
-func quantF64AVX2(src *float64, srcStride, rows, lx, nv int, q *int32, e0 int, exc *[excWords]uint64, k *quantK) (sum int64, maxErr float64)
+func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
 
 //go:noescape
 func codesAVX2(q *int32, lz, ly, lx, n8 int, smap *[TileElems]uint16, lo, hi *[TileElems]byte, zero *[TileElems]int32) (or, esc uint32)

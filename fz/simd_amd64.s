@@ -54,39 +54,6 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 #define QLIMIT $0x41B0000000000000
 #define RMAGIC $0x4338000000000000
 
-// Loads the quantizer constants from k (in AX):
-// Y15 inv, Y14 step, Y13 eb, Y10 |·| mask, Y9 qLimit, Y8 rintMagic;
-// Y7 (int64 sum) and Y6 (max error) start at zero. R13 = fill on.
-#define QUANT_SETUP \
-	VBROADCASTSD 0(AX), Y15 \
-	VBROADCASTSD 8(AX), Y14 \
-	VBROADCASTSD 16(AX), Y13 \
-	MOVQ 32(AX), R13 \
-	VPCMPEQQ Y10, Y10, Y10 \
-	VPSRLQ $1, Y10, Y10 \
-	MOVQ QLIMIT, R14 \
-	MOVQ R14, X9 \
-	VPBROADCASTQ X9, Y9 \
-	MOVQ RMAGIC, R14 \
-	MOVQ R14, X8 \
-	VPBROADCASTQ X8, Y8 \
-	VPXOR Y7, Y7, Y7 \
-	VPXOR Y6, Y6, Y6
-
-// Writes the horizontal sum of Y7 and max of Y6 to the results.
-#define QUANT_RESULTS \
-	VEXTRACTI128 $1, Y7, X0 \
-	VPADDQ X0, X7, X7 \
-	VPSHUFD $0x4E, X7, X0 \
-	VPADDQ X0, X7, X7 \
-	VMOVQ X7, sum+72(FP) \
-	VEXTRACTF128 $1, Y6, X0 \
-	VMAXPD X0, X6, X6 \
-	VPERMILPD $1, X6, X0 \
-	VMAXPD X0, X6, X6 \
-	VMOVSD X6, maxErr+80(FP) \
-	VZEROUPPER
-
 // Lorenzo inverse of one tile, fused with dequantization. q holds the
 // residuals (q[0] = origin) of an lz×ly×lx tile, lx a multiple of 8. Per
 // row: A = prefix sum of d along x; B = A + B(y−1) kept in brow; Q = B +
@@ -140,40 +107,106 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 	VPADDD (AX)(DX*4), Y0, Y0 \
 	VMOVDQU Y0, (R14)(DX*4)
 
-// func quantF32AVX2(src *float32, srcStride, rows, lx, nv int, q *int32, e0 int, exc *[excWords]uint64, k *quantK) (sum int64, maxErr float64)
+// Loads the quantizer constants from k (in AX):
+// Y15 inv, Y14 step, Y13 eb, Y10 |·| mask, Y9 qLimit, Y8 rintMagic;
+// Y6 (max error) starts at zero. R13 = fill on.
+#define QUANT_SETUP \
+	VBROADCASTSD 0(AX), Y15 \
+	VBROADCASTSD 8(AX), Y14 \
+	VBROADCASTSD 16(AX), Y13 \
+	MOVQ 32(AX), R13 \
+	VPCMPEQQ Y10, Y10, Y10 \
+	VPSRLQ $1, Y10, Y10 \
+	MOVQ QLIMIT, R14 \
+	MOVQ R14, X9 \
+	VPBROADCASTQ X9, Y9 \
+	MOVQ RMAGIC, R14 \
+	MOVQ R14, X8 \
+	VPBROADCASTQ X8, Y8 \
+	VPXOR Y6, Y6, Y6
+
+// Writes the horizontal max of Y6 to maxErr.
+#define QUANT_RESULTS \
+	VEXTRACTF128 $1, Y6, X0 \
+	VMAXPD X0, X6, X6 \
+	VPERMILPD $1, X6, X0 \
+	VMAXPD X0, X6, X6 \
+	VMOVSD X6, maxErr+80(FP) \
+	VZEROUPPER
+
+// Rows of the tile: after each row, step src by a row, q by lx and the
+// element index by lx; after ly rows, move src to the next plane.
+#define QUANT_NEXTROW(L) \
+	ADDQ R11, SI \
+	LEAQ (DI)(R9*4), DI \
+	ADDQ R9, R12 \
+	DECQ R8 \
+	JNZ L \
+	MOVQ src+0(FP), SI \
+	ADDQ planeStride+16(FP), SI \
+	MOVQ SI, src+0(FP) \
+	MOVQ ly+32(FP), R8 \
+	DECQ lz+24(FP) \
+	JNZ L
+
+// Sets bits e..e+W−1 of exc (BX), e = R12 + DX (may straddle two words).
+#define QUANT_REJECT(MASK, LIMIT, NEXT) \
+	LEAQ (R12)(DX*1), CX \
+	MOVQ CX, AX \
+	SHRQ $6, AX \
+	ANDQ $63, CX \
+	MOVQ MASK, R14 \
+	SHLQ CX, R14 \
+	ORQ R14, (BX)(AX*8) \
+	CMPQ CX, LIMIT \
+	JLE NEXT \
+	MOVQ MASK, R14 \
+	NEGQ CX \
+	ADDQ $64, CX \
+	SHRQ CX, R14 \
+	ORQ R14, 8(BX)(AX*8) \
+	JMP NEXT
+
+// func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
 //
-// Quantizes and re-checks rows×nv values (nv a multiple of 8) of a tile
-// plane: row r starts at src + r·srcStride and writes q[r·lx ...]. A group
-// of 8 where every value is quantizable, passes the check and is not fill
-// is finished here (q stored, counted in sum and maxErr); any other group
-// is left whole to the caller's scalar code by setting its 8 bits in exc,
-// at element index e0 + r·lx + x.
+// Quantizes and re-checks the first nv values (a positive multiple of 8)
+// of every row of an lz×ly×lx tile: row (z, y) starts at src + z·planeStride
+// + y·rowStride and element e = (z·ly + y)·lx. A group of 8 where every
+// value is quantizable, passes the check and is not fill is finished here
+// (q stored, error counted in maxErr); any other group is left whole to the
+// caller's scalar code by setting its 8 bits in exc. Σq is left to the
+// caller, which needs it only for tiles with holes.
 TEXT ·quantF32AVX2(SB), NOSPLIT, $0-88
 	MOVQ src+0(FP), SI
-	MOVQ srcStride+8(FP), R11
+	MOVQ rowStride+8(FP), R11
 	SHLQ $2, R11
-	MOVQ rows+16(FP), R8
-	MOVQ lx+24(FP), R9
-	MOVQ nv+32(FP), R10
-	MOVQ q+40(FP), DI
-	MOVQ e0+48(FP), R12
+	SHLQ $2, planeStride+16(FP)
+	MOVQ ly+32(FP), R8
+	MOVQ lx+40(FP), R9
+	MOVQ nv+48(FP), R10
 	MOVQ exc+56(FP), BX
-	MOVQ k+64(FP), AX
+	MOVQ q+64(FP), DI
+	XORQ R12, R12
+	MOVQ k+72(FP), AX
 	VPBROADCASTD 24(AX), Y12
 	QUANT_SETUP
-	TESTQ R8, R8
-	JZ f32done
 
 f32row:
 	XORQ DX, DX
+	// R15: the same row of the next tile along x (lx values on), which
+	// the next call reads. Prefetching it hides the memory latency the
+	// out-of-order window cannot: a 3D tile reads 128 short rows spread
+	// over 8 planes, too scattered for the hardware prefetchers.
+	LEAQ (SI)(R9*4), R15
 
 f32grp:
+	PREFETCHT0 (R15)(DX*4)
 	VMOVUPS (SI)(DX*4), Y0
-	XORL CX, CX
 	TESTQ R13, R13
 	JZ f32nofill
 	VPCMPEQD Y12, Y0, Y11
-	VMOVMSKPS Y11, CX
+	VPTEST Y11, Y11
+	JNZ f32reject
 
 f32nofill:
 	VCVTPS2PD X0, Y1
@@ -195,7 +228,6 @@ f32nofill:
 	VANDPD Y10, Y3, Y3
 	VCMPPD $0x12, Y13, Y3, Y1
 	VANDPD Y1, Y4, Y4
-	VMOVMSKPD Y4, AX
 
 	// Values 4..7, likewise.
 	VMULPD Y15, Y2, Y0
@@ -211,85 +243,59 @@ f32nofill:
 	VANDPD Y10, Y0, Y0
 	VCMPPD $0x12, Y13, Y0, Y2
 	VANDPD Y2, Y11, Y11
-	VMOVMSKPD Y11, R14
 
-	SHLL $4, R14
-	ORL R14, AX
-	XORL $0xFF, AX
-	ORL CX, AX
-	JNZ f32reject
+	VANDPD Y4, Y11, Y11
+	VMOVMSKPD Y11, AX
+	CMPL AX, $0xF
+	JNE f32reject
 
 	VMAXPD Y3, Y0, Y3
 	VMAXPD Y3, Y6, Y6
 	VINSERTI128 $1, X1, Y5, Y2
 	VMOVDQU Y2, (DI)(DX*4)
-	VPMOVSXDQ X5, Y0
-	VPADDQ Y0, Y7, Y7
-	VPMOVSXDQ X1, Y0
-	VPADDQ Y0, Y7, Y7
 
 f32next:
 	ADDQ $8, DX
 	CMPQ DX, R10
 	JLT f32grp
-	ADDQ R11, SI
-	LEAQ (DI)(R9*4), DI
-	ADDQ R9, R12
-	DECQ R8
-	JNZ f32row
-
-f32done:
+	QUANT_NEXTROW(f32row)
 	QUANT_RESULTS
 	RET
 
 f32reject:
-	// Set bits e..e+7 of exc, e = R12 + DX (the group may straddle words).
-	LEAQ (R12)(DX*1), CX
-	MOVQ CX, AX
-	SHRQ $6, AX
-	ANDQ $63, CX
-	MOVQ $0xFF, R14
-	SHLQ CX, R14
-	ORQ R14, (BX)(AX*8)
-	CMPQ CX, $56
-	JLE f32next
-	MOVQ $0xFF, R14
-	NEGQ CX
-	ADDQ $64, CX
-	SHRQ CX, R14
-	ORQ R14, 8(BX)(AX*8)
-	JMP f32next
+	QUANT_REJECT($0xFF, $56, f32next)
 
-// func quantF64AVX2(src *float64, srcStride, rows, lx, nv int, q *int32, e0 int, exc *[excWords]uint64, k *quantK) (sum int64, maxErr float64)
+// func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
 //
-// As quantF32AVX2 for float64 values, in groups of 4 (nv a multiple of 4);
-// x' = qf·step needs no rounding to the element type.
+// As quantF32AVX2 for float64 values, in groups of 4 (nv a positive
+// multiple of 4); x' = qf·step needs no rounding to the element type.
 TEXT ·quantF64AVX2(SB), NOSPLIT, $0-88
 	MOVQ src+0(FP), SI
-	MOVQ srcStride+8(FP), R11
+	MOVQ rowStride+8(FP), R11
 	SHLQ $3, R11
-	MOVQ rows+16(FP), R8
-	MOVQ lx+24(FP), R9
-	MOVQ nv+32(FP), R10
-	MOVQ q+40(FP), DI
-	MOVQ e0+48(FP), R12
+	SHLQ $3, planeStride+16(FP)
+	MOVQ ly+32(FP), R8
+	MOVQ lx+40(FP), R9
+	MOVQ nv+48(FP), R10
 	MOVQ exc+56(FP), BX
-	MOVQ k+64(FP), AX
+	MOVQ q+64(FP), DI
+	XORQ R12, R12
+	MOVQ k+72(FP), AX
 	VPBROADCASTQ 24(AX), Y12
 	QUANT_SETUP
-	TESTQ R8, R8
-	JZ f64done
 
 f64row:
 	XORQ DX, DX
+	LEAQ (SI)(R9*8), R15 // as in quantF32AVX2
 
 f64grp:
+	PREFETCHT0 (R15)(DX*8)
 	VMOVUPD (SI)(DX*8), Y1
-	XORL CX, CX
 	TESTQ R13, R13
 	JZ f64nofill
 	VPCMPEQQ Y12, Y1, Y11
-	VMOVMSKPD Y11, CX
+	VPTEST Y11, Y11
+	JNZ f64reject
 
 f64nofill:
 	VMULPD Y15, Y1, Y3
@@ -304,45 +310,22 @@ f64nofill:
 	VCMPPD $0x12, Y13, Y3, Y0
 	VANDPD Y0, Y4, Y4
 	VMOVMSKPD Y4, AX
-	XORL $0xF, AX
-	ORL CX, AX
-	JNZ f64reject
+	CMPL AX, $0xF
+	JNE f64reject
 
 	VMAXPD Y3, Y6, Y6
 	VMOVDQU X5, (DI)(DX*4)
-	VPMOVSXDQ X5, Y0
-	VPADDQ Y0, Y7, Y7
 
 f64next:
 	ADDQ $4, DX
 	CMPQ DX, R10
 	JLT f64grp
-	ADDQ R11, SI
-	LEAQ (DI)(R9*4), DI
-	ADDQ R9, R12
-	DECQ R8
-	JNZ f64row
-
-f64done:
+	QUANT_NEXTROW(f64row)
 	QUANT_RESULTS
 	RET
 
 f64reject:
-	LEAQ (R12)(DX*1), CX
-	MOVQ CX, AX
-	SHRQ $6, AX
-	ANDQ $63, CX
-	MOVQ $0xF, R14
-	SHLQ CX, R14
-	ORQ R14, (BX)(AX*8)
-	CMPQ CX, $60
-	JLE f64next
-	MOVQ $0xF, R14
-	NEGQ CX
-	ADDQ $64, CX
-	SHRQ CX, R14
-	ORQ R14, 8(BX)(AX*8)
-	JMP f64next
+	QUANT_REJECT($0xF, $60, f64next)
 
 // func codesAVX2(q *int32, lz, ly, lx, n8 int, smap *[TileElems]uint16, lo, hi *[TileElems]byte, zero *[TileElems]int32) (or, esc uint32)
 //

@@ -6,11 +6,11 @@ package fz
 // stubs below are never reached.
 const haveAVX2 = false
 
-func quantF32AVX2(src *float32, srcStride, rows, lx, nv int, q *int32, e0 int, exc *[excWords]uint64, k *quantK) (sum int64, maxErr float64) {
+func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64) {
 	panic("unreachable")
 }
 
-func quantF64AVX2(src *float64, srcStride, rows, lx, nv int, q *int32, e0 int, exc *[excWords]uint64, k *quantK) (sum int64, maxErr float64) {
+func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64) {
 	panic("unreachable")
 }
 

@@ -136,10 +136,11 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 
 // quantizeTile runs stage 1 of encodeTile over the box: q for every
 // element, the fill, raw and hole lists in element order, the tile's
-// maxErr; it returns Σq over the elements that have a q.
+// maxErr; when the tile has holes it returns Σq over the elements that
+// have a q (the placeholder needs it), otherwise possibly just 0.
 func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0, y0, x0 uint64, lz, ly, lx int, qz *quantizer) int64 {
 	q := s.q[:lz*ly*lx]
-	var sum int64
+	var sum int64 // only needed (and computed) when the tile has holes
 	maxErr := st.maxErr
 	var zero T
 	wide := unsafe.Sizeof(zero) == 8
@@ -170,21 +171,16 @@ func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0
 	if qz.hasFill {
 		k.fill, k.fillOn = qz.fillBits, 1
 	}
-	plane := ly * lx
-	for z := 0; z < lz; z++ {
-		off := ((z0+uint64(z))*l.ny+y0)*l.nx + x0
-		// The kernel reads rows off + y·nx + [0, nv): check the last one.
-		_ = src[off+uint64(ly-1)*l.nx+uint64(lx)-1]
-		var ks int64
-		var km float64
-		if wide {
-			ks, km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(l.nx), ly, lx, nv, &q[z*plane], z*plane, &s.exc, &k)
-		} else {
-			ks, km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(l.nx), ly, lx, nv, &q[z*plane], z*plane, &s.exc, &k)
-		}
-		sum += ks
-		maxErr = max(maxErr, km)
+	off := (z0*l.ny+y0)*l.nx + x0
+	// The kernel reads rows off + z·ny·nx + y·nx + [0, nv): check the last.
+	_ = src[off+(uint64(lz-1)*l.ny+uint64(ly-1))*l.nx+uint64(lx)-1]
+	var km float64
+	if wide {
+		km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k)
+	} else {
+		km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k)
 	}
+	maxErr = max(maxErr, km)
 	if nv < lx {
 		for r := 0; r < lz*ly; r++ {
 			for i := r*lx + nv; i < (r+1)*lx; i++ {
@@ -192,14 +188,25 @@ func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0
 			}
 		}
 	}
+	plane := ly * lx
 	for w, bitsw := range s.exc {
 		for bitsw != 0 {
 			i := w*64 + bits.TrailingZeros64(bitsw)
 			bitsw &= bitsw - 1
 			z, rem := i/plane, i%plane
 			off := ((z0+uint64(z))*l.ny+y0+uint64(rem/lx))*l.nx + x0 + uint64(rem%lx)
-			ds, m := quantRow(s, src[off:off+1], i, q[i:i+1], qz, maxErr)
-			sum, maxErr = sum+ds, m
+			_, maxErr = quantRow(s, src[off:off+1], i, q[i:i+1], qz, maxErr)
+		}
+	}
+	if len(s.holes) > 0 {
+		// Σq over the elements with a q: all of q minus the holes, whose
+		// entries hold whatever an earlier tile left (integer sums are
+		// exact, so the order does not matter).
+		for _, v := range q {
+			sum += int64(v)
+		}
+		for _, h := range s.holes {
+			sum -= int64(q[h])
 		}
 	}
 	st.maxErr = maxErr
