@@ -62,7 +62,6 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 #define LDQ_SETUP(SHIFT) \
 	MOVQ q+0(FP), R14 \
 	MOVQ brow+8(FP), R15 \
-	MOVQ zero+16(FP), DI \
 	MOVQ lx+40(FP), R9 \
 	MOVQ ly+32(FP), R11 \
 	IMULQ R9, R11 \
@@ -80,15 +79,20 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 	XORQ R8, R8 \
 	XORQ CX, CX
 
-#define LDQ_ROW \
+// Per row: Y9 (carry along x) = 0; R12 = B(y−1) (brow, or zero at y = 0);
+// AX = Q(z−1) (the row one plane back, or zero at z = 0); DI = this row of
+// the next tile along x in dst (lx values on), prefetched: the
+// stores of a 3D tile land on 128 scattered rows, like the encoder's loads.
+#define LDQ_ROW(SCALE) \
 	VPXOR Y9, Y9, Y9 \
-	MOVQ DI, R12 \
+	MOVQ zero+16(FP), R12 \
 	TESTQ CX, CX \
 	CMOVQNE R15, R12 \
 	MOVQ R14, AX \
 	SUBQ R11, AX \
 	TESTQ R8, R8 \
-	CMOVQEQ DI, AX \
+	CMOVQEQ zero+16(FP), AX \
+	LEAQ (R10)(R9*SCALE), DI \
 	XORQ DX, DX
 
 #define LDQ_SCAN \
@@ -639,9 +643,10 @@ TEXT ·lorenzoDeqF32AVX2(SB), NOSPLIT, $0-80
 	LDQ_SETUP($2)
 
 l32row:
-	LDQ_ROW
+	LDQ_ROW(4)
 
 l32grp:
+	PREFETCHT0 (DI)(DX*4)
 	LDQ_SCAN
 	VCVTDQ2PD X0, Y1
 	VMULPD Y14, Y1, Y1
@@ -674,9 +679,10 @@ TEXT ·lorenzoDeqF64AVX2(SB), NOSPLIT, $0-80
 	LDQ_SETUP($3)
 
 l64row:
-	LDQ_ROW
+	LDQ_ROW(8)
 
 l64grp:
+	PREFETCHT0 (DI)(DX*8)
 	LDQ_SCAN
 	VCVTDQ2PD X0, Y1
 	VMULPD Y14, Y1, Y1

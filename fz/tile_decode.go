@@ -33,7 +33,7 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 	loMask, hiMask := byte(planeMask), byte(planeMask>>8)
 	for pm := planeMask; pm != 0; pm &= pm - 1 {
 		p := bits.TrailingZeros32(pm)
-		if err := r.zeroBlocks(s.planes[p/8][p%8][:], blocksPerPlane, fmt.Sprintf("bit plane %d", p)); err != nil {
+		if err := r.zeroBlocks(s.planes[p/8][p%8][:], blocksPerPlane, planeNames[p]); err != nil {
 			return err
 		}
 	}
@@ -230,6 +230,15 @@ func gatherResiduals(s *tileScratch, q []int32, smap *[TileElems]uint16, lz, ly,
 	}
 	return nil
 }
+
+// planeNames name the bit planes in errors without formatting a string per
+// plane and tile on the hot path.
+var planeNames = func() (n [Planes]string) {
+	for p := range n {
+		n[p] = fmt.Sprintf("bit plane %d", p)
+	}
+	return
+}()
 
 func forEachBit(m *[planeBytes]byte, n int, f func(int)) {
 	for i, b := range m[:(n+7)/8] {
