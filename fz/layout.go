@@ -104,6 +104,24 @@ func (l *layout) tileBox(t uint64) (z0, y0, x0 uint64, lz, ly, lx int) {
 	return
 }
 
+// nextTileDelta is the distance in elements from the origin of the tile at
+// (z0, y0, x0) to the origin of the next tile in tile order (0 for the
+// last): the vector kernels prefetch the next tile's rows while working on
+// this one. Only an address hint; it may point anywhere.
+func (l *layout) nextTileDelta(z0, y0, x0 uint64) int {
+	x1, y1, z1 := x0+uint64(l.tx), y0, z0
+	if x1 >= l.nx {
+		x1, y1 = 0, y0+uint64(l.ty)
+		if y1 >= l.ny {
+			y1, z1 = 0, z0+uint64(l.tz)
+		}
+	}
+	if z1 >= l.nz {
+		return 0
+	}
+	return int((z1*l.ny+y1)*l.nx+x1) - int((z0*l.ny+y0)*l.nx+x0)
+}
+
 // chunkTiles returns the tile range [first, end) of chunk c.
 func (l *layout) chunkTiles(c uint64) (first, end uint64) {
 	first = c * l.perChunk

@@ -12,10 +12,10 @@ var haveAVX2 = cpu.X86.HasAVX2
 // the callers check before the call.
 
 //go:noescape
-func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
+func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK, pf int) (maxErr float64)
 
 //go:noescape
-func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
+func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK, pf int) (maxErr float64)
 
 //go:noescape
 func codesAVX2(q *int32, lz, ly, lx, n8 int, smap *[TileElems]uint16, lo, hi *[TileElems]byte, zero *[TileElems]int32) (or, esc uint32)
@@ -36,10 +36,10 @@ func unshuffleTopAVX2(plane *[planeBytes]byte, b *[TileElems]byte)
 func gatherAVX2(lo, hi *[TileElems]byte, smap *[TileElems]uint16, rows, lx, n8 int, q *int32) (esc uint32)
 
 //go:noescape
-func lorenzoDeqF32AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float32, rowStride, planeStride int, step float64)
+func lorenzoDeqF32AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float32, rowStride, planeStride int, step float64, pf int)
 
 //go:noescape
-func lorenzoDeqF64AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float64, rowStride, planeStride int, step float64)
+func lorenzoDeqF64AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float64, rowStride, planeStride int, step float64, pf int)
 
 //go:noescape
 func rangeF32AVX2(src *float32, n int, fill uint64, hasFill bool) (lo, hi float32)

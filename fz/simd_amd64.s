@@ -81,9 +81,9 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 
 // Per row: Y9 (carry along x) = 0; R12 = B(y−1) (brow, or zero at y = 0);
 // AX = Q(z−1) (the row one plane back, or zero at z = 0); DI = this row of
-// the next tile along x in dst (lx values on), prefetched: the
+// the next tile in dst (pf bytes on), prefetched: the
 // stores of a 3D tile land on 128 scattered rows, like the encoder's loads.
-#define LDQ_ROW(SCALE) \
+#define LDQ_ROW \
 	VPXOR Y9, Y9, Y9 \
 	MOVQ zero+16(FP), R12 \
 	TESTQ CX, CX \
@@ -92,7 +92,8 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 	SUBQ R11, AX \
 	TESTQ R8, R8 \
 	CMOVQEQ zero+16(FP), AX \
-	LEAQ (R10)(R9*SCALE), DI \
+	MOVQ R10, DI \
+	ADDQ pf+80(FP), DI \
 	XORQ DX, DX
 
 #define LDQ_SCAN \
@@ -135,7 +136,7 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 	VMAXPD X0, X6, X6 \
 	VPERMILPD $1, X6, X0 \
 	VMAXPD X0, X6, X6 \
-	VMOVSD X6, maxErr+80(FP) \
+	VMOVSD X6, maxErr+88(FP) \
 	VZEROUPPER
 
 // Rows of the tile: after each row, step src by a row, q by lx and the
@@ -171,7 +172,7 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 	ORQ R14, 8(BX)(AX*8) \
 	JMP NEXT
 
-// func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
+// func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK, pf int) (maxErr float64)
 //
 // Quantizes and re-checks the first nv values (a positive multiple of 8)
 // of every row of an lz×ly×lx tile: row (z, y) starts at src + z·planeStride
@@ -180,7 +181,7 @@ GLOBL bitsel<>(SB), RODATA|NOPTR, $32
 // (q stored, error counted in maxErr); any other group is left whole to the
 // caller's scalar code by setting its 8 bits in exc. Σq is left to the
 // caller, which needs it only for tiles with holes.
-TEXT ·quantF32AVX2(SB), NOSPLIT, $0-88
+TEXT ·quantF32AVX2(SB), NOSPLIT, $0-96
 	MOVQ src+0(FP), SI
 	MOVQ rowStride+8(FP), R11
 	SHLQ $2, R11
@@ -197,11 +198,13 @@ TEXT ·quantF32AVX2(SB), NOSPLIT, $0-88
 
 f32row:
 	XORQ DX, DX
-	// R15: the same row of the next tile along x (lx values on), which
-	// the next call reads. Prefetching it hides the memory latency the
-	// out-of-order window cannot: a 3D tile reads 128 short rows spread
-	// over 8 planes, too scattered for the hardware prefetchers.
-	LEAQ (SI)(R9*4), R15
+	// R15: the same row of the next tile (pf bytes on), which the next
+	// call reads. Prefetching it hides the memory latency the out-of-order
+	// window cannot: a 3D tile reads 128 short rows spread over 8 planes,
+	// too scattered for the hardware prefetchers. Prefetches never fault,
+	// wherever pf points.
+	MOVQ SI, R15
+	ADDQ pf+80(FP), R15
 
 f32grp:
 	PREFETCHT0 (R15)(DX*4)
@@ -269,11 +272,11 @@ f32next:
 f32reject:
 	QUANT_REJECT($0xFF, $56, f32next)
 
-// func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64)
+// func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK, pf int) (maxErr float64)
 //
 // As quantF32AVX2 for float64 values, in groups of 4 (nv a positive
 // multiple of 4); x' = qf·step needs no rounding to the element type.
-TEXT ·quantF64AVX2(SB), NOSPLIT, $0-88
+TEXT ·quantF64AVX2(SB), NOSPLIT, $0-96
 	MOVQ src+0(FP), SI
 	MOVQ rowStride+8(FP), R11
 	SHLQ $3, R11
@@ -290,7 +293,8 @@ TEXT ·quantF64AVX2(SB), NOSPLIT, $0-88
 
 f64row:
 	XORQ DX, DX
-	LEAQ (SI)(R9*8), R15 // as in quantF32AVX2
+	MOVQ SI, R15 // as in quantF32AVX2
+	ADDQ pf+80(FP), R15
 
 f64grp:
 	PREFETCHT0 (R15)(DX*8)
@@ -638,12 +642,12 @@ gdone:
 	VZEROUPPER
 	RET
 
-// func lorenzoDeqF32AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float32, rowStride, planeStride int, step float64)
-TEXT ·lorenzoDeqF32AVX2(SB), NOSPLIT, $0-80
+// func lorenzoDeqF32AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float32, rowStride, planeStride int, step float64, pf int)
+TEXT ·lorenzoDeqF32AVX2(SB), NOSPLIT, $0-88
 	LDQ_SETUP($2)
 
 l32row:
-	LDQ_ROW(4)
+	LDQ_ROW
 
 l32grp:
 	PREFETCHT0 (DI)(DX*4)
@@ -674,12 +678,12 @@ l32grp:
 	VZEROUPPER
 	RET
 
-// func lorenzoDeqF64AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float64, rowStride, planeStride int, step float64)
-TEXT ·lorenzoDeqF64AVX2(SB), NOSPLIT, $0-80
+// func lorenzoDeqF64AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float64, rowStride, planeStride int, step float64, pf int)
+TEXT ·lorenzoDeqF64AVX2(SB), NOSPLIT, $0-88
 	LDQ_SETUP($3)
 
 l64row:
-	LDQ_ROW(8)
+	LDQ_ROW
 
 l64grp:
 	PREFETCHT0 (DI)(DX*8)

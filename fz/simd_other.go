@@ -6,11 +6,11 @@ package fz
 // stubs below are never reached.
 const haveAVX2 = false
 
-func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64) {
+func quantF32AVX2(src *float32, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK, pf int) (maxErr float64) {
 	panic("unreachable")
 }
 
-func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK) (maxErr float64) {
+func quantF64AVX2(src *float64, rowStride, planeStride, lz, ly, lx, nv int, exc *[excWords]uint64, q *[TileElems]int32, k *quantK, pf int) (maxErr float64) {
 	panic("unreachable")
 }
 
@@ -27,11 +27,11 @@ func gatherAVX2(lo, hi *[TileElems]byte, smap *[TileElems]uint16, rows, lx, n8 i
 	panic("unreachable")
 }
 
-func lorenzoDeqF32AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float32, rowStride, planeStride int, step float64) {
+func lorenzoDeqF32AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float32, rowStride, planeStride int, step float64, pf int) {
 	panic("unreachable")
 }
 
-func lorenzoDeqF64AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float64, rowStride, planeStride int, step float64) {
+func lorenzoDeqF64AVX2(q *[TileElems]int32, brow, zero *[TileElems]int32, lz, ly, lx int, dst *float64, rowStride, planeStride int, step float64, pf int) {
 	panic("unreachable")
 }
 

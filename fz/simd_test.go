@@ -430,9 +430,9 @@ func TestDecodeKernels(t *testing.T) {
 		copy(s.q[:], got)
 		d32 := make([]float32, n)
 		d64 := make([]float64, n)
-		lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, &d32[0], lx, ly*lx, step)
+		lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, &d32[0], lx, ly*lx, step, 0)
 		copy(s.q[:], got)
-		lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, &d64[0], lx, ly*lx, step)
+		lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, &d64[0], lx, ly*lx, step, 0)
 		for i, q := range ref {
 			if bitsOf(d32[i]) != bitsOf(reconstruct[float32](q, step)) || bitsOf(d64[i]) != bitsOf(reconstruct[float64](q, step)) {
 				t.Fatalf("%v: element %d: q %d decodes to %v/%v, want %v/%v", dims, i, q, d32[i], d64[i], reconstruct[float32](q, step), reconstruct[float64](q, step))
@@ -496,5 +496,20 @@ func TestNearTiesFailChecks(t *testing.T) {
 	_, st64 := compressT(t, v64, p)
 	if st32.Outliers == 0 || st64.Outliers == 0 {
 		t.Fatalf("near ties gave %d (f32) and %d (f64) failed checks, want some of each", st32.Outliers, st64.Outliers)
+	}
+}
+
+// TestNextTileDelta: the prefetch hint points at the next tile's origin.
+func TestNextTileDelta(t *testing.T) {
+	for _, dims := range [][]uint64{{20, 33, 70}, {64, 64}, {130, 70}, {9000}, {8, 16, 32}} {
+		l, _ := tileOf(t, dims)
+		for tile := uint64(0); tile+1 < l.tiles; tile++ {
+			z0, y0, x0, _, _, _ := l.tileBox(tile)
+			z1, y1, x1, _, _, _ := l.tileBox(tile + 1)
+			want := int((z1*l.ny+y1)*l.nx+x1) - int((z0*l.ny+y0)*l.nx+x0)
+			if got := l.nextTileDelta(z0, y0, x0); got != want {
+				t.Fatalf("%v tile %d: delta %d, want %d", dims, tile, got, want)
+			}
+		}
 	}
 }

@@ -105,10 +105,11 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 		// the last one.
 		off := (z0*l.ny+y0)*l.nx + x0 - base
 		_ = dst[off+(uint64(lz-1)*l.ny+uint64(ly-1))*l.nx+uint64(lx)-1]
+		pf := int(unsafe.Sizeof(zero)) * l.nextTileDelta(z0, y0, x0)
 		if unsafe.Sizeof(zero) == 4 {
-			lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float32)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step)
+			lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float32)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
 		} else {
-			lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float64)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step)
+			lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float64)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
 		}
 	} else {
 		lorenzoInverse(q, lz, ly, lx)

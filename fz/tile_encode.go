@@ -174,11 +174,12 @@ func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0
 	off := (z0*l.ny+y0)*l.nx + x0
 	// The kernel reads rows off + z·ny·nx + y·nx + [0, nv): check the last.
 	_ = src[off+(uint64(lz-1)*l.ny+uint64(ly-1))*l.nx+uint64(lx)-1]
+	pf := int(unsafe.Sizeof(zero)) * l.nextTileDelta(z0, y0, x0)
 	var km float64
 	if wide {
-		km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k)
+		km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k, pf)
 	} else {
-		km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k)
+		km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k, pf)
 	}
 	maxErr = max(maxErr, km)
 	if nv < lx {
