@@ -370,7 +370,7 @@ crow:
 	MOVQ zero+64(FP), R15
 	MOVQ R15, AX
 	MOVQ R15, CX
-	VPXOR Y9, Y9, Y9            // col of the previous group (lane 7 used)
+	VPXOR Y9, Y9, Y9            // previous group's col rotated (lane 0 used)
 	TESTQ R10, R10
 	JZ cnoy
 	MOVQ R14, R15
@@ -401,11 +401,10 @@ cgrp:
 	VPSUBD (R15)(DX*4), Y0, Y0
 	VPSUBD (AX)(DX*4), Y0, Y0
 	VPADDD (CX)(DX*4), Y0, Y0   // col
-	VPERMD Y0, Y15, Y1
-	VPERMD Y9, Y15, Y2
-	VPBLENDD $1, Y2, Y1, Y1     // col(x−1)
-	VMOVDQA Y0, Y9
-	VPSUBD Y1, Y0, Y0           // d
+	VPERMD Y0, Y15, Y1          // col rotated up one lane
+	VPBLENDD $1, Y9, Y1, Y2     // lane 0 from the previous group: col(x−1)
+	VMOVDQA Y1, Y9              // keep rotated: its lane 0 is col(x+7)
+	VPSUBD Y2, Y0, Y0           // d
 	VPABSD Y0, Y1               // m (2^31 stays 2^31, caught below)
 	VPSRAD $31, Y0, Y2
 	VPAND Y12, Y2, Y2           // sign << 15

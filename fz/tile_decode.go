@@ -271,19 +271,23 @@ func (r *reader) u32(what string) (uint32, error) {
 	return binary.LittleEndian.Uint32(b), nil
 }
 
-// zeroBlocks reads a block mask and its blocks into plane.
+// zeroBlocks reads a block mask and its blocks into plane. Error texts
+// are built only on error: this runs for every plane of every tile.
 func (r *reader) zeroBlocks(plane []byte, used int, what string) error {
-	mask, err := r.u32(what + " block mask")
-	if err != nil {
-		return err
+	if len(r.b) < 4 {
+		return fmt.Errorf("%s block mask: need %d bytes, only %d left", what, 4, len(r.b))
 	}
+	mask := binary.LittleEndian.Uint32(r.b)
+	r.b = r.b[4:]
 	if used < 32 && mask>>used != 0 {
 		return fmt.Errorf("%s block mask %#08x names blocks past the tile's %d", what, mask, used)
 	}
-	blocks, err := r.take(bits.OnesCount32(mask)*BlockBytes, what+" blocks")
-	if err != nil {
-		return err
+	nb := bits.OnesCount32(mask) * BlockBytes
+	if nb > len(r.b) {
+		return fmt.Errorf("%s blocks: need %d bytes, only %d left", what, nb, len(r.b))
 	}
+	blocks := r.b[:nb]
+	r.b = r.b[nb:]
 	for k := 0; k < used; k++ {
 		b := plane[k*BlockBytes : (k+1)*BlockBytes]
 		if mask&(1<<k) != 0 {
