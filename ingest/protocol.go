@@ -284,12 +284,13 @@ func (n *Notification) Validate() (fz.Params, error) {
 	if n.Offset%int64(dt.Size()) != 0 {
 		return bad("offset %d is not a multiple of the %s element size %d", n.Offset, dt, dt.Size())
 	}
-	if err := p.Validate(n.Length); err != nil {
-		code := CodeInvalid
-		if elems, e2 := fz.NumElements(p.Dims); e2 == nil && elems*uint64(dt.Size()) != uint64(n.Length) {
-			code = CodeSizeMismatch
-		}
-		return fz.Params{}, &Error{Code: code, Message: err.Error()}
+	if err := p.Validate(-1); err != nil {
+		return fz.Params{}, errorf(CodeInvalid, "%v", err)
+	}
+	elems, _ := fz.NumElements(p.Dims)
+	if need := elems * uint64(dt.Size()); need != uint64(n.Length) {
+		return fz.Params{}, errorf(CodeSizeMismatch, "length is %d bytes but dims %s of %s need %d bytes (%d elements × %d)",
+			n.Length, fz.FormatDims(p.Dims), dt, need, elems, dt.Size())
 	}
 	return p, nil
 }
