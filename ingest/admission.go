@@ -83,3 +83,10 @@ func (r *Receiver) onRelease(m *nats.Msg) {
 	}
 	r.budget.ReleaseLease(req.MsgID)
 }
+
+func (r *Receiver) onStatus(m *nats.Msg) {
+	used, holds := r.budget.Used()
+	data, _ := json.Marshal(&Status{Version: ProtocolVersion, BudgetBytes: r.budget.Limit(), UsedBytes: used,
+		Holds: holds, InFlight: len(r.slots)})
+	_ = m.Respond(data)
+}

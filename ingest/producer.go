@@ -499,3 +499,16 @@ func (p *Producer) PublishFile(ctx context.Context, path string, s Spec) (*Pendi
 	}
 	return snap.Publish(ctx)
 }
+
+// Status asks the sidecar for its current load.
+func (p *Producer) Status(ctx context.Context) (*Status, error) {
+	m, err := p.nc.RequestWithContext(ctx, p.opts.Subjects.Status(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar status: %w", err)
+	}
+	var st Status
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		return nil, fmt.Errorf("sidecar status: %w", err)
+	}
+	return &st, nil
+}

@@ -73,6 +73,9 @@ func (s Subjects) ProducerResults(producer string) string {
 // Admit is the request/reply subject for budget admission.
 func (s Subjects) Admit() string { return s.prefix() + ".admit" }
 
+// Status answers a Status request with the sidecar's current load.
+func (s Subjects) Status() string { return s.prefix() + ".status" }
+
 // Release gives back an admission that will not be published.
 func (s Subjects) Release() string { return s.prefix() + ".release" }
 
@@ -354,6 +357,15 @@ type AdmitReply struct {
 	// the same msg_id arrives.
 	LeaseMS int64  `json:"lease_ms,omitempty"`
 	Error   *Error `json:"error,omitempty"`
+}
+
+// Status is the reply on the status subject.
+type Status struct {
+	Version     int   `json:"v"`
+	BudgetBytes int64 `json:"budget_bytes"`
+	UsedBytes   int64 `json:"used_bytes"`
+	Holds       int   `json:"holds"`
+	InFlight    int   `json:"in_flight"`
 }
 
 // ReleaseRequest returns an unused grant.

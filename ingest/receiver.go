@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,6 +153,11 @@ func (r *Receiver) setup(ctx context.Context) error {
 		return err
 	}
 	r.subs = append(r.subs, sub)
+	sub, err = r.nc.Subscribe(r.cfg.Subjects.Status(), r.onStatus)
+	if err != nil {
+		return err
+	}
+	r.subs = append(r.subs, sub)
 	return r.nc.FlushWithContext(ctx)
 }
 
@@ -230,6 +236,18 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 	n, p, rt, err := DecodeNotification(msg.Data())
 	j := &Job{Notice: n, Params: p, Delivered: delivered, Received: time.Now(), r: r, msg: msg}
 	if err != nil {
+		// Unreadable bodies can still be answered: the subject names the
+		// producer and the dedup header the message.
+		if rt.Producer == "" {
+			if tok, ok := strings.CutPrefix(msg.Subject(), r.cfg.Subjects.prefix()+".snap."); ok && ValidToken(tok) {
+				rt.Producer = tok
+			}
+		}
+		if rt.MsgID == "" {
+			if h := msg.Headers().Get(jetstream.MsgIDHeader); ValidToken(h) {
+				rt.MsgID = h
+			}
+		}
 		j.route = rt
 		r.log.Warn("rejected snapshot notification", "producer", rt.Producer, "msg_id", rt.MsgID, "subject", msg.Subject(), "err", err)
 		j.finish(ctx, Result{Error: AsError(err)})

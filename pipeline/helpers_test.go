@@ -28,7 +28,9 @@ type dirStore struct {
 	mu    sync.Mutex
 }
 
-func (s *dirStore) path(k pipeline.Key) string { return filepath.Join(s.dir, filepath.FromSlash(k.String())) }
+func (s *dirStore) path(k pipeline.Key) string {
+	return filepath.Join(s.dir, filepath.FromSlash(k.String()))
+}
 
 func (s *dirStore) Put(ctx context.Context, k pipeline.Key, blob []byte, _ pipeline.Meta) error {
 	if s.gate != nil {

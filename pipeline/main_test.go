@@ -217,6 +217,8 @@ func runInProcess(t *testing.T, e sidecarEnv, mod func(*sidecar.Config)) string 
 	return ""
 }
 
+type sidecarConfig = sidecar.Config
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
