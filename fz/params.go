@@ -169,8 +169,9 @@ func (p *Params) Validate(n int64) error {
 	}
 	if p.Fill != nil && p.DType == Float32 {
 		f := *p.Fill
-		if !math.IsNaN(f) && float64(float32(f)) != f {
-			return fmt.Errorf("fill value %v is not representable as float32", f)
+		// The fill is compared in the field's type: -1e34 means float32(-1e34).
+		if !math.IsInf(f, 0) && math.IsInf(float64(float32(f)), 0) {
+			return fmt.Errorf("fill value %v is outside the float32 range", f)
 		}
 	}
 	if n >= 0 && uint64(n) != elems*uint64(p.DType.Size()) {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+func init() {
+	register(&command{name: "inspect", summary: "print an .fz container's header, chunks, ratio and checksum status", run: runInspect})
+}
+
+type inspectReport struct {
+	File            string     `json:"file"`
+	Version         uint16     `json:"version"`
+	DType           string     `json:"dtype"`
+	Dims            []uint64   `json:"dims"`
+	Mode            string     `json:"mode"`
+	Bound           float64    `json:"bound"`
+	AbsEB           float64    `json:"abs_eb"`
+	Step            float64    `json:"step"`
+	Fill            *float64   `json:"fill,omitempty"`
+	RangeMin        *float64   `json:"range_min,omitempty"`
+	RangeMax        *float64   `json:"range_max,omitempty"`
+	Tile            [3]int     `json:"tile"`
+	Block           [3]int     `json:"sub_block"`
+	TilesPerChunk   uint32     `json:"tiles_per_chunk"`
+	Chunks          int        `json:"chunks"`
+	RawBytes        uint64     `json:"raw_bytes"`
+	CompressedBytes uint64     `json:"compressed_bytes"`
+	Ratio           float64    `json:"ratio"`
+	BitsPerValue    float64    `json:"bits_per_value"`
+	HeaderCRC       string     `json:"header_crc"`
+	ChunkCRC        string     `json:"chunk_crc"`
+	BadChunks       []badChunk `json:"bad_chunks,omitempty"`
+}
+
+type badChunk struct {
+	Chunk int    `json:"chunk"`
+	Error string `json:"error"`
+}
+
+func finiteOrNil(f float64) *float64 {
+	if math.IsNaN(f) {
+		return nil
+	}
+	return &f
+}
+
+func runInspect(ctx context.Context, args []string) error {
+	fs := newFlags("inspect", "inspect [--json] IN.fz")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr(fs, "expected one .fz file, got %d", len(pos))
+	}
+	in, err := openInput(pos[0])
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	h, err := fz.ReadHeader(in.data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	r := inspectReport{
+		File: pos[0], Version: h.Version, DType: h.DType.String(), Dims: h.Dims, Mode: h.Mode.String(),
+		Bound: h.Bound, AbsEB: h.AbsEB, Step: h.Step, Fill: h.Fill,
+		RangeMin: finiteOrNil(h.RangeMin), RangeMax: finiteOrNil(h.RangeMax),
+		Tile: h.Tile, Block: h.Block, TilesPerChunk: h.TilesPerChunk, Chunks: len(h.Chunks),
+		RawBytes: h.RawSize(), CompressedBytes: uint64(len(in.data)), HeaderCRC: "ok", ChunkCRC: "ok",
+	}
+	if r.CompressedBytes > 0 {
+		r.Ratio = float64(r.RawBytes) / float64(r.CompressedBytes)
+	}
+	if n := h.Elements(); n > 0 {
+		r.BitsPerValue = float64(r.CompressedBytes) * 8 / float64(n)
+	}
+	if want := h.CompressedSize(); want != uint64(len(in.data)) {
+		r.BadChunks = append(r.BadChunks, badChunk{-1, fmt.Sprintf("container is %d bytes, its index says %d", len(in.data), want)})
+	}
+	for i := range h.Chunks {
+		if err := h.VerifyChunk(in.data, i); err != nil {
+			r.BadChunks = append(r.BadChunks, badChunk{i, err.Error()})
+		}
+	}
+	if len(r.BadChunks) > 0 {
+		r.ChunkCRC = fmt.Sprintf("%d bad", len(r.BadChunks))
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		w := os.Stdout
+		fmt.Fprintf(w, "file             %s\n", r.File)
+		fmt.Fprintf(w, "format           FZSC version %d\n", r.Version)
+		fmt.Fprintf(w, "field            %s %s (%d values)\n", r.DType, fz.FormatDims(r.Dims), h.Elements())
+		fmt.Fprintf(w, "bound            %s %g -> absolute %g (step %g)\n", r.Mode, r.Bound, r.AbsEB, r.Step)
+		if r.RangeMin != nil {
+			fmt.Fprintf(w, "value range      [%g, %g]\n", *r.RangeMin, *r.RangeMax)
+		}
+		if r.Fill != nil {
+			fmt.Fprintf(w, "fill value       %g\n", *r.Fill)
+		}
+		fmt.Fprintf(w, "tiles            %dx%dx%d, sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0], r.Tile[1], r.Tile[2], r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
+		fmt.Fprintf(w, "chunks           %d\n", r.Chunks)
+		fmt.Fprintf(w, "size             %d -> %d bytes, ratio %.3f, %.3f bits/value\n", r.RawBytes, r.CompressedBytes, r.Ratio, r.BitsPerValue)
+		fmt.Fprintf(w, "header checksum  %s\n", r.HeaderCRC)
+		fmt.Fprintf(w, "chunk checksums  %s\n", r.ChunkCRC)
+		for _, b := range r.BadChunks {
+			fmt.Fprintf(w, "  chunk %d: %s\n", b.Chunk, b.Error)
+		}
+	}
+	if len(r.BadChunks) > 0 {
+		return errors.New("container is corrupted")
+	}
+	return nil
+}

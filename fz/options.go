@@ -1,0 +1,43 @@
+package fz
+
+import "runtime"
+
+// Option configures Compress and Decompress.
+type Option func(*options)
+
+type options struct {
+	workers       int
+	tilesPerChunk uint64
+	progress      func(done, total uint64)
+}
+
+func buildOptions(opts []Option) options {
+	o := options{workers: runtime.GOMAXPROCS(0), tilesPerChunk: DefaultTilesPerChunk}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.workers < 1 {
+		o.workers = runtime.GOMAXPROCS(0)
+	}
+	return o
+}
+
+// WithWorkers sets the number of parallel chunk workers (default
+// GOMAXPROCS; n < 1 means the default). The output does not depend on it.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithTilesPerChunk sets the chunk size in tiles of 4096 values (default
+// 256). Smaller chunks allow finer random access; the bytes change.
+func WithTilesPerChunk(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.tilesPerChunk = uint64(n)
+		}
+	}
+}
+
+// WithProgress calls f after each chunk with the raw bytes done so far and
+// the total. f is called from one goroutine at a time.
+func WithProgress(f func(done, total uint64)) Option {
+	return func(o *options) { o.progress = f }
+}
