@@ -33,7 +33,7 @@ var (
 	tokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	// nameRe is safe both as a subject-free label and as a path component in
 	// a sink: no leading dot (so never "." or ".."), no separators.
-	nameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 )
 
 // ValidToken reports whether s can be used as a producer id, message id or
@@ -254,10 +254,10 @@ func (n *Notification) Validate() (fz.Params, error) {
 		return bad("producer %q: expected 1-128 characters of A-Z a-z 0-9 _ -", n.Producer)
 	}
 	if !nameRe.MatchString(n.Run) {
-		return bad("run %q: expected 1-128 characters of A-Z a-z 0-9 . _ -, not starting with '.' or '-'", n.Run)
+		return bad("run %q: expected 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit", n.Run)
 	}
 	if !nameRe.MatchString(n.Var) {
-		return bad("var %q: expected 1-128 characters of A-Z a-z 0-9 . _ -, not starting with '.' or '-'", n.Var)
+		return bad("var %q: expected 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit", n.Var)
 	}
 	dt, err := fz.ParseDType(n.DType)
 	if err != nil {

@@ -80,7 +80,7 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "producer with dot", mut: func(m map[string]any) { m["producer"] = "a.b" }, code: CodeInvalid, want: "producer"},
 		{name: "msg id wildcard", mut: func(m map[string]any) { m["msg_id"] = "a>" }, code: CodeInvalid, want: "msg_id"},
 		{name: "no segment", mut: func(m map[string]any) { delete(m, "segment") }, code: CodeInvalid, want: "segment"},
-		{name: "f32 fill", mut: func(m map[string]any) { m["fill"] = 0.1 }, code: CodeInvalid, want: "float32"},
+		{name: "f32 fill", mut: func(m map[string]any) { m["fill"] = 1e39 }, code: CodeInvalid, want: "float32"},
 		{name: "fill word", mut: func(m map[string]any) { m["fill"] = "lots" }, code: CodeMalformed},
 	}
 	for _, c := range cases {

@@ -192,7 +192,10 @@ func (s *sequential) run(ctx context.Context, job *ingest.Job, key Key, st *fz.S
 	*st = stats
 	meta := Meta{Params: job.Params, Stats: stats, Producer: job.Notice.Producer, MsgID: job.Notice.MsgID, Timestamp: time.Now()}
 	if err := s.cfg.Store.Put(ctx, key, blob, meta); err != nil {
+		var ie *ingest.Error
 		switch {
+		case errors.As(err, &ie):
+			return err
 		case errors.Is(err, ErrConflict):
 			return &ingest.Error{Code: ingest.CodeConflict, Message: fmt.Sprintf("%s: %v", key, err)}
 		case isPermanent(err):
