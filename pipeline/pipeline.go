@@ -133,7 +133,7 @@ func (s *sequential) process(ctx context.Context, job *ingest.Job) {
 		loc = l.Location(key)
 	}
 	var st fz.Stats
-	err := s.run(ctx, job, key, &st)
+	err := s.run(ctx, job, key, loc, &st)
 	switch {
 	case err == nil:
 		err = job.Complete(ctx, ingest.Outcome{Key: loc, Stats: st})
@@ -158,7 +158,7 @@ func (t transientErr) Error() string        { return t.err.Error() }
 func (t transientErr) Unwrap() []error      { return []error{t.err, errTransient} }
 func (t transientErr) Is(target error) bool { return target == errTransient }
 
-func (s *sequential) run(ctx context.Context, job *ingest.Job, key Key, st *fz.Stats) (err error) {
+func (s *sequential) run(ctx context.Context, job *ingest.Job, key Key, loc string, st *fz.Stats) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.cfg.Log.Error("panic while processing snapshot", "msg_id", job.Notice.MsgID, "panic", r, "stack", string(debug.Stack()))
@@ -197,11 +197,11 @@ func (s *sequential) run(ctx context.Context, job *ingest.Job, key Key, st *fz.S
 		case errors.As(err, &ie):
 			return err
 		case errors.Is(err, ErrConflict):
-			return &ingest.Error{Code: ingest.CodeConflict, Message: fmt.Sprintf("%s: %v", key, err)}
+			return &ingest.Error{Code: ingest.CodeConflict, Message: fmt.Sprintf("%s: %v", loc, err)}
 		case isPermanent(err):
-			return &ingest.Error{Code: ingest.CodeStore, Message: fmt.Sprintf("%s: %v", key, err)}
+			return &ingest.Error{Code: ingest.CodeStore, Message: fmt.Sprintf("%s: %v", loc, err)}
 		}
-		return transientErr{fmt.Errorf("store %s: %w", key, err)}
+		return transientErr{fmt.Errorf("store %s: %w", loc, err)}
 	}
 	return nil
 }
