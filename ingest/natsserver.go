@@ -47,6 +47,14 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// The server only reports a busy port by never becoming ready; probe
+		// first so the user gets the reason at once.
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS cannot listen on %s: %w (another sidecar or NATS server running? use --nats-listen or --nats-url)", listen, err)
+		}
+		l.Close()
 	}
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("embedded NATS needs a store directory for JetStream")
