@@ -115,6 +115,11 @@ func (d *ShmDir) Map(name string, off, length int64) (*Mapping, error) {
 	if !st.Mode().IsRegular() {
 		return nil, errorf(CodeBadSegment, "segment %q is a %v, not a regular file", name, st.Mode().Type())
 	}
+	// A hard link could make a file from elsewhere on the same filesystem
+	// appear inside the directory; segments are fresh files with one link.
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		return nil, errorf(CodeBadSegment, "segment %q has %d hard links: expected a file created for this snapshot", name, sys.Nlink)
+	}
 	if off < 0 || length < 0 || off > st.Size() || length > st.Size()-off {
 		return nil, errorf(CodeSizeMismatch, "segment %q is %d bytes but the notification names bytes [%d, %d): the file is shorter than announced", name, st.Size(), off, off+length)
 	}

@@ -82,6 +82,11 @@ func TestMapHostile(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	other := filepath.Join(dir, "..", "other")
+	os.WriteFile(other, make([]byte, 100), 0o600)
+	if err := os.Link(other, filepath.Join(dir, "hard.seg")); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name      string
 		off, size int64
@@ -95,6 +100,7 @@ func TestMapHostile(t *testing.T) {
 		{"up/secret", 0, 16, CodeBadSegment},
 		{"sub", 0, 16, CodeBadSegment},
 		{"fifo", 0, 16, CodeBadSegment},
+		{"hard.seg", 0, 16, CodeBadSegment},
 		{"", 0, 16, CodeBadSegment},
 		{"nul\x00.seg", 0, 16, CodeBadSegment},
 		{"missing.seg", 0, 16, CodeNoSegment},
