@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/internal/synth"
 	"github.com/fzsidecar/fzsidecar/sinks"
 )
@@ -314,5 +315,35 @@ func TestIngestUsage(t *testing.T) {
 		if code != c.code || !strings.Contains(out+errOut, c.want) {
 			t.Errorf("fzsidecar %s: exit %d (want %d), output lacks %q:\n%s%s", strings.Join(c.args, " "), code, c.code, c.want, out, lastN(errOut, 500))
 		}
+	}
+}
+
+// serve against an external NATS server that requires a token; the token
+// reaches both serve and publish through $FZ_NATS_TOKEN.
+func TestServeExternalNATSWithToken(t *testing.T) {
+	ns, err := ingest.StartServer(ingest.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir(),
+		Auth: ingest.ConnOptions{Token: "tok3n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	e := newServeEnv(t)
+	t.Setenv("FZ_NATS_TOKEN", "tok3n")
+	args := []string{"serve", "--nats-url", ns.ClientURL(), "--shm-dir", e.shm, "--sink", e.sink, "--data-dir", e.data}
+	srv := start(t, args...)
+	srv.waitFor(t, "fzsidecar ready", 60*time.Second)
+	file := filepath.Join(t.TempDir(), "f.raw")
+	os.WriteFile(file, make([]byte, 4*64), 0o644)
+	p := start(t, "publish", "--nats-url", ns.ClientURL(), "--shm-dir", e.shm, "--run", "ext", "--var", "v",
+		"--step", "1", "--dtype", "f32", "--dims", "8x8", "--mode", "abs", "--eb", "0.1", file)
+	if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stdout(), "stored ext/v/000000000001.fz") {
+		t.Fatalf("publish exit %d: %s", code, p.stdout())
+	}
+	// Without the token the server refuses the producer, with a clear error.
+	t.Setenv("FZ_NATS_TOKEN", "")
+	p = start(t, "publish", "--nats-url", ns.ClientURL(), "--shm-dir", e.shm, "--run", "ext", "--var", "v",
+		"--step", "2", "--dtype", "f32", "--dims", "8x8", "--mode", "abs", "--eb", "0.1", file)
+	if code := p.wait(t, 60*time.Second); code != 1 || !strings.Contains(strings.ToLower(p.stderr()), "authorization") {
+		t.Fatalf("publish without token: exit %d: %s", code, p.stderr())
 	}
 }
