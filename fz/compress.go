@@ -158,13 +158,28 @@ func valueRange[T float](src []T, qz *quantizer, workers int) (lo, hi float64, h
 		go func(w int, s []T) {
 			defer wg.Done()
 			pl, ph := T(math.Inf(1)), T(math.Inf(-1))
-			for _, x := range s {
-				// x-x == 0 is false for NaN and ±Inf.
-				if x-x != 0 || (qz.hasFill && bitsOf(x) == qz.fillBits) {
-					continue
+			if !qz.hasFill {
+				// Comparisons are false for NaN, so NaN never enters; ±Inf
+				// would, and then the careful loop below runs instead.
+				for _, x := range s {
+					if x < pl {
+						pl = x
+					}
+					if x > ph {
+						ph = x
+					}
 				}
-				pl = min(pl, x)
-				ph = max(ph, x)
+			}
+			if qz.hasFill || math.IsInf(float64(pl), 0) || math.IsInf(float64(ph), 0) {
+				pl, ph = T(math.Inf(1)), T(math.Inf(-1))
+				for _, x := range s {
+					// x-x == 0 is false for NaN and ±Inf.
+					if x-x != 0 || (qz.hasFill && bitsOf(x) == qz.fillBits) {
+						continue
+					}
+					pl = min(pl, x)
+					ph = max(ph, x)
+				}
 			}
 			parts[w] = part{pl, ph, pl <= ph}
 		}(w, src[a:b])

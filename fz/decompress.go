@@ -18,8 +18,12 @@ func Decompress(ctx context.Context, blob []byte, opts ...Option) (*Header, []by
 	if err := checkWhole(h, blob); err != nil {
 		return nil, nil, err
 	}
+	o := buildOptions(opts)
+	if o.maxRaw > 0 && h.RawSize() > o.maxRaw {
+		return nil, nil, fmt.Errorf("container decodes to %d bytes, more than the allowed %d", h.RawSize(), o.maxRaw)
+	}
 	dst := make([]byte, h.RawSize())
-	if err := decodeInto(ctx, h, blob, dst, buildOptions(opts)); err != nil {
+	if err := decodeInto(ctx, h, blob, dst, o); err != nil {
 		return nil, nil, err
 	}
 	return h, dst, nil

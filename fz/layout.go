@@ -5,11 +5,12 @@ import "fmt"
 // layout is the geometry shared by encoder and decoder: the field folded to
 // at most three dimensions, its tiles and its chunks.
 type layout struct {
-	n          uint64 // elements
-	nz, ny, nx uint64 // folded shape, slowest → fastest
-	tz, ty, tx int    // tile shape
-	bz, by, bx int    // sub-block shape: 128 code slots, one zero-block
-	gz, gy, gx uint64 // tiles along each axis
+	n          uint64             // elements
+	nz, ny, nx uint64             // folded shape, slowest → fastest
+	tz, ty, tx int                // tile shape
+	bz, by, bx int                // sub-block shape: 128 code slots, one zero-block
+	full       *[TileElems]uint16 // element→slot map of an unclipped tile
+	gz, gy, gx uint64             // tiles along each axis
 	tiles      uint64
 	perChunk   uint64 // tiles per chunk
 	chunks     uint64
@@ -72,6 +73,8 @@ func newLayout(dims []uint64, sh shape, perChunk uint64) (*layout, error) {
 		return nil, fmt.Errorf("tiles per chunk %d: expected 1..%d", perChunk, MaxTilesPerChunk)
 	}
 	l := &layout{n: n, tz: tz, ty: ty, tx: tx, bz: bz, by: by, bx: bx, perChunk: perChunk}
+	l.full = new([TileElems]uint16)
+	l.fillSlotMap(l.full, tz, ty, tx)
 
 	if n == 0 {
 		return l, nil
@@ -117,30 +120,51 @@ func (l *layout) chunkElems(c uint64) uint64 {
 	return n
 }
 
-// rowSlots writes the code slots of the values of tile-local row (z, y)
-// of a tile clipped to lz×ly×lx. Slots visit the clipped box sub-block by
-// sub-block (each bz×by×bx, clipped at the box's edges), row-major inside
-// each, with no gaps: a zero-block of 128 slots then covers a compact patch
-// of the field, and edge tiles stay dense.
-func (l *layout) rowSlots(dst []int32, z, y, lz, ly, lx int) {
+// fillSlotMap writes, for each element of a tile clipped to lz×ly×lx (in
+// row-major order of that box), its code slot. Slots visit the clipped box
+// sub-block by sub-block (each bz×by×bx, clipped at the box's edges),
+// row-major inside each, with no gaps: a zero-block of 128 slots then
+// covers a compact patch of the field, and edge tiles stay dense.
+func (l *layout) fillSlotMap(dst *[TileElems]uint16, lz, ly, lx int) {
 	bz, by, bx := l.bz, l.by, l.bx
-	i, dz := z/bz, z%bz
-	j, dy := y/by, y%by
-	ez := min(bz, lz-i*bz)
-	ey := min(by, ly-j*by)
-	a := i*bz*ly*lx + ez*j*by*lx // values in earlier slabs and row bands
-	band := ez * ey              // values per unit of x in this band
-	r := dz*ey + dy              // row inside its sub-blocks
 	full := lx / bx * bx
-	for x := 0; x < full; x++ {
-		k0 := x - x%bx
-		dst[x] = int32(a + band*k0 + r*bx + x%bx)
-	}
-	if full < lx {
-		ex := lx - full
-		base := a + band*full + r*ex
-		for x := full; x < lx; x++ {
-			dst[x] = int32(base + x - full)
+	e := 0
+	for z := 0; z < lz; z++ {
+		i, dz := z/bz, z%bz
+		ez := min(bz, lz-i*bz)
+		for y := 0; y < ly; y++ {
+			j, dy := y/by, y%by
+			ey := min(by, ly-j*by)
+			a := i*bz*ly*lx + ez*j*by*lx // values in earlier slabs and row bands
+			band := ez * ey              // values per unit of x in this band
+			r := dz*ey + dy              // row inside its sub-blocks
+			for k0 := 0; k0 < full; k0 += bx {
+				base := a + band*k0 + r*bx
+				for dx := 0; dx < bx; dx++ {
+					dst[e] = uint16(base + dx)
+					e++
+				}
+			}
+			if full < lx {
+				base := a + band*full + r*(lx-full)
+				for x := full; x < lx; x++ {
+					dst[e] = uint16(base + x - full)
+					e++
+				}
+			}
 		}
 	}
+}
+
+// slotMap returns the element→slot map for a tile clipped to lz×ly×lx,
+// reusing the layout's full-tile map or the scratch's last edge map.
+func (l *layout) slotMap(s *tileScratch, lz, ly, lx int) *[TileElems]uint16 {
+	if lz == l.tz && ly == l.ty && lx == l.tx {
+		return l.full
+	}
+	if k := [3]int{lz, ly, lx}; s.edgeKey != k || s.edgeOwner != l {
+		l.fillSlotMap(&s.edgeMap, lz, ly, lx)
+		s.edgeKey, s.edgeOwner = k, l
+	}
+	return &s.edgeMap
 }

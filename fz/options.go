@@ -9,6 +9,7 @@ type options struct {
 	workers       int
 	tilesPerChunk uint64
 	progress      func(done, total uint64)
+	maxRaw        uint64
 }
 
 func buildOptions(opts []Option) options {
@@ -41,3 +42,8 @@ func WithTilesPerChunk(n int) Option {
 func WithProgress(f func(done, total uint64)) Option {
 	return func(o *options) { o.progress = f }
 }
+
+// WithMaxRawSize makes Decompress refuse containers that would decode to
+// more than n bytes, before allocating anything: a guard for untrusted
+// input (a valid container can expand about 2731 times).
+func WithMaxRawSize(n uint64) Option { return func(o *options) { o.maxRaw = n } }

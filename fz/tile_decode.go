@@ -81,31 +81,22 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint6
 	}
 	q := s.q[:n]
 	used := uint32(0)
-	slots := s.slots[:lx]
-	i := 0
-	for z := 0; z < lz; z++ {
-		for y := 0; y < ly; y++ {
-			l.rowSlots(slots, z, y, lz, ly, lx)
-			row := q[i : i+lx]
-			i += lx
-			for x := range row {
-				slot := int(slots[x]) & (TileElems - 1)
-				h := hi[slot]
-				m := int32(lo[slot]) | int32(h&0x7F)<<8
-				if h&0x80 != 0 {
-					if m == 0 {
-						if used >= nesc {
-							return fmt.Errorf("tile has more escape codes than its %d escaped residuals", nesc)
-						}
-						row[x] = int32(binary.LittleEndian.Uint32(esc[4*used:]))
-						used++
-						continue
-					}
-					m = -m
-				}
-				row[x] = m
+	smap := l.slotMap(s, lz, ly, lx)[:n]
+	for e := range q {
+		slot := smap[e] & (TileElems - 1)
+		h, lb := hi[slot], lo[slot]
+		// Branch-free sign: residual signs are random, a branch on them
+		// mispredicts half the time. Escapes are rare.
+		sg := int32(h >> 7)
+		d := (int32(lb) | int32(h&0x7F)<<8 ^ -sg) + sg
+		if h == 0x80 && lb == 0 {
+			if used >= nesc {
+				return fmt.Errorf("tile has more escape codes than its %d escaped residuals", nesc)
 			}
+			d = int32(binary.LittleEndian.Uint32(esc[4*used:]))
+			used++
 		}
+		q[e] = d
 	}
 	if used != nesc {
 		return fmt.Errorf("tile lists %d escaped residuals but has %d escape codes", nesc, used)
@@ -114,15 +105,16 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint6
 	lorenzoInverse(q, lz, ly, lx)
 
 	// Dequantize into place.
-	i = 0
+	i := 0
 	for z := 0; z < lz; z++ {
 		for y := 0; y < ly; y++ {
 			off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0
 			row := dst[off : off+uint64(lx)]
-			for x := range row {
-				row[x] = reconstruct[T](q[i], step)
-				i++
+			qr := q[i : i+len(row)]
+			for x, v := range qr {
+				row[x] = reconstruct[T](v, step)
 			}
+			i += lx
 		}
 	}
 
@@ -133,13 +125,13 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, l *layout, t uint6
 		dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)] = v
 	}
 	if word0&tileHasFill != 0 {
-		if err := r.mask(&s.mask, l, lz, ly, lx, "fill mask"); err != nil {
+		if err := r.mask(&s.mask, smap, lz, ly, lx, "fill mask"); err != nil {
 			return err
 		}
 		forEachBit(&s.mask, n, func(p int) { put(p, fill) })
 	}
 	if word0&tileHasRaw != 0 {
-		if err := r.mask(&s.mask, l, lz, ly, lx, "raw-value mask"); err != nil {
+		if err := r.mask(&s.mask, smap, lz, ly, lx, "raw-value mask"); err != nil {
 			return err
 		}
 		nraw, err := r.u32("raw-value count")
@@ -233,26 +225,18 @@ func (r *reader) zeroBlocks(plane []byte, used int, what string) error {
 }
 
 // mask reads an XOR-Lorenzo coded position bitmap into element order.
-func (r *reader) mask(m *[planeBytes]byte, l *layout, lz, ly, lx int, what string) error {
+func (r *reader) mask(m *[planeBytes]byte, smap []uint16, lz, ly, lx int, what string) error {
 	var slots [planeBytes]byte
 	if err := r.zeroBlocks(slots[:], blocksPerPlane, what); err != nil {
 		return err
 	}
 	clear(m[:])
 	set := 0
-	i := 0
-	var rs [TileElems]int32
-	for z := 0; z < lz; z++ {
-		for y := 0; y < ly; y++ {
-			l.rowSlots(rs[:lx], z, y, lz, ly, lx)
-			for x := 0; x < lx; x++ {
-				slot := int(rs[x]) & (TileElems - 1)
-				if slots[slot>>3]&(1<<(slot&7)) != 0 {
-					m[i>>3] |= 1 << (i & 7)
-					set++
-				}
-				i++
-			}
+	for e, slot := range smap {
+		slot &= TileElems - 1
+		if slots[slot>>3]&(1<<(slot&7)) != 0 {
+			m[e>>3] |= 1 << (e & 7)
+			set++
 		}
 	}
 	total := 0

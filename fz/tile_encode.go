@@ -19,7 +19,12 @@ type tileScratch struct {
 	rawVal []uint64 // their bits
 	esc    []int32  // escaped residuals
 	mask   [planeBytes]byte
-	slots  [TileElems]int32
+	// The element→slot map of the last edge-tile shape seen.
+	edgeMap   [TileElems]uint16
+	edgeKey   [3]int
+	edgeOwner *layout
+	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
+	brow      [TileElems]int32 // decoder's running x,y-sums of one row
 }
 
 // tileStats accumulate per worker.
@@ -36,42 +41,45 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 	s.holes, s.fill, s.raw, s.rawVal, s.esc = s.holes[:0], s.fill[:0], s.raw[:0], s.rawVal[:0], s.esc[:0]
 
 	// 1. Pre-quantize, re-checking every value exactly as the decoder
-	// reconstructs it.
-	var sum, cnt int64
+	// reconstructs it. The common path is branch-light; holes, fill and
+	// failed checks leave it.
+	var sum int64
 	maxErr := st.maxErr
+	inv, step, eb := qz.inv, qz.step, qz.eb
+	hasFill, fillBits := qz.hasFill, qz.fillBits
 	i := 0
 	for z := 0; z < lz; z++ {
 		for y := 0; y < ly; y++ {
 			off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0
 			row := src[off : off+uint64(lx)]
-			for _, x := range row {
-				if qz.hasFill && bitsOf(x) == qz.fillBits {
-					s.fill = append(s.fill, int32(i))
-					s.holes = append(s.holes, int32(i))
-					i++
+			qr := q[i : i+len(row)]
+			for x, xv := range row {
+				sv := float64(float64(xv) * inv)
+				if !(math.Abs(sv) < qLimit) || (hasFill && bitsOf(xv) == fillBits) {
+					if hasFill && bitsOf(xv) == fillBits {
+						s.fill = append(s.fill, int32(i+x))
+					} else {
+						s.raw = append(s.raw, int32(i+x))
+						s.rawVal = append(s.rawVal, bitsOf(xv))
+					}
+					s.holes = append(s.holes, int32(i+x))
 					continue
 				}
-				v, ok := qz.quantize(float64(x))
-				if !ok {
-					s.raw = append(s.raw, int32(i))
-					s.rawVal = append(s.rawVal, bitsOf(x))
-					s.holes = append(s.holes, int32(i))
-					i++
-					continue
-				}
-				e := math.Abs(float64(x) - float64(reconstruct[T](v, qz.step)))
-				if !(e <= qz.eb) {
+				qf := float64(float64(sv+rintMagic) - rintMagic)
+				v := int32(qf)
+				// qf is an integer, so qf·step equals float64(v)·step.
+				e := math.Abs(float64(xv) - float64(T(float64(qf*step))))
+				if !(e <= eb) {
 					// Keep v for prediction; store the value itself.
-					s.raw = append(s.raw, int32(i))
-					s.rawVal = append(s.rawVal, bitsOf(x))
+					s.raw = append(s.raw, int32(i+x))
+					s.rawVal = append(s.rawVal, bitsOf(xv))
 				} else if e > maxErr {
 					maxErr = e
 				}
-				q[i] = v
+				qr[x] = v
 				sum += int64(v)
-				cnt++
-				i++
 			}
+			i += lx
 		}
 	}
 	st.maxErr = maxErr
@@ -80,7 +88,7 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 	// residuals as little as possible (integer division truncates).
 	if len(s.holes) > 0 {
 		var ph int32
-		if cnt > 0 {
+		if cnt := int64(n - len(s.holes)); cnt > 0 {
 			ph = int32(sum / cnt)
 		}
 		for _, h := range s.holes {
@@ -88,43 +96,64 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 		}
 	}
 
-	// 2. Lorenzo prediction, zero outside the tile.
-	lorenzoForward(q, lz, ly, lx)
-
-	// 3. Sign-magnitude codes, split into low and high bytes and placed in
-	// sub-block order. The origin is stored in the tile header instead.
+	// 2+3. Lorenzo residuals (zero outside the tile), fused with the
+	// sign-magnitude codes, which go to their slots split into low and high
+	// bytes. The origin's residual is q itself and lives in the tile header.
 	origin := q[0]
-	q[0] = 0
 	lo, hi := &s.lo, &s.hi
 	if n < TileElems {
 		clear(lo[:])
 		clear(hi[:])
 	}
 	var orLo, orHi byte
-	slots := s.slots[:lx]
-	i = 0
+	smap := l.slotMap(s, lz, ly, lx)
+	zero := s.zeroRow[:lx]
+	plane := ly * lx
+	e := 0
 	for z := 0; z < lz; z++ {
 		for y := 0; y < ly; y++ {
-			l.rowSlots(slots, z, y, lz, ly, lx)
-			row := q[i : i+lx]
-			i += lx
-			for x, d := range row {
-				slot := int(slots[x])
+			cur := q[e : e+lx]
+			nb, up, un := zero, zero, zero
+			if y > 0 {
+				nb = q[e-lx : e]
+			}
+			if z > 0 {
+				up = q[e-plane : e-plane+lx]
+				if y > 0 {
+					un = q[e-plane-lx : e-plane]
+				}
+			}
+			nb, up, un = nb[:len(cur)], up[:len(cur)], un[:len(cur)]
+			sm := smap[e : e+len(cur)]
+			// pw is the previous column's term, carried along the row.
+			// Element 0 (the origin) has no code: start after it.
+			var pw int32
+			start := 0
+			if e == 0 {
+				pw, start = cur[0], 1
+			}
+			for x := start; x < len(cur); x++ {
+				col := cur[x] - nb[x] - up[x] + un[x]
+				d := col - pw
+				pw = col
+				slot := sm[x] & (TileElems - 1)
 				sg := d >> 31
 				m := uint32((d ^ sg) - sg)
 				if m > maxCode {
 					s.esc = append(s.esc, d)
-					lo[slot&(TileElems-1)], hi[slot&(TileElems-1)] = 0, 0x80
+					lo[slot], hi[slot] = 0, 0x80
 					orHi |= 0x80
 					continue
 				}
 				b0, b1 := byte(m), byte(m>>8)|byte(sg)&0x80
-				lo[slot&(TileElems-1)], hi[slot&(TileElems-1)] = b0, b1
+				lo[slot], hi[slot] = b0, b1
 				orLo |= b0
 				orHi |= b1
 			}
+			e += lx
 		}
 	}
+	lo[0], hi[0] = 0, 0
 
 	// 4. Bitshuffle.
 	const ngroups = TileElems / 8
@@ -163,10 +192,10 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 		}
 	}
 	if len(s.fill) > 0 {
-		dst = appendMask(dst, &s.mask, s.fill, l, lz, ly, lx)
+		dst = appendMask(dst, &s.mask, s.fill, smap[:n], lz, ly, lx)
 	}
 	if len(s.raw) > 0 {
-		dst = appendMask(dst, &s.mask, s.raw, l, lz, ly, lx)
+		dst = appendMask(dst, &s.mask, s.raw, smap[:n], lz, ly, lx)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.raw)))
 		var zero T
 		for _, b := range s.rawVal {
@@ -201,18 +230,15 @@ func appendZeroBlocks(dst []byte, plane []byte, used int) []byte {
 // bitmap: XOR-Lorenzo predicted so that regions (land masks) cost only
 // their corners, then placed in slot order and zero-block coded like a code
 // plane.
-func appendMask(dst []byte, m *[planeBytes]byte, pos []int32, l *layout, lz, ly, lx int) []byte {
+func appendMask(dst []byte, m *[planeBytes]byte, pos []int32, smap []uint16, lz, ly, lx int) []byte {
 	var e [planeBytes]byte
 	for _, p := range pos {
 		e[p>>3] |= 1 << (p & 7)
 	}
 	xorLorenzo(&e, lz, ly, lx, false)
 	clear(m[:])
-	var slots [TileElems]int32
 	forEachBit(&e, lz*ly*lx, func(p int) {
-		z, r := p/(ly*lx), p%(ly*lx)
-		l.rowSlots(slots[:lx], z, r/lx, lz, ly, lx)
-		slot := slots[r%lx]
+		slot := smap[p] & (TileElems - 1)
 		m[slot>>3] |= 1 << (slot & 7)
 	})
 	return appendZeroBlocks(dst, m[:], blocksPerPlane)

@@ -281,6 +281,9 @@ func (s *s3sink) putMultipart(ctx context.Context, obj string, blob []byte, m Me
 					if err == nil {
 						parts[i] = minio.CompletePart{PartNumber: i + 1, ETag: op.ETag, ChecksumCRC32C: op.ChecksumCRC32C}
 					}
+					if errResp(err).Code == "NoSuchUpload" {
+						return permanent(err)
+					}
 					return err
 				})
 				if perr != nil {
@@ -303,6 +306,11 @@ feed:
 	wg.Wait()
 	select {
 	case err := <-errs:
+		if errResp(err).Code == "NoSuchUpload" {
+			// The server lost the upload (say, restarted without its
+			// state): a plain error, so the Put starts over.
+			return fmt.Errorf("multipart upload of %s vanished from the server: %s", s.name(obj), err.Error())
+		}
 		return err
 	default:
 	}
@@ -403,7 +411,9 @@ func (s *s3sink) retry(ctx context.Context, what string, fn func() error) error 
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if attempt >= s.cfg.Attempts {
-			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
+			// Permanent, so that retries nested in retries (parts in a
+			// Put) do not multiply.
+			return permanent(fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err))
 		}
 		d := s.cfg.RetryBase << min(attempt-1, 5)
 		d = d/2 + rand.N(d/2+1)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -298,5 +300,105 @@ func TestS3ConcurrentMultipartPuts(t *testing.T) {
 		if !sameAsWinner && !errors.Is(err, ErrConflict) {
 			t.Errorf("writer %d lost the race but got %v, want ErrConflict", i, err)
 		}
+	}
+}
+
+// The writer process is SIGKILLed in the middle of a multipart upload: the
+// object must not be visible, and a new writer stores it.
+func TestS3KilledWriter(t *testing.T) {
+	srv := miniotest.Shared(t)
+	bucket := srv.Bucket(t)
+	srv.SetEnv(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "FZ_SINKS_HELPER=s3put", "FZ_SINKS_ROOT=s3://"+bucket+"/pfx/a")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	core := minio.Core{Client: srv.Client(t)}
+	const obj = "pfx/a/r/v/000000000001.fz"
+	for {
+		ups, _ := core.ListMultipartUploads(ctx, bucket, obj, "", "", "", 10)
+		if len(ups.Uploads) > 0 {
+			parts, _ := core.ListObjectParts(ctx, bucket, obj, ups.Uploads[0].UploadID, 0, 100)
+			if len(parts.ObjectParts) > 0 {
+				break
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("writer ended before it could be killed mid-upload:\n%s", out.String())
+		case <-ctx.Done():
+			t.Fatal("no part uploaded within a minute")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	<-exited
+	if strings.Contains(out.String(), "helper: put ok") {
+		t.Fatal("the writer finished before it was killed")
+	}
+	s := openS3T(t, srv, bucket, S3Config{PartSize: 5 << 20})
+	if _, err := s.Stat(ctx, Key{"r", "v", 1}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the writer was killed mid-upload, Stat = %v, want not found", err)
+	}
+	if es, err := s.List(ctx, Filter{}); err != nil || len(es) != 0 {
+		t.Fatalf("List = %v, %v", es, err)
+	}
+	if err := s.Put(ctx, Key{"r", "v", 1}, s3KillBlob(), Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.Get(ctx, Key{"r", "v", 1}); err != nil || !bytes.Equal(got, s3KillBlob()) {
+		t.Fatalf("Get: %v", err)
+	}
+}
+
+func s3KillBlob() []byte { return blobOf(77, 60<<20) }
+
+// The server forgets the multipart upload mid-way (here: aborted from
+// outside; in life, a server restarted without its state): the Put starts
+// a new upload and succeeds.
+func TestS3UploadLost(t *testing.T) {
+	srv := miniotest.Shared(t)
+	bucket := srv.Bucket(t)
+	s := openS3T(t, srv, bucket, S3Config{PartSize: 5 << 20, Threads: 1, RetryBase: 50 * time.Millisecond})
+	core := minio.Core{Client: srv.Client(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	blob := blobOf(40, 40<<20)
+	k := Key{"r", "v", 2}
+	const obj = "pfx/a/r/v/000000000002.fz"
+	done := make(chan error, 1)
+	go func() { done <- s.Put(ctx, k, blob, Meta{}) }()
+	aborted := ""
+	for aborted == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("Put finished (%v) before its upload could be aborted", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		ups, _ := core.ListMultipartUploads(ctx, bucket, obj, "", "", "", 10)
+		for _, u := range ups.Uploads {
+			parts, _ := core.ListObjectParts(ctx, bucket, obj, u.UploadID, 0, 100)
+			if len(parts.ObjectParts) > 0 && core.AbortMultipartUpload(ctx, bucket, obj, u.UploadID) == nil {
+				aborted = u.UploadID
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Put after its upload was lost: %v", err)
+	}
+	got, _, err := s.Get(ctx, k)
+	if err != nil || !bytes.Equal(got, blob) {
+		t.Fatalf("Get: %v", err)
 	}
 }

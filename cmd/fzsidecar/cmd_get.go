@@ -14,18 +14,6 @@ func init() {
 	register(&command{name: "get", summary: "fetch one snapshot from a sink, verify and decompress it", run: runGet})
 }
 
-// checkBackend maps --backend to decoder options. This build decodes on
-// the CPU only.
-func checkBackend(b string) error {
-	switch b {
-	case "auto", "cpu":
-		return nil
-	case "gpu":
-		return fmt.Errorf("--backend gpu: this build has no GPU decoder; use auto or cpu")
-	}
-	return fmt.Errorf("--backend %q: expected auto, cpu or gpu", b)
-}
-
 func runGet(ctx context.Context, args []string) error {
 	fs := newFlags("get", "get --sink URL --run R --var V --step N|latest [--backend auto|cpu|gpu] [--compressed] -o OUT")
 	var k keyFlags
@@ -46,7 +34,8 @@ func runGet(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usageErr(fs, "unexpected arguments %q", pos)
 	}
-	if err := checkBackend(*backend); err != nil {
+	decodeOpts, _, err := selectBackend(*backend)
+	if err != nil {
 		return usageErr(fs, "%v", err)
 	}
 	if _, _, err := sinks.ParseStep(k.step); err != nil {
@@ -71,18 +60,17 @@ func runGet(ctx context.Context, args []string) error {
 		}
 		data, what = blob, fmt.Sprintf("container, crc32c %08x", m.CRC32C)
 	} else {
-		h, raw, _, err := retrieve.Fetch(ctx, s, key)
+		h, raw, _, err := retrieve.Fetch(ctx, s, key, decodeOpts...)
 		if err != nil {
 			return err
 		}
 		data, what = raw, fmt.Sprintf("%s %s", h.DType, fz.FormatDims(h.Dims))
 	}
-	if *out == "-" {
-		_, err = os.Stdout.Write(data)
+	if err := writeAtomic(*out, writeBytes(data)); err != nil {
 		return err
 	}
-	if err := retrieve.WriteFileAtomic(*out, data, true); err != nil {
-		return err
+	if *out == "-" {
+		return nil
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s (%s, %s) to %s\n", key, what, humanBytes(uint64(len(data))), *out)
 	return nil

@@ -66,6 +66,10 @@ func runLs(ctx context.Context, args []string) error {
 		_, err := sinks.Latest(ctx, s, k.run, k.v)
 		return err
 	}
+	if len(es) == 0 && !*asJSON {
+		fmt.Fprintf(os.Stderr, "no runs stored in %s yet\n", s)
+		return nil
+	}
 	if *asJSON {
 		rows := make([]lsRow, 0, len(es))
 		for _, e := range es {
@@ -82,9 +86,9 @@ func runLs(ctx context.Context, args []string) error {
 	defer tw.Flush()
 	switch {
 	case k.run == "":
-		printGroups(tw, es, "RUN", func(e sinks.Entry) string { return e.Key.Run })
+		printGroups(tw, es, "RUN", true, func(e sinks.Entry) string { return e.Key.Run })
 	case k.v == "":
-		printGroups(tw, es, "VAR", func(e sinks.Entry) string { return e.Key.Var })
+		printGroups(tw, es, "VAR", false, func(e sinks.Entry) string { return e.Key.Var })
 	default:
 		fmt.Fprintln(tw, "STEP\tSIZE\tRAW\tRATIO\tDTYPE\tDIMS\tBOUND\tCRC32C\tCREATED")
 		for _, e := range es {
@@ -97,8 +101,12 @@ func runLs(ctx context.Context, args []string) error {
 }
 
 // printGroups prints one line per group (run or variable) of sorted entries.
-func printGroups(tw *tabwriter.Writer, es []sinks.Entry, title string, group func(sinks.Entry) string) {
-	fmt.Fprintf(tw, "%s\tVARS\tSTEPS\tFIRST\tLATEST\tSIZE\tRAW\tRATIO\n", title)
+func printGroups(tw *tabwriter.Writer, es []sinks.Entry, title string, withVars bool, group func(sinks.Entry) string) {
+	vcol := ""
+	if withVars {
+		vcol = "VARS\t"
+	}
+	fmt.Fprintf(tw, "%s\t%sSTEPS\tFIRST\tLATEST\tSIZE\tRAW\tRATIO\n", title, vcol)
 	for i := 0; i < len(es); {
 		g := group(es[i])
 		vars := map[string]bool{}
@@ -117,7 +125,10 @@ func printGroups(tw *tabwriter.Writer, es []sinks.Entry, title string, group fun
 		if stored > 0 {
 			ratio = float64(raw) / float64(stored)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.2f\n", g, len(vars), len(steps), first, latest, humanBytes(stored), humanBytes(raw), ratio)
+		if withVars {
+			vcol = fmt.Sprintf("%d\t", len(vars))
+		}
+		fmt.Fprintf(tw, "%s\t%s%d\t%d\t%d\t%s\t%s\t%.2f\n", g, vcol, len(steps), first, latest, humanBytes(stored), humanBytes(raw), ratio)
 	}
 }
 

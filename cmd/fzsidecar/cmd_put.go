@@ -45,7 +45,7 @@ func runPut(ctx context.Context, args []string) error {
 	in := pos[0]
 	fi, err := os.Stat(in)
 	if err != nil {
-		return err
+		return fmt.Errorf("input container: %w", err)
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > maxPutFile {
 		return fmt.Errorf("%s: expected a regular file of at most %d bytes", in, maxPutFile)

@@ -39,7 +39,8 @@ func runRestore(ctx context.Context, args []string) error {
 	if *jobs < 1 || *jobs > 256 {
 		return usageErr(fs, "--jobs %d: expected 1 to 256", *jobs)
 	}
-	if err := checkBackend(*backend); err != nil {
+	decodeOpts, _, err := selectBackend(*backend)
+	if err != nil {
 		return usageErr(fs, "%v", err)
 	}
 	if _, _, err := sinks.ParseStep(k.step); err != nil {
@@ -61,7 +62,7 @@ func runRestore(ctx context.Context, args []string) error {
 	bar := progress.New(os.Stderr, fmt.Sprintf("restore %s step %d", k.run, step), retrieve.TotalRaw(es))
 	abs, _ := filepath.Abs(*to)
 	man, err := retrieve.Restore(ctx, s, k.run, step, *to, retrieve.RestoreOptions{
-		Jobs: *jobs, Bar: bar,
+		Jobs: *jobs, Bar: bar, Decode: decodeOpts,
 		// fsync means nothing on tmpfs and costs time on a restart.
 		Sync: !strings.HasPrefix(abs, "/dev/shm/"),
 	})

@@ -14,12 +14,6 @@ import (
 	"github.com/fzsidecar/fzsidecar/internal/miniotest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	miniotest.StopShared()
-	os.Exit(code)
-}
-
 // cli runs the command in-process and returns its exit code and output.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -193,7 +187,7 @@ func TestCLILocalRoundTrip(t *testing.T) {
 }
 
 func TestCLIS3RoundTrip(t *testing.T) {
-	srv := miniotest.Shared(t)
+	srv := miniotest.Start(t)
 	srv.SetEnv(t)
 	roundTrip(t, "s3://"+srv.Bucket(t)+"/sims")
 }

@@ -42,9 +42,16 @@ func Fetch(ctx context.Context, s sinks.Sink, k sinks.Key, opts ...fz.Option) (*
 	if err != nil {
 		return nil, nil, m, err
 	}
+	if m.RawBytes > 0 {
+		// The catalog's size bounds what decoding may allocate.
+		opts = append(opts[:len(opts):len(opts)], fz.WithMaxRawSize(m.RawBytes))
+	}
 	h, raw, err := fz.Decompress(ctx, blob, opts...)
 	if err != nil {
 		return nil, nil, m, fmt.Errorf("decoding %s from %s: %w", k, s, err)
+	}
+	if m.RawBytes > 0 && uint64(len(raw)) != m.RawBytes {
+		return nil, nil, m, fmt.Errorf("%s in %s decoded to %d bytes, its catalog entry says %d", k, s, len(raw), m.RawBytes)
 	}
 	return h, raw, m, nil
 }

@@ -1,0 +1,129 @@
+package fz
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+type goldenCase struct {
+	Name  string   `json:"name"`
+	DType string   `json:"dtype"`
+	Dims  []uint64 `json:"dims"`
+	Mode  string   `json:"mode"`
+	Bound float64  `json:"bound"`
+	Fill  *float64 `json:"fill,omitempty"`
+}
+
+// goldenInputs makes the inputs from code; they are committed too, so the
+// test reads the committed bytes, and -update rewrites both.
+func goldenInputs() map[string][]byte {
+	in := map[string][]byte{}
+	v := make([]float32, 12*20*40)
+	for i := range v {
+		z, y, x := i/(20*40), (i/40)%20, i%40
+		v[i] = float32(20*math.Sin(float64(x)/7+float64(z)/3) + 5*math.Cos(float64(y)/5) + 0.01*float64(i%13))
+	}
+	in["smooth3d"] = asBytes(v)
+	w := make([]float64, 3000)
+	for i := range w {
+		w[i] = 300 + 10*math.Sin(float64(i)/40)
+		switch i % 97 {
+		case 3:
+			w[i] = math.Float64frombits(0x7FF8000000000123)
+		case 5:
+			w[i] = math.Inf(1)
+		case 7:
+			w[i] = math.Inf(-1)
+		case 11, 12, 13:
+			w[i] = -1e34
+		case 17:
+			w[i] = 1e300
+		}
+	}
+	in["specials"] = asBytes(w)
+	img := make([]float32, 70*90)
+	for i := range img {
+		y, x := i/90, i%90
+		img[i] = float32(math.Exp(-float64((x-40)*(x-40)+(y-30)*(y-30))/200) * 1000)
+		if (x*7+y*13)%101 == 0 {
+			img[i] += 5000 // cosmic-ray-like spikes
+		}
+	}
+	in["image2d"] = asBytes(img)
+	c := make([]float32, 25)
+	for i := range c {
+		c[i] = 273.15
+	}
+	in["constant"] = asBytes(c)
+	return in
+}
+
+var goldenCases = []goldenCase{
+	{"smooth3d", "f32", []uint64{12, 20, 40}, "rel", 1e-3, nil},
+	{"specials", "f64", []uint64{3000}, "abs", 0.01, ptr(-1e34)},
+	{"image2d", "f32", []uint64{70, 90}, "rel", 1e-2, nil},
+	{"constant", "f32", []uint64{5, 5}, "rel", 1e-3, nil},
+}
+
+func TestGolden(t *testing.T) {
+	dir := filepath.Join("testdata", "golden")
+	if *updateGolden {
+		os.MkdirAll(dir, 0o755)
+		ins := goldenInputs()
+		for _, c := range goldenCases {
+			if err := os.WriteFile(filepath.Join(dir, c.Name+".raw"), ins[c.Name], 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		man, _ := json.MarshalIndent(goldenCases, "", "  ")
+		os.WriteFile(filepath.Join(dir, "cases.json"), append(man, '\n'), 0o644)
+	}
+	man, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []goldenCase
+	if err := json.Unmarshal(man, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		raw, err := os.ReadFile(filepath.Join(dir, c.Name+".raw"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dt, _ := ParseDType(c.DType)
+		mode, _ := ParseMode(c.Mode)
+		p := Params{DType: dt, Dims: c.Dims, Mode: mode, Bound: c.Bound, Fill: c.Fill}
+		blob, st, err := Compress(context.Background(), raw, p)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		path := filepath.Join(dir, c.Name+".fz")
+		if *updateGolden {
+			if err := os.WriteFile(path, blob, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(blob, want) {
+			t.Errorf("%s: compressed bytes differ from %s (%d vs %d bytes): the format or the encoder changed; if deliberate, run go test ./fz -run Golden -update and say so in docs/FORMAT.md", c.Name, path, len(blob), len(want))
+		}
+		// The committed container decodes within the bound.
+		if dt == Float32 {
+			verify(t, asFloats[float32](raw), want, st.AbsEB, c.Fill)
+		} else {
+			verify(t, asFloats[float64](raw), want, st.AbsEB, c.Fill)
+		}
+	}
+}
