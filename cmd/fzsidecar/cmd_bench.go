@@ -76,4 +76,3 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	return nil
 }
-
