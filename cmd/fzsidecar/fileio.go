@@ -85,7 +85,7 @@ func writeAtomic(path string, write func(w io.Writer) error) error {
 	}
 	// CreateTemp makes 0600 files; an output is an ordinary file (the
 	// umask still applies on creation of the final name's permissions).
-	if err := tmp.Chmod(0o644 &^ umask()); err != nil {
+	if err := tmp.Chmod(0o644 &^ processUmask); err != nil {
 		return fmt.Errorf("chmod %s: %w", path, err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -107,6 +107,10 @@ func writeBytes(b []byte) func(io.Writer) error {
 		return err
 	}
 }
+
+// processUmask is read once at start-up, before any goroutine could create
+// a file while the umask is briefly changed.
+var processUmask = umask()
 
 // umask reads the process umask (setting it back at once).
 func umask() os.FileMode {
