@@ -20,7 +20,8 @@ func selectBackend(name string) ([]fz.Option, string, error) {
 	if strings.Contains(why, "GPU unavailable") {
 		// The full reason lists every path tried; one line is enough here.
 		short, _, _ := strings.Cut(why, "; tried:")
-		slog.Info(strings.TrimSuffix(short, ")") + ")")
+		short += strings.Repeat(")", max(0, strings.Count(short, "(")-strings.Count(short, ")")))
+		slog.Info(short)
 	}
 	if b == nil || b.Name() == "cpu" {
 		return nil, "cpu", nil
