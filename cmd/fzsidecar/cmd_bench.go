@@ -37,7 +37,8 @@ func runBench(ctx context.Context, args []string) error {
 	if *be != "gpu" {
 		return usageErr(fs, "--backend %q: bench measures the GPU backend only (--backend gpu)", *be)
 	}
-	n, err := parseSize(*size)
+	sz, err := parseSize(*size)
+	n := uint64(sz)
 	if err != nil {
 		return usageErr(fs, "--size: %v", err)
 	}
@@ -74,24 +75,4 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
-}
-
-// parseSize accepts plain bytes or a KiB/MiB/GiB/KB/MB/GB suffix.
-func parseSize(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	mult := uint64(1)
-	for _, u := range []struct {
-		suf string
-		m   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSuffix(s, u.suf), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size (e.g. 1GiB)", s)
-	}
-	return uint64(v * float64(mult)), nil
 }

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/ingest"
+)
+
+func init() {
+	register(&command{name: "publish", summary: "hand one raw file to the sidecar through shared memory and print the result", run: runPublish})
+}
+
+func runPublish(ctx context.Context, args []string) error {
+	fs := newFlags("publish", "publish [--nats-url URL] --run R --var V --step N --dtype f32|f64 --dims D [--mode rel] --eb 1e-3 [--fill V] FILE")
+	var pf producerFlags
+	pf.register(fs)
+	var ff fieldFlags
+	ff.register(fs)
+	run := fs.String("run", "", "run name (required)")
+	variable := fs.String("var", "", "variable name (required)")
+	step := fs.String("step", "", "step number (required)")
+	eb := fs.String("eb", "", "error bound (required), absolute or relative per --mode")
+	timeout := fs.Duration("timeout", 10*time.Minute, "longest wait for the result")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		return usageErr(fs, "missing FILE (raw little-endian elements)")
+	case len(pos) > 1:
+		return usageErr(fs, "one FILE at a time (got %d)", len(pos))
+	case *run == "":
+		return usageErr(fs, "missing --run")
+	case *variable == "":
+		return usageErr(fs, "missing --var")
+	case *step == "":
+		return usageErr(fs, "missing --step")
+	}
+	n, err := strconv.ParseUint(*step, 10, 64)
+	if err != nil {
+		return usageErr(fs, "--step %q: expected a non-negative integer", *step)
+	}
+	bound, err := strconv.ParseFloat(*eb, 64)
+	if *eb == "" || err != nil || !(bound > 0) || math.IsInf(bound, 0) {
+		return usageErr(fs, "--eb %q: expected a positive number such as 1e-3", *eb)
+	}
+	p, err := ff.params(fs, bound)
+	if err != nil {
+		return err
+	}
+	if err := positiveDuration(fs, "timeout", *timeout); err != nil {
+		return err
+	}
+	prod, nc, err := pf.open(ctx, fs, "fzsidecar publish")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	defer prod.Close()
+
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	spec := ingest.Spec{Run: *run, Var: *variable, Step: n, DType: p.DType, Dims: p.Dims, Mode: p.Mode, Bound: p.Bound, Fill: p.Fill}
+	pd, err := prod.PublishFile(ctx, pos[0], spec)
+	if err != nil {
+		return err
+	}
+	res, err := pd.Wait(ctx)
+	if res != nil && *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Println(string(b))
+	} else if res != nil && res.OK {
+		fmt.Printf("stored %s\n  %s -> %s (ratio %.2f), max error %.4g (bound %.4g), %.2fs\n", res.Key,
+			humanBytes(res.RawBytes), humanBytes(res.CompressedBytes), float64(res.Ratio), float64(res.MaxAbsErr), float64(res.AbsEB), res.Seconds)
+	}
+	if err != nil {
+		if res != nil {
+			fmt.Fprintf(os.Stderr, "fzsidecar publish: the sidecar refused %s/%s step %d\n", *run, *variable, n)
+		}
+		return err
+	}
+	return nil
+}

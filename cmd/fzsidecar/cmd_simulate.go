@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
+	"github.com/fzsidecar/fzsidecar/internal/synth"
+)
+
+func init() {
+	register(&command{name: "simulate", summary: "a synthetic simulation: publish smooth, time-evolving fields to the sidecar", run: runSimulate})
+}
+
+func runSimulate(ctx context.Context, args []string) error {
+	fs := newFlags("simulate", "simulate [--nats-url URL] --run R [--vars a,b] [--steps N] [--dims D] [--interval T] [--dtype f32|f64] [--mode rel] [--eb 1e-3]")
+	var pf producerFlags
+	pf.register(fs)
+	run := fs.String("run", "", "run name (required)")
+	vars := fs.String("vars", "temp,pres", "comma-separated variable names")
+	steps := fs.Int("steps", 10, "number of time steps")
+	first := fs.Uint64("start-step", 0, "number of the first step")
+	dimsStr := fs.String("dims", "64x128x128", "dimensions of every field, slowest to fastest")
+	interval := fs.Duration("interval", 500*time.Millisecond, "simulated compute time between steps (0: as fast as possible)")
+	dtypeStr := fs.String("dtype", "f32", "element type: f32 or f64")
+	modeStr := fs.String("mode", "rel", "error-bound mode: abs or rel")
+	eb := fs.Float64("eb", 1e-3, "error bound")
+	timeout := fs.Duration("timeout", 10*time.Minute, "longest wait for the last results after the final step")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(fs, "unexpected argument %q", pos[0])
+	}
+	if *run == "" {
+		return usageErr(fs, "missing --run")
+	}
+	names := strings.Split(*vars, ",")
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+		if names[i] == "" {
+			return usageErr(fs, "--vars %q: expected names separated by commas, e.g. temp,pres", *vars)
+		}
+	}
+	if *steps <= 0 {
+		return usageErr(fs, "--steps %d: expected a positive count", *steps)
+	}
+	if *interval < 0 {
+		return usageErr(fs, "--interval %v: expected a duration >= 0", *interval)
+	}
+	dims, err := fz.ParseDims(*dimsStr)
+	if err != nil {
+		return usageErr(fs, "--dims: %v", err)
+	}
+	dt, err := fz.ParseDType(*dtypeStr)
+	if err != nil {
+		return usageErr(fs, "--dtype: %v", err)
+	}
+	mode, err := fz.ParseMode(*modeStr)
+	if err != nil {
+		return usageErr(fs, "--mode: %v", err)
+	}
+	if !(*eb > 0) || math.IsInf(*eb, 0) {
+		return usageErr(fs, "--eb %v: expected a positive number", *eb)
+	}
+	prod, nc, err := pf.open(ctx, fs, "fzsidecar simulate")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	defer prod.Close()
+
+	var (
+		mu                  sync.Mutex
+		ok, failed, skipped int
+		raw, comp           uint64
+		wg                  sync.WaitGroup
+		firstErr            error
+	)
+	start := time.Now()
+	report := func(res *ingest.Result, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			ok++
+			raw += res.RawBytes
+			comp += res.CompressedBytes
+			fmt.Printf("%-24s ratio %7.2f  max err %.3g  (%s)\n", res.Key, float64(res.Ratio), float64(res.MaxAbsErr), humanBytes(res.CompressedBytes))
+		default:
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			fmt.Printf("FAILED %v\n", err)
+		}
+	}
+	for s := *first; s < *first+uint64(*steps); s++ {
+		stepStart := time.Now()
+		for vi, name := range names {
+			spec := ingest.Spec{Run: *run, Var: name, Step: s, DType: dt, Dims: dims, Mode: mode, Bound: *eb}
+			snap, err := prod.Begin(ctx, spec)
+			if errors.Is(err, ingest.ErrBudgetFull) {
+				// What a simulation under the fail policy does: skip this
+				// output and keep computing.
+				mu.Lock()
+				skipped++
+				mu.Unlock()
+				fmt.Printf("skipped %s/%s step %d: %v\n", *run, name, s, err)
+				continue
+			}
+			if err != nil {
+				wg.Wait()
+				return fmt.Errorf("%s/%s step %d: %w", *run, name, s, err)
+			}
+			// The "simulation" writes straight into shared memory.
+			if dt == fz.Float32 {
+				synth.Fill32(snap.Float32(), dims, vi, s)
+			} else {
+				synth.Fill64(snap.Float64(), dims, vi, s)
+			}
+			pd, err := snap.Publish(ctx)
+			if err != nil {
+				wg.Wait()
+				return fmt.Errorf("%s/%s step %d: %w", *run, name, s, err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(ctx, *timeout+time.Duration(*steps)*(*interval))
+				defer cancel()
+				report(pd.Wait(wctx))
+			}()
+		}
+		if rest := *interval - time.Since(stepStart); rest > 0 && s+1 < *first+uint64(*steps) {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return ctx.Err()
+			case <-time.After(rest):
+			}
+		}
+	}
+	wg.Wait()
+	el := time.Since(start)
+	ratio := 0.0
+	if comp > 0 {
+		ratio = float64(raw) / float64(comp)
+	}
+	fmt.Printf("\n%d stored, %d failed, %d skipped (budget full) in %.1fs; %s -> %s, ratio %.2f, %.1f MB/s raw\n",
+		ok, failed, skipped, el.Seconds(), humanBytes(raw), humanBytes(comp), ratio, float64(raw)/el.Seconds()/1e6)
+	if failed > 0 {
+		return fmt.Errorf("%d of %s snapshots failed; first: %w", failed, strconv.Itoa(ok+failed), firstErr)
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/ingest"
+)
+
+// natsFlags are the connection and credential flags shared by serve,
+// publish and simulate. Secrets can come from the environment
+// (FZ_NATS_TOKEN, FZ_NATS_PASSWORD) so they do not show up in ps.
+type natsFlags struct {
+	url, token, user, password, nkey, creds, tlsCA, tlsCert, tlsKey, prefix string
+}
+
+func (n *natsFlags) register(fs *flag.FlagSet, urlHelp string) {
+	fs.StringVar(&n.url, "nats-url", "", urlHelp)
+	fs.StringVar(&n.token, "nats-token", os.Getenv("FZ_NATS_TOKEN"), "NATS auth token (default $FZ_NATS_TOKEN)")
+	fs.StringVar(&n.user, "nats-user", "", "NATS user name")
+	fs.StringVar(&n.password, "nats-password", os.Getenv("FZ_NATS_PASSWORD"), "NATS password (default $FZ_NATS_PASSWORD)")
+	fs.StringVar(&n.nkey, "nats-nkey", "", "file holding a NATS nkey user seed (SU...)")
+	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials file (JWT + seed, for external servers)")
+	fs.StringVar(&n.tlsCA, "tls-ca", "", "CA certificate file to verify the NATS server")
+	fs.StringVar(&n.tlsCert, "tls-cert", "", "TLS certificate file (client cert; for serve also the embedded server's cert)")
+	fs.StringVar(&n.tlsKey, "tls-key", "", "TLS key file for --tls-cert")
+	fs.StringVar(&n.prefix, "subject-prefix", ingest.DefaultPrefix, "first token of every NATS subject; streams are <PREFIX>_SNAPSHOTS and <PREFIX>_RESULTS")
+}
+
+func (n *natsFlags) check(fs *flag.FlagSet) error {
+	if !ingest.ValidToken(n.prefix) {
+		return usageErr(fs, "--subject-prefix %q: expected 1-128 characters of A-Z a-z 0-9 _ -", n.prefix)
+	}
+	if (n.tlsCert == "") != (n.tlsKey == "") {
+		return usageErr(fs, "--tls-cert and --tls-key go together")
+	}
+	return nil
+}
+
+func (n *natsFlags) conn(name string) ingest.ConnOptions {
+	return ingest.ConnOptions{URL: n.url, Name: name, Token: n.token, User: n.user, Password: n.password,
+		NkeySeedFile: n.nkey, CredsFile: n.creds, TLSCA: n.tlsCA, TLSCert: n.tlsCert, TLSKey: n.tlsKey}
+}
+
+func (n *natsFlags) subjects() ingest.Subjects { return ingest.Subjects{Prefix: n.prefix} }
+
+// parseSize accepts plain byte counts and K/M/G/T with optional "i"/"B"
+// suffixes (powers of 1024 either way, as memory sizes usually are).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	u := strings.ToUpper(t)
+	u = strings.TrimSuffix(u, "B")
+	u = strings.TrimSuffix(u, "I")
+	if len(u) > 0 {
+		if i := strings.IndexByte("KMGT", u[len(u)-1]); i >= 0 {
+			mult = int64(1) << (10 * (i + 1))
+			u = u[:len(u)-1]
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(u), 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) || v*float64(mult) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("size %q: expected a positive number of bytes, e.g. 4GiB, 512MiB or 1048576", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func positiveDuration(fs *flag.FlagSet, name string, d time.Duration) error {
+	if d <= 0 {
+		return usageErr(fs, "--%s %v: expected a positive duration such as 30s or 5m", name, d)
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestBudgetFailFast(t *testing.T) {
+	b := NewBudget(100)
+	ctx := context.Background()
+	if err := b.Acquire(ctx, "a", 60, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire(ctx, "b", 50, false, time.Minute); !errors.Is(err, ErrBudgetFull) {
+		t.Fatalf("want budget full, got %v", err)
+	}
+	if err := b.Acquire(ctx, "a", 60, false, time.Minute); err != nil {
+		t.Fatalf("retried admission must be idempotent: %v", err)
+	}
+	if err := b.Acquire(ctx, "c", 101, true, time.Minute); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("want too large, got %v", err)
+	}
+	if used, n := b.Used(); used != 60 || n != 1 {
+		t.Fatalf("used %d holds %d", used, n)
+	}
+	b.Release("a")
+	if err := b.Acquire(ctx, "b", 50, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBudgetBlockFIFO(t *testing.T) {
+	b := NewBudget(100)
+	ctx := context.Background()
+	if err := b.Acquire(ctx, "a", 100, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 2)
+	go func() {
+		if b.Acquire(ctx, "big", 80, true, time.Minute) == nil {
+			order <- "big"
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // big queues first
+	go func() {
+		if b.Acquire(ctx, "small", 30, true, time.Minute) == nil {
+			order <- "small"
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case w := <-order:
+		t.Fatalf("%s granted while full", w)
+	default:
+	}
+	b.Charge("a", 100)
+	b.Release("a")
+	if w := <-order; w != "big" {
+		t.Fatalf("first grant %s, want big (FIFO)", w)
+	}
+	select {
+	case w := <-order:
+		t.Fatalf("%s granted beyond the limit", w)
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.Charge("big", 80)
+	b.Release("big")
+	if w := <-order; w != "small" {
+		t.Fatalf("second grant %s", w)
+	}
+}
+
+func TestBudgetBlockTimeout(t *testing.T) {
+	b := NewBudget(10)
+	b.Charge("x", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := b.Acquire(ctx, "y", 5, true, time.Minute)
+	if !errors.Is(err, ErrBudgetFull) {
+		t.Fatalf("want budget full after waiting, got %v", err)
+	}
+	if d := time.Since(start); d < 90*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("waited %v", d)
+	}
+	if used, _ := b.Used(); used != 10 {
+		t.Fatalf("timed-out waiter left bytes behind: %d", used)
+	}
+}
+
+func TestBudgetLeaseExpiry(t *testing.T) {
+	b := NewBudget(10)
+	now := time.Now()
+	b.now = func() time.Time { return now }
+	ctx := context.Background()
+	if err := b.Acquire(ctx, "dead", 10, false, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire(ctx, "live", 10, false, time.Second); !errors.Is(err, ErrBudgetFull) {
+		t.Fatal("should be full")
+	}
+	now = now.Add(2 * time.Second) // the producer never published
+	if err := b.Acquire(ctx, "live", 10, false, time.Second); err != nil {
+		t.Fatalf("expired lease not reclaimed: %v", err)
+	}
+	// Once charged (notification arrived), a hold never expires and cannot
+	// be released as a lease.
+	b.Charge("live", 8)
+	now = now.Add(time.Hour)
+	b.ReleaseLease("live")
+	if used, _ := b.Used(); used != 8 {
+		t.Fatalf("used %d, want 8", used)
+	}
+	b.Release("live")
+	if used, n := b.Used(); used != 0 || n != 0 {
+		t.Fatalf("used %d holds %d", used, n)
+	}
+}

@@ -1,0 +1,148 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// ConnOptions say how to reach a NATS server and prove who we are. The same
+// credentials configure the embedded server, so one set of flags serves
+// both sides.
+type ConnOptions struct {
+	URL      string // nats://host:port[,nats://...]; empty: nats://127.0.0.1:4222
+	Name     string // connection name shown in server monitoring
+	Token    string
+	User     string
+	Password string
+	// NkeySeedFile holds an nkey user seed (SU...).
+	NkeySeedFile string
+	// CredsFile is a decentralized-auth JWT + seed file (external servers).
+	CredsFile string
+	// TLS: CA to verify the server, and an optional client certificate.
+	TLSCA, TLSCert, TLSKey string
+	Log                    *slog.Logger
+}
+
+// DefaultURL is where the embedded server listens by default.
+const DefaultURL = "nats://127.0.0.1:4222"
+
+func (o ConnOptions) natsOptions() ([]nats.Option, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		// A sidecar or server restart must not end a producer's session:
+		// reconnect forever, and let contexts bound every wait.
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.User != "" || o.Password != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.NkeySeedFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed file %s: %w", o.NkeySeedFile, err)
+		}
+		opts = append(opts, opt)
+	}
+	if o.CredsFile != "" {
+		if _, err := os.Stat(o.CredsFile); err != nil {
+			return nil, fmt.Errorf("creds file: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return nil, errors.New("TLS client certificate needs both a cert and a key file")
+	}
+	if o.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	return opts, nil
+}
+
+// Connect dials the server, retrying until ctx ends so that a producer
+// started before its sidecar simply waits for it.
+func Connect(ctx context.Context, o ConnOptions) (*nats.Conn, error) {
+	url := o.URL
+	if url == "" {
+		url = DefaultURL
+	}
+	opts, err := o.natsOptions()
+	if err != nil {
+		return nil, err
+	}
+	delay := 100 * time.Millisecond
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		// Wrong credentials or TLS setup will not fix themselves.
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "x509") {
+			return nil, fmt.Errorf("connect to %s: %w", redact(url), err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to %s: %w (gave up: %v)", redact(url), err, context.Cause(ctx))
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+// redact hides a password embedded in a URL.
+func redact(url string) string {
+	if i := strings.Index(url, "@"); i >= 0 {
+		if j := strings.Index(url, "://"); j >= 0 && j < i {
+			return url[:j+3] + "***" + url[i:]
+		}
+	}
+	return url
+}
+
+// nkeyPublic derives the public key the server must accept from a seed file.
+func nkeyPublic(seedFile string) (string, error) {
+	b, err := os.ReadFile(seedFile)
+	if err != nil {
+		return "", err
+	}
+	var seed []byte
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "SU") {
+			seed = []byte(l)
+			break
+		}
+	}
+	if seed == nil {
+		return "", fmt.Errorf("%s holds no user nkey seed (a line starting with SU)", seedFile)
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return "", err
+	}
+	return kp.PublicKey()
+}

@@ -1,0 +1,127 @@
+package ingest
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerConfig configures the embedded NATS server.
+type ServerConfig struct {
+	// Listen is host:port; the default 127.0.0.1:4222 keeps it off the
+	// network (shared memory only works on this node anyway). Port 0 picks
+	// a free port.
+	Listen string
+	// StoreDir holds the JetStream file store; it must survive restarts for
+	// queued snapshots to survive them.
+	StoreDir string
+	// Auth: the same credentials clients use (token, user/password, or the
+	// nkey seed whose public key is accepted); TLS cert/key make it TLS-only.
+	Auth            ConnOptions
+	TLSCert, TLSKey string
+	MaxStoreBytes   int64 // JetStream file store limit; 0: the server's default
+	ReadyTimeout    time.Duration
+	Log             *slog.Logger
+}
+
+// StartServer runs an embedded NATS server with JetStream and waits until it
+// accepts connections.
+func StartServer(cfg ServerConfig) (*server.Server, error) {
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:4222"
+	}
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("nats listen address %q: %w (expected host:port, e.g. 127.0.0.1:4222)", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("nats listen address %q: port %q is not a number in 0..65535", listen, portStr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	} else {
+		// The server only reports a busy port by never becoming ready; probe
+		// first so the user gets the reason at once.
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS cannot listen on %s: %w (another sidecar or NATS server running? use --nats-listen or --nats-url)", listen, err)
+		}
+		l.Close()
+	}
+	if cfg.StoreDir == "" {
+		return nil, fmt.Errorf("embedded NATS needs a store directory for JetStream")
+	}
+	store, err := filepath.Abs(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName:         "fzsidecar",
+		Host:               host,
+		Port:               port,
+		JetStream:          true,
+		StoreDir:           store,
+		JetStreamMaxMemory: 64 << 20, // we only use file storage
+		JetStreamMaxStore:  cfg.MaxStoreBytes,
+		NoSigs:             true, // signals belong to the sidecar, not the server
+		Authorization:      cfg.Auth.Token,
+		Username:           cfg.Auth.User,
+		Password:           cfg.Auth.Password,
+	}
+	if cfg.Auth.NkeySeedFile != "" {
+		pub, err := nkeyPublic(cfg.Auth.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS nkey: %w", err)
+		}
+		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, fmt.Errorf("embedded NATS TLS needs both a cert and a key file")
+	}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS TLS: %w", err)
+		}
+		opts.TLS = true
+		opts.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	ns.SetLoggerV2(&serverLog{log.With("component", "nats-server")}, false, false, false)
+	ns.Start()
+	wait := cfg.ReadyTimeout
+	if wait == 0 {
+		wait = 30 * time.Second
+	}
+	if !ns.ReadyForConnections(wait) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded NATS did not become ready on %s within %v (port in use? another sidecar running?)", listen, wait)
+	}
+	return ns, nil
+}
+
+// serverLog routes the server's messages into slog. Notices are debug-level:
+// the server is chatty at startup and its details rarely matter here.
+type serverLog struct{ l *slog.Logger }
+
+func (s *serverLog) Noticef(f string, v ...any) { s.l.Debug(fmt.Sprintf(f, v...)) }
+func (s *serverLog) Warnf(f string, v ...any)   { s.l.Warn(fmt.Sprintf(f, v...)) }
+func (s *serverLog) Fatalf(f string, v ...any)  { s.l.Error(fmt.Sprintf(f, v...)) }
+func (s *serverLog) Errorf(f string, v ...any)  { s.l.Error(fmt.Sprintf(f, v...)) }
+func (s *serverLog) Debugf(f string, v ...any)  {}
+func (s *serverLog) Tracef(f string, v ...any)  {}

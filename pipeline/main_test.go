@@ -1,0 +1,227 @@
+package pipeline_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/ingest"
+	"github.com/fzsidecar/fzsidecar/pipeline"
+	"github.com/fzsidecar/fzsidecar/sidecar"
+)
+
+// The test binary doubles as the sidecar process: with FZ_TEST_SIDECAR=1 it
+// runs sidecar.Run (the same code `fzsidecar serve` runs) with a local
+// directory store, so producer and sidecar live in separate OS processes and
+// the sidecar can be SIGKILLed for real.
+func TestMain(m *testing.M) {
+	if os.Getenv("FZ_TEST_SIDECAR") == "1" {
+		os.Exit(childSidecar())
+	}
+	os.Exit(m.Run())
+}
+
+type sidecarEnv struct {
+	Listen, URL, DataDir, ShmDir, StoreDir string
+	Budget                                 int64
+	StoreDelay                             time.Duration
+}
+
+func (e sidecarEnv) environ() []string {
+	return append(os.Environ(), "FZ_TEST_SIDECAR=1",
+		"FZ_LISTEN="+e.Listen, "FZ_URL="+e.URL, "FZ_DATA="+e.DataDir, "FZ_SHM="+e.ShmDir,
+		"FZ_STORE="+e.StoreDir, "FZ_BUDGET="+strconv.FormatInt(e.Budget, 10), "FZ_DELAY="+e.StoreDelay.String())
+}
+
+func (e sidecarEnv) config() sidecar.Config {
+	return sidecar.Config{
+		Embedded: e.URL == "", Listen: e.Listen, DataDir: e.DataDir,
+		Conn: ingest.ConnOptions{URL: e.URL},
+		Receiver: ingest.ReceiverConfig{ShmDir: e.ShmDir, Budget: e.Budget,
+			// Short, so that snapshots in flight at a crash come back soon.
+			AckWait: 2 * time.Second},
+		Pipeline: pipeline.Config{Store: &dirStore{dir: e.StoreDir, delay: e.StoreDelay}, Codec: testCodec()},
+	}
+}
+
+func childSidecar() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	budget, _ := strconv.ParseInt(os.Getenv("FZ_BUDGET"), 10, 64)
+	delay, _ := time.ParseDuration(os.Getenv("FZ_DELAY"))
+	e := sidecarEnv{Listen: os.Getenv("FZ_LISTEN"), URL: os.Getenv("FZ_URL"), DataDir: os.Getenv("FZ_DATA"),
+		ShmDir: os.Getenv("FZ_SHM"), StoreDir: os.Getenv("FZ_STORE"), Budget: budget, StoreDelay: delay}
+	cfg := e.config()
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Ready = func(url string) { fmt.Println("READY", url) }
+	if err := sidecar.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "sidecar:", err)
+		return 1
+	}
+	return 0
+}
+
+type child struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startChild runs the sidecar in a new process and waits for it to be ready.
+func startChild(t *testing.T, e sidecarEnv, logName string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = e.environ()
+	logf, err := os.OpenFile(filepath.Join(e.DataDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("sidecar log %s:\n%s", logName, tail(string(b), 4000))
+		}
+	})
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd}
+	t.Cleanup(func() { c.kill() })
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
+				ready <- url
+			}
+		}
+	}()
+	select {
+	case c.url = <-ready:
+	case <-time.After(60 * time.Second):
+		t.Fatal("sidecar did not become ready within 60s")
+	}
+	return c
+}
+
+func (c *child) kill() {
+	if c.cmd.ProcessState == nil {
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		c.cmd.Wait()
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("sidecar exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("sidecar did not exit within 30s of SIGTERM")
+		c.kill()
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newEnv(t *testing.T) sidecarEnv {
+	base := t.TempDir()
+	e := sidecarEnv{DataDir: filepath.Join(base, "data"), ShmDir: filepath.Join(base, "shm"),
+		StoreDir: filepath.Join(base, "store"), Budget: 64 << 20}
+	// Prefer real shared memory, as in production, when it is there.
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "fztest-"); err == nil {
+			e.ShmDir = d
+			t.Cleanup(func() { os.RemoveAll(d) })
+		}
+	}
+	for _, d := range []string{e.DataDir, e.StoreDir} {
+		os.MkdirAll(d, 0o755)
+	}
+	return e
+}
+
+// runInProcess starts the sidecar in this process (for tests that need no
+// crash) and returns its URL.
+func runInProcess(t *testing.T, e sidecarEnv, mod func(*sidecar.Config)) string {
+	t.Helper()
+	cfg := e.config()
+	if cfg.Listen == "" && cfg.Embedded {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if mod != nil {
+		mod(&cfg)
+	}
+	ready := make(chan string, 1)
+	cfg.Ready = func(url string) { ready <- url }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sidecar.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("sidecar: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("sidecar did not stop")
+		}
+	})
+	select {
+	case url := <-ready:
+		return url
+	case err := <-done:
+		t.Fatalf("sidecar: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("sidecar not ready")
+	}
+	return ""
+}
+
+type sidecarConfig = sidecar.Config
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
