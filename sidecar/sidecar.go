@@ -44,6 +44,11 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	cfg.Conn.Log, cfg.Receiver.Log, cfg.Pipeline.Log = log, log, log
+	if cfg.Receiver.MaxInFlight <= 0 {
+		// Enough jobs out that every pipeline stage can be busy; no more,
+		// so the rest of the queue waits on disk in JetStream.
+		cfg.Receiver.MaxInFlight = cfg.Pipeline.InFlight()
+	}
 	if cfg.Conn.Name == "" {
 		cfg.Conn.Name = "fzsidecar"
 	}
