@@ -57,7 +57,7 @@ func oneOf(f func(*Settings) *string, choices ...string) parser {
 				return nil
 			}
 		}
-		return fmt.Errorf("expected one of %s", strings.Join(choices, ", "))
+		return fmt.Errorf("expected %s or %s", strings.Join(choices[:len(choices)-1], ", "), choices[len(choices)-1])
 	}
 }
 
