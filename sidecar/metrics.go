@@ -79,8 +79,12 @@ func (m *Metrics) watchBudget(b *ingest.Budget, inFlight func() int) {
 	)
 }
 
-func (m *Metrics) Stage(s pipeline.Stage, d time.Duration) { m.stage.WithLabelValues(string(s)).Observe(d.Seconds()) }
-func (m *Metrics) Depth(s pipeline.Stage, delta int)       { m.depth.WithLabelValues(string(s)).Add(float64(delta)) }
+func (m *Metrics) Stage(s pipeline.Stage, d time.Duration) {
+	m.stage.WithLabelValues(string(s)).Observe(d.Seconds())
+}
+func (m *Metrics) Depth(s pipeline.Stage, delta int) {
+	m.depth.WithLabelValues(string(s)).Add(float64(delta))
+}
 
 func (m *Metrics) Done(o pipeline.Outcome, kind string, st fz.Stats) {
 	m.snapshots.WithLabelValues(string(o)).Inc()
