@@ -245,3 +245,26 @@ func formatGPUs(g []int) string {
 	}
 	return strings.Join(p, ",")
 }
+
+// Set applies values by key (non-empty ones only), parsed as the file,
+// environment and flags would be; source names them in errors.
+func Set(s *Settings, values map[string]string, source string) error {
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e := lookup(k)
+		if e == nil {
+			return fmt.Errorf("config.Set: unknown key %q", k)
+		}
+		if values[k] == "" {
+			continue
+		}
+		if err := set(s, e, values[k], source+" --"+e.flag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
