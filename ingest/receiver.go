@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -79,6 +80,7 @@ type Receiver struct {
 	log    *slog.Logger
 	subs   []*nats.Subscription
 	slots  chan struct{}
+	active atomic.Int64 // jobs handed out and not finished
 	wg     sync.WaitGroup
 	admits chan struct{}
 	// base bounds admission waits, which belong to no request context.
@@ -271,6 +273,7 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 	}
 	r.budget.Charge(n.MsgID, n.Length)
 	j.startKeepAlive(r.cfg.AckWait)
+	r.active.Add(1)
 	return j
 }
 
@@ -282,7 +285,7 @@ func (r *Receiver) reject(ctx context.Context, j *Job, e *Error) {
 }
 
 // InFlight is the number of jobs handed out and not yet finished.
-func (r *Receiver) InFlight() int { return len(r.slots) }
+func (r *Receiver) InFlight() int { return int(r.active.Load()) }
 
 // Job is one validated snapshot. The pipeline ends it with exactly one of
 // Complete, Fail or Retry.
@@ -337,6 +340,7 @@ func (j *Job) Retry(cause error) {
 		}
 		j.r.budget.Release(j.route.MsgID)
 		if j.stop != nil {
+			j.r.active.Add(-1)
 			<-j.r.slots
 		}
 	})
@@ -354,6 +358,7 @@ func (j *Job) finish(ctx context.Context, res Result) error {
 				j.r.budget.Release(j.route.MsgID)
 			}
 			if j.stop != nil { // handed-out jobs hold a slot
+				j.r.active.Add(-1)
 				<-j.r.slots
 			}
 		}()
