@@ -98,7 +98,7 @@ func (d *ShmDir) Map(name string, off, length int64) (*Mapping, error) {
 	f, err := d.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errorf(CodeNoSegment, "segment %q does not exist in %s", name, d.path)
+			return nil, errorf(CodeNoSegment, "segment %q does not exist in %s (producer and sidecar must use the same shm directory: --shm-dir)", name, d.path)
 		}
 		return nil, errorf(CodeBadSegment, "segment %q cannot be opened inside %s: %v", name, d.path, err)
 	}

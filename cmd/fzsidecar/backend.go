@@ -18,7 +18,10 @@ func selectBackend(name string) ([]fz.Option, string, error) {
 	}
 	slog.Debug(why)
 	if strings.Contains(why, "GPU unavailable") {
-		slog.Info(why)
+		// The full reason lists every path tried; one line is enough here.
+		short, _, _ := strings.Cut(why, "; tried:")
+		short += strings.Repeat(")", max(0, strings.Count(short, "(")-strings.Count(short, ")")))
+		slog.Info(short)
 	}
 	if b == nil || b.Name() == "cpu" {
 		return nil, "cpu", nil

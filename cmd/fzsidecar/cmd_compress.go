@@ -61,12 +61,7 @@ func runCompress(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	opts = append(opts, fz.WithWorkers(*workers))
-	var bar *progress.Bar
-	if len(in.data) > progressOver {
-		bar = progress.New(os.Stderr, "compress", int64(len(in.data)))
-		var last uint64
-		opts = append(opts, fz.WithProgress(func(done, total uint64) { bar.Add(int64(done - last)); last = done }))
-	}
+	bar, opts := withProgress("compress", uint64(len(in.data)), opts)
 	blob, st, err := fz.Compress(ctx, in.data, p, opts...)
 	bar.Done()
 	if err != nil {
@@ -111,16 +106,22 @@ func runDecompress(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	opts = append(opts, fz.WithWorkers(*workers))
-	var bar *progress.Bar
-	if h.RawSize() > progressOver {
-		bar = progress.New(os.Stderr, "decompress", int64(h.RawSize()))
-		var last uint64
-		opts = append(opts, fz.WithProgress(func(done, total uint64) { bar.Add(int64(done - last)); last = done }))
-	}
+	bar, opts := withProgress("decompress", h.RawSize(), opts)
 	_, raw, err := fz.Decompress(ctx, in.data, opts...)
 	bar.Done()
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	return writeAtomic(*out, writeBytes(raw))
+}
+
+// withProgress adds a progress bar on stderr for work over progressOver
+// bytes; the bar draws only on a terminal. A nil bar is valid.
+func withProgress(label string, total uint64, opts []fz.Option) (*progress.Bar, []fz.Option) {
+	if total <= progressOver {
+		return nil, opts
+	}
+	bar := progress.New(os.Stderr, label, int64(total))
+	var last uint64
+	return bar, append(opts, fz.WithProgress(func(done, _ uint64) { bar.Add(int64(done - last)); last = done }))
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/edsrzf/mmap-go"
 )
@@ -82,6 +83,11 @@ func writeAtomic(path string, write func(w io.Writer) error) error {
 	if err := write(tmp); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	// CreateTemp makes 0600 files; an output is an ordinary file (the
+	// umask still applies on creation of the final name's permissions).
+	if err := tmp.Chmod(0o644 &^ processUmask); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
@@ -100,4 +106,15 @@ func writeBytes(b []byte) func(io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}
+}
+
+// processUmask is read once at start-up, before any goroutine could create
+// a file while the umask is briefly changed.
+var processUmask = umask()
+
+// umask reads the process umask (setting it back at once).
+func umask() os.FileMode {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return os.FileMode(m)
 }
