@@ -80,11 +80,23 @@ func FZ(opts ...fz.Option) Codec {
 	}
 }
 
+// DirectCodec compresses straight from the read-only mapping of a segment,
+// without the private copy the CPU path makes. It is the seam for device
+// backends: a GPU pipeline registers the mapping as pinned memory
+// (cudaHostRegister) and DMAs container chunks from it over several streams,
+// so a producer truncating the file cannot fault a sidecar thread; where
+// registration fails it stages chunks through a pinned ring with
+// Mapping.CopyTo-style fault protection (docs/PIPELINE.md). It must return
+// the bytes Codec would, and must not keep the mapping after it returns.
+type DirectCodec func(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error)
+
 // Config is what a pipeline needs.
 type Config struct {
 	Store Store
 	Codec Codec
-	Log   *slog.Logger
+	// Direct, if set, is used instead of Codec and the private copy.
+	Direct DirectCodec
+	Log    *slog.Logger
 	// Compressors is how many snapshots are mapped, copied and compressed at
 	// once (default 2): while one is being copied out of shared memory
 	// another is being compressed. fz already spreads one snapshot over all
@@ -108,8 +120,8 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Store == nil || c.Codec == nil {
-		return errors.New("pipeline: Store and Codec are required")
+	if c.Store == nil || (c.Codec == nil && c.Direct == nil) {
+		return errors.New("pipeline: Store and Codec (or Direct) are required")
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

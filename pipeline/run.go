@@ -152,23 +152,38 @@ func (p *pipe) compress(it *item) (err error) {
 	if err != nil {
 		return err
 	}
-	// Compress from a private copy: the producer cannot then crash us by
-	// truncating the file mid-read (CopyTo turns that fault into an error;
-	// the codec's worker goroutines could not), nor tear the snapshot by
-	// writing to it while the codec reads.
-	buf := p.bufs.get(m.Len())
-	defer p.bufs.put(buf)
-	err = m.CopyTo(buf)
-	m.Close()
-	if err != nil {
-		return err
+	var (
+		blob []byte
+		st   fz.Stats
+		t1   time.Time
+	)
+	if p.cfg.Direct != nil {
+		t1 = t0
+		blob, st, err = p.cfg.Direct(p.work, m, it.job.Params)
+		m.Close()
+	} else {
+		// Compress from a private copy: the producer cannot then crash us
+		// by truncating the file mid-read (CopyTo turns that fault into an
+		// error; the codec's worker goroutines could not), nor tear the
+		// snapshot by writing to it while the codec reads.
+		buf := p.bufs.get(m.Len())
+		defer p.bufs.put(buf)
+		err = m.CopyTo(buf)
+		m.Close()
+		if err != nil {
+			return err
+		}
+		t1 = time.Now()
+		p.cfg.Observer.Stage(StageLoad, t1.Sub(t0))
+		blob, st, err = p.cfg.Codec(p.work, buf, it.job.Params)
 	}
-	t1 := time.Now()
-	p.cfg.Observer.Stage(StageLoad, t1.Sub(t0))
-	blob, st, err := p.cfg.Codec(p.work, buf, it.job.Params)
 	if err != nil {
-		if p.work.Err() != nil {
+		var ie *ingest.Error
+		switch {
+		case p.work.Err() != nil:
 			return context.Cause(p.work)
+		case errors.As(err, &ie): // e.g. truncated, from a direct codec
+			return err
 		}
 		return &ingest.Error{Code: ingest.CodeCompress, Message: err.Error()}
 	}

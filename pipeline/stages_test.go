@@ -1,9 +1,13 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,6 +160,47 @@ func TestSameKeyKeepsStreamOrder(t *testing.T) {
 			case i > 0 && !errors.Is(err, ingest.ErrConflict):
 				t.Fatalf("round %d: publish %d of the same key: got %v %+v, want conflict", round, i, err, res)
 			}
+		}
+	}
+}
+
+// The device seam: a DirectCodec reads the mapping itself (here through a
+// CopyTo into a staging buffer, as the GPU's pinned-ring fallback does) and
+// the stored bytes are exactly what the copy path's codec produces.
+func TestDirectCodecSameBytes(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	url := runInProcess(t, e, func(c *sidecarConfig) {
+		c.Pipeline.Codec = nil
+		c.Pipeline.Direct = func(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error) {
+			calls.Add(1)
+			stage := make([]byte, m.Len())
+			if err := m.CopyTo(stage); err != nil {
+				return nil, fz.Stats{}, err
+			}
+			return fz.Compress(ctx, stage, p, fz.WithWorkers(1))
+		}
+	})
+	p := newProducer(t, url, e.ShmDir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	all := publishMany(ctx, p, 8, 0, nil)
+	verify(t, e, all)
+	if calls.Load() != 8 {
+		t.Fatalf("direct codec called %d times for 8 snapshots", calls.Load())
+	}
+	for _, s := range all {
+		k := pipeline.Key{Run: s.spec.Run, Var: s.spec.Var, Step: s.spec.Step}
+		got, err := os.ReadFile(filepath.Join(e.StoreDir, filepath.FromSlash(k.String())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := fz.Compress(ctx, s.raw, fz.Params{DType: s.spec.DType, Dims: s.spec.Dims, Mode: s.spec.Mode, Bound: s.spec.Bound})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: direct path stored %d bytes that differ from the copy path's %d", k, len(got), len(want))
 		}
 	}
 }
