@@ -279,9 +279,11 @@ func print(w io.Writer, r *Report) {
 // shmDir is a private directory in /dev/shm, or in the temp directory on
 // machines without /dev/shm (macOS, some containers): slower than tmpfs but
 // the protocol only needs a shared, mappable file.
-func shmDir() (string, error) {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if d, err := os.MkdirTemp("/dev/shm", "fzsidecar-demo-"); err == nil {
+func shmDir() (string, error) { return shmDirIn("/dev/shm") }
+
+func shmDirIn(shm string) (string, error) {
+	if st, err := os.Stat(shm); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp(shm, "fzsidecar-demo-"); err == nil {
 			return d, nil
 		}
 	}
