@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -64,8 +65,9 @@ func TestServeMetricsAndHealth(t *testing.T) {
 	if code := sim.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("simulate exit %d: %s", code, sim.stderr())
 	}
-	_, page := httpGet(t, m[1])
-	for series, want := range map[string]float64{
+	// The producer sees its result a moment before the sidecar acks and
+	// counts it: poll until the counters settle.
+	want := map[string]float64{
 		`fzsidecar_snapshots_total{outcome="stored"}`:     6,
 		`fzsidecar_bytes_in_total`:                        6 * 8 * 64 * 64 * 4,
 		`fzsidecar_stage_seconds_count{stage="compress"}`: 6,
@@ -73,11 +75,23 @@ func TestServeMetricsAndHealth(t *testing.T) {
 		`fzsidecar_queue_depth{stage="store"}`:            0,
 		`fzsidecar_in_flight`:                             0,
 		`fzsidecar_budget_used_bytes`:                     0,
-	} {
-		got, ok := metricValue(page, series)
-		if !ok || got != want {
-			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+	}
+	var page string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, page = httpGet(t, m[1])
+		var bad []string
+		for series, w := range want {
+			if got, ok := metricValue(page, series); !ok || got != w {
+				bad = append(bad, fmt.Sprintf("%s = %v (present %v), want %v", series, got, ok, w))
+			}
 		}
+		if len(bad) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics did not settle:\n%s", strings.Join(bad, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if out, ok := metricValue(page, "fzsidecar_bytes_out_total"); !ok || out <= 0 || out >= 6*8*64*64*4 {
 		t.Errorf("bytes out %v", out)
