@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -38,6 +39,9 @@ type ReceiverConfig struct {
 	// deliveries, so a message that kills the sidecar cannot do so forever.
 	MaxDeliver int
 	Log        *slog.Logger
+	// OnReject, if set, is called for every notification answered with an
+	// error before it became a Job (metrics).
+	OnReject func(code Code)
 }
 
 func (c *ReceiverConfig) defaults() {
@@ -76,6 +80,7 @@ type Receiver struct {
 	log    *slog.Logger
 	subs   []*nats.Subscription
 	slots  chan struct{}
+	active atomic.Int64 // jobs handed out and not finished
 	wg     sync.WaitGroup
 	admits chan struct{}
 	// base bounds admission waits, which belong to no request context.
@@ -250,7 +255,7 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 		}
 		j.route = rt
 		r.log.Warn("rejected snapshot notification", "producer", rt.Producer, "msg_id", rt.MsgID, "subject", msg.Subject(), "err", err)
-		j.finish(ctx, Result{Error: AsError(err)})
+		r.reject(ctx, j, AsError(err))
 		return nil
 	}
 	j.route = Route{n.Producer, n.MsgID}
@@ -258,18 +263,29 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 		r.log.Warn("Nats-Msg-Id header differs from msg_id; deduplication uses the header", "header", hdr, "msg_id", n.MsgID)
 	}
 	if n.Length > r.budget.Limit() {
-		j.finish(ctx, Result{Error: errorf(CodeTooLarge, "snapshot of %d bytes exceeds the in-flight budget of %d bytes", n.Length, r.budget.Limit())})
+		r.reject(ctx, j, errorf(CodeTooLarge, "snapshot of %d bytes exceeds the in-flight budget of %d bytes", n.Length, r.budget.Limit()))
 		return nil
 	}
 	if r.cfg.MaxDeliver > 0 && delivered > uint64(r.cfg.MaxDeliver) {
 		r.log.Error("giving up on snapshot delivered too often", "msg_id", n.MsgID, "deliveries", delivered)
-		j.finish(ctx, Result{Error: errorf(CodeInternal, "gave up after %d deliveries without a result", delivered-1)})
+		r.reject(ctx, j, errorf(CodeInternal, "gave up after %d deliveries without a result", delivered-1))
 		return nil
 	}
 	r.budget.Charge(n.MsgID, n.Length)
 	j.startKeepAlive(r.cfg.AckWait)
+	r.active.Add(1)
 	return j
 }
+
+func (r *Receiver) reject(ctx context.Context, j *Job, e *Error) {
+	j.finish(ctx, Result{Error: e})
+	if r.cfg.OnReject != nil {
+		r.cfg.OnReject(e.Code)
+	}
+}
+
+// InFlight is the number of jobs handed out and not yet finished.
+func (r *Receiver) InFlight() int { return int(r.active.Load()) }
 
 // Job is one validated snapshot. The pipeline ends it with exactly one of
 // Complete, Fail or Retry.
@@ -324,6 +340,7 @@ func (j *Job) Retry(cause error) {
 		}
 		j.r.budget.Release(j.route.MsgID)
 		if j.stop != nil {
+			j.r.active.Add(-1)
 			<-j.r.slots
 		}
 	})
@@ -341,6 +358,7 @@ func (j *Job) finish(ctx context.Context, res Result) error {
 				j.r.budget.Release(j.route.MsgID)
 			}
 			if j.stop != nil { // handed-out jobs hold a slot
+				j.r.active.Add(-1)
 				<-j.r.slots
 			}
 		}()

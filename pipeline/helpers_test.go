@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -26,6 +27,8 @@ type dirStore struct {
 	delay time.Duration
 	gate  chan struct{} // if non-nil, Put waits for it to be closed
 	mu    sync.Mutex
+	// cur and peak count Puts running at once.
+	cur, peak atomic.Int32
 }
 
 func (s *dirStore) path(k pipeline.Key) string {
@@ -33,6 +36,14 @@ func (s *dirStore) path(k pipeline.Key) string {
 }
 
 func (s *dirStore) Put(ctx context.Context, k pipeline.Key, blob []byte, _ pipeline.Meta) error {
+	n := s.cur.Add(1)
+	defer s.cur.Add(-1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
 	if s.gate != nil {
 		select {
 		case <-s.gate:

@@ -36,12 +36,13 @@ type sidecarEnv struct {
 	Listen, URL, DataDir, ShmDir, StoreDir string
 	Budget                                 int64
 	StoreDelay                             time.Duration
+	DrainTimeout                           time.Duration
 }
 
 func (e sidecarEnv) environ() []string {
 	return append(os.Environ(), "FZ_TEST_SIDECAR=1",
 		"FZ_LISTEN="+e.Listen, "FZ_URL="+e.URL, "FZ_DATA="+e.DataDir, "FZ_SHM="+e.ShmDir,
-		"FZ_STORE="+e.StoreDir, "FZ_BUDGET="+strconv.FormatInt(e.Budget, 10), "FZ_DELAY="+e.StoreDelay.String())
+		"FZ_STORE="+e.StoreDir, "FZ_BUDGET="+strconv.FormatInt(e.Budget, 10), "FZ_DELAY="+e.StoreDelay.String(), "FZ_DRAIN="+e.DrainTimeout.String())
 }
 
 func (e sidecarEnv) config() sidecar.Config {
@@ -51,7 +52,8 @@ func (e sidecarEnv) config() sidecar.Config {
 		Receiver: ingest.ReceiverConfig{ShmDir: e.ShmDir, Budget: e.Budget,
 			// Short, so that snapshots in flight at a crash come back soon.
 			AckWait: 2 * time.Second},
-		Pipeline: pipeline.Config{Store: &dirStore{dir: e.StoreDir, delay: e.StoreDelay}, Codec: testCodec()},
+		Pipeline: pipeline.Config{Store: &dirStore{dir: e.StoreDir, delay: e.StoreDelay}, Codec: testCodec(),
+			DrainTimeout: e.DrainTimeout},
 	}
 }
 
@@ -60,8 +62,9 @@ func childSidecar() int {
 	defer stop()
 	budget, _ := strconv.ParseInt(os.Getenv("FZ_BUDGET"), 10, 64)
 	delay, _ := time.ParseDuration(os.Getenv("FZ_DELAY"))
+	drain, _ := time.ParseDuration(os.Getenv("FZ_DRAIN"))
 	e := sidecarEnv{Listen: os.Getenv("FZ_LISTEN"), URL: os.Getenv("FZ_URL"), DataDir: os.Getenv("FZ_DATA"),
-		ShmDir: os.Getenv("FZ_SHM"), StoreDir: os.Getenv("FZ_STORE"), Budget: budget, StoreDelay: delay}
+		ShmDir: os.Getenv("FZ_SHM"), StoreDir: os.Getenv("FZ_STORE"), Budget: budget, StoreDelay: delay, DrainTimeout: drain}
 	cfg := e.config()
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.Ready = func(url string) { fmt.Println("READY", url) }

@@ -1,18 +1,27 @@
 // Package pipeline turns ingested snapshots into stored, compressed objects.
 //
-// This is the minimal sequential CPU path: validate → map segment → compress
-// → sink put → reply/ack, one snapshot at a time. Its contract with the
-// rest of the sidecar is Run(ctx, jobs, Config); the streaming pipeline can
-// replace the insides (concurrency, GPU, chunking) without touching ingest
-// or the command wiring.
+// Snapshots flow through bounded stages:
+//
+//	receiver ─jobs─▶ dispatch ─▶ compress ×Compressors ─▶ store queue ─▶ store ×Writers ─▶ result + ack
+//	                 (per-key     (map, private copy,      (Queue slots)   (create-only put,
+//	                  order)       fz.Compress)                              then reply/ack)
+//
+// Every hand-off is a channel of fixed capacity and the receiver hands out
+// at most MaxInFlight jobs, so a slow sink fills the store queue, stalls the
+// compressors, stops the receiver fetching, and leaves new notifications on
+// disk in JetStream; their bytes stay charged to the in-flight budget, so
+// producers' admissions block (or fail, per policy). Memory never grows with
+// load. A snapshot's result is published and its notification acked only
+// after the sink committed it.
+//
+// Run(ctx, jobs, Config) is the seam the sidecar calls; Codec and Store are
+// what it consumes, so tests and other backends plug in there.
 package pipeline
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -44,7 +53,8 @@ type Meta struct {
 // Store is the sink as the pipeline needs it. Put must be create-only and
 // idempotent: storing the same bytes under an existing key succeeds without
 // a second copy; different bytes fail with an error wrapping ErrConflict.
-// Put returns only once the object is durable.
+// Put returns only once the object is durable. Put is called from several
+// goroutines at once (Config.Writers).
 type Store interface {
 	Put(ctx context.Context, k Key, blob []byte, m Meta) error
 }
@@ -58,26 +68,9 @@ type Locator interface {
 // ErrConflict is wrapped by Store errors for a key that holds other bytes.
 var ErrConflict = errors.New("a different object is already stored under this key")
 
-type permanent struct{ error }
-
-func (p permanent) Unwrap() error { return p.error }
-
-// Permanent marks a Store error that retrying will not fix (bad key,
-// permission denied). Unmarked errors are treated as transient and the
-// snapshot is redelivered later.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanent{err}
-}
-
-func isPermanent(err error) bool {
-	var p permanent
-	return errors.As(err, &p)
-}
-
-// Codec compresses raw little-endian elements; fz.Compress fits.
+// Codec compresses raw little-endian elements; fz.Compress fits. It is
+// called from several goroutines at once (Config.Compressors) and must
+// produce the same bytes whatever the concurrency.
 type Codec func(ctx context.Context, src []byte, p fz.Params) ([]byte, fz.Stats, error)
 
 // FZ is the default codec.
@@ -87,121 +80,85 @@ func FZ(opts ...fz.Option) Codec {
 	}
 }
 
+// DirectCodec compresses straight from the read-only mapping of a segment,
+// without the private copy the CPU path makes. It is the seam for device
+// backends: a GPU pipeline registers the mapping as pinned memory
+// (cudaHostRegister) and DMAs container chunks from it over several streams,
+// so a producer truncating the file cannot fault a sidecar thread; where
+// registration fails it stages chunks through a pinned ring with
+// Mapping.CopyTo-style fault protection (docs/PIPELINE.md). It must return
+// the bytes Codec would, and must not keep the mapping after it returns.
+type DirectCodec func(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error)
+
 // Config is what a pipeline needs.
 type Config struct {
 	Store Store
 	Codec Codec
-	Log   *slog.Logger
-	// OnResult, if set, observes every finished snapshot (metrics, tests).
+	// Direct, if set, is used instead of Codec and the private copy.
+	Direct DirectCodec
+	Log    *slog.Logger
+	// Compressors is how many snapshots are mapped, copied and compressed at
+	// once (default 2): while one is being copied out of shared memory
+	// another is being compressed. fz already spreads one snapshot over all
+	// cores, so more than 2-3 only adds memory.
+	Compressors int
+	// Writers is how many sink puts run at once (default 4); Queue how many
+	// compressed snapshots may wait for a writer (default Writers). Together
+	// they bound the memory a slow sink can pin.
+	Writers int
+	Queue   int
+	// DrainTimeout is how long work in flight may continue after ctx ends
+	// (shutdown) before what is left is handed back to JetStream for
+	// redelivery (default 20s). 0 uses the default; negative hands back at
+	// once.
+	DrainTimeout time.Duration
+	// Observer, if set, receives stage timings, queue depths and outcomes
+	// (metrics).
+	Observer Observer
+	// OnResult, if set, observes every finished snapshot (tests).
 	OnResult func(job *ingest.Job, key string, st fz.Stats, err error)
 }
 
-// Run processes jobs until the channel closes. On ctx cancellation the job
-// at hand is handed back for redelivery and the rest are drained the same
-// way, so nothing in flight is lost at shutdown.
-func Run(ctx context.Context, jobs <-chan *ingest.Job, cfg Config) error {
-	if cfg.Store == nil || cfg.Codec == nil {
-		return errors.New("pipeline: Store and Codec are required")
+func (c *Config) defaults() error {
+	if c.Store == nil || (c.Codec == nil && c.Direct == nil) {
+		return errors.New("pipeline: Store and Codec (or Direct) are required")
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
+	if c.Log == nil {
+		c.Log = slog.Default()
 	}
-	s := &sequential{cfg: cfg}
-	for job := range jobs {
-		if ctx.Err() != nil {
-			job.Retry(fmt.Errorf("shutting down: %w", context.Cause(ctx)))
-			continue
-		}
-		s.process(ctx, job)
+	if c.Compressors <= 0 {
+		c.Compressors = 2
 	}
-	return nil
-}
-
-type sequential struct {
-	cfg Config
-	// buf is reused across snapshots; its size is bounded by the largest
-	// admitted snapshot, i.e. by the budget.
-	buf []byte
-}
-
-func (s *sequential) process(ctx context.Context, job *ingest.Job) {
-	start := time.Now()
-	n := job.Notice
-	key := Key{Run: n.Run, Var: n.Var, Step: n.Step}
-	loc := key.String()
-	if l, ok := s.cfg.Store.(Locator); ok {
-		loc = l.Location(key)
+	if c.Writers <= 0 {
+		c.Writers = 4
 	}
-	var st fz.Stats
-	err := s.run(ctx, job, key, loc, &st)
+	if c.Queue <= 0 {
+		c.Queue = c.Writers
+	}
 	switch {
-	case err == nil:
-		err = job.Complete(ctx, ingest.Outcome{Key: loc, Stats: st})
-		s.cfg.Log.Info("snapshot stored", "run", n.Run, "var", n.Var, "step", n.Step, "key", loc,
-			"raw", st.RawBytes, "compressed", st.CompressedBytes, "ratio", st.Ratio(), "max_err", st.MaxAbsErr,
-			"seconds", time.Since(start).Seconds())
-	case ctx.Err() != nil || errors.Is(err, errTransient):
-		job.Retry(err)
-	default:
-		job.Fail(ctx, err)
+	case c.DrainTimeout == 0:
+		c.DrainTimeout = 20 * time.Second
+	case c.DrainTimeout < 0:
+		c.DrainTimeout = 0
 	}
-	if s.cfg.OnResult != nil {
-		s.cfg.OnResult(job, loc, st, err)
-	}
-}
-
-var errTransient = errors.New("transient")
-
-type transientErr struct{ err error }
-
-func (t transientErr) Error() string        { return t.err.Error() }
-func (t transientErr) Unwrap() []error      { return []error{t.err, errTransient} }
-func (t transientErr) Is(target error) bool { return target == errTransient }
-
-func (s *sequential) run(ctx context.Context, job *ingest.Job, key Key, loc string, st *fz.Stats) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.cfg.Log.Error("panic while processing snapshot", "msg_id", job.Notice.MsgID, "panic", r, "stack", string(debug.Stack()))
-			err = &ingest.Error{Code: ingest.CodeInternal, Message: fmt.Sprintf("sidecar failure while processing: %v", r)}
-		}
-	}()
-	m, err := job.Map()
-	if err != nil {
-		return err
-	}
-	// Compress from a private copy: the producer cannot then crash us by
-	// truncating the file mid-read, nor tear the snapshot by writing to it.
-	size := int(m.Len())
-	if cap(s.buf) < size {
-		s.buf = nil // let the old one go before allocating the new one
-		s.buf = make([]byte, size)
-	}
-	src := s.buf[:size]
-	err = m.CopyTo(src)
-	m.Close()
-	if err != nil {
-		return err
-	}
-	blob, stats, err := s.cfg.Codec(ctx, src, job.Params)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return &ingest.Error{Code: ingest.CodeCompress, Message: err.Error()}
-	}
-	*st = stats
-	meta := Meta{Params: job.Params, Stats: stats, Producer: job.Notice.Producer, MsgID: job.Notice.MsgID, Timestamp: time.Now()}
-	if err := s.cfg.Store.Put(ctx, key, blob, meta); err != nil {
-		var ie *ingest.Error
-		switch {
-		case errors.As(err, &ie):
-			return err
-		case errors.Is(err, ErrConflict):
-			return &ingest.Error{Code: ingest.CodeConflict, Message: fmt.Sprintf("%s: %v", loc, err)}
-		case isPermanent(err):
-			return &ingest.Error{Code: ingest.CodeStore, Message: fmt.Sprintf("%s: %v", loc, err)}
-		}
-		return transientErr{fmt.Errorf("store %s: %w", loc, err)}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return nil
 }
+
+// InFlight is how many jobs the receiver should hand out at once so that
+// every stage can be busy: one per compressor and writer, plus the queue
+// between them, plus one waiting at the dispatcher.
+func (c Config) InFlight() int {
+	d := c
+	if d.Store == nil || d.Codec == nil { // defaults() refuses; size anyway
+		d.Store, d.Codec = nopStore{}, FZ()
+	}
+	_ = d.defaults()
+	return d.Compressors + d.Queue + d.Writers + 1
+}
+
+type nopStore struct{}
+
+func (nopStore) Put(context.Context, Key, []byte, Meta) error { return nil }

@@ -1,6 +1,7 @@
 // Package sidecar assembles the running sidecar: NATS (embedded or
-// external), the ingest receiver and a pipeline. Commands and tests start it
-// the same way, so what the tests exercise is what `fzsidecar serve` runs.
+// external), the ingest receiver, the pipeline, and the metrics/health
+// endpoint. Commands and tests start it the same way, so what the tests
+// exercise is what `fzsidecar serve` runs.
 package sidecar
 
 import (
@@ -8,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/pipeline"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // Config is everything Run needs.
@@ -31,22 +35,85 @@ type Config struct {
 	Receiver        ingest.ReceiverConfig
 	Pipeline        pipeline.Config
 	Log             *slog.Logger
+	// MetricsListen, if not "" or "off", serves /metrics and /healthz there;
+	// MetricsDefault says it is the default address (a busy one then falls
+	// back to a free port instead of failing).
+	MetricsListen  string
+	MetricsDefault bool
+	// Metrics, if nil, is created when MetricsListen is set.
+	Metrics *Metrics
 	// Ready, if set, is called once the sidecar accepts snapshots, with the
 	// URL producers should use.
 	Ready func(url string)
+	// MetricsReady, if set, is called with the metrics address once it
+	// listens.
+	MetricsReady func(addr string)
 }
 
 // Run serves until ctx ends, then shuts down in order: stop taking
-// snapshots, hand back what is in flight, close NATS.
+// snapshots, finish (or after the drain timeout hand back) what is in
+// flight, close NATS.
 func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	cfg.Conn.Log, cfg.Receiver.Log, cfg.Pipeline.Log = log, log, log
+	if cfg.Receiver.MaxInFlight <= 0 {
+		// Enough jobs out that every pipeline stage can be busy; no more,
+		// so the rest of the queue waits on disk in JetStream.
+		cfg.Receiver.MaxInFlight = cfg.Pipeline.InFlight()
+	}
 	if cfg.Conn.Name == "" {
 		cfg.Conn.Name = "fzsidecar"
 	}
+	var (
+		state atomic.Value // string: starting, ok, stopping
+		recv  atomic.Pointer[ingest.Receiver]
+		conn  atomic.Pointer[nats.Conn]
+	)
+	state.Store("starting")
+	if cfg.MetricsListen != "" && cfg.MetricsListen != "off" {
+		if cfg.Metrics == nil {
+			cfg.Metrics = NewMetrics()
+		}
+		ln, err := listenMetrics(cfg.MetricsListen, cfg.MetricsDefault, log)
+		if err != nil {
+			return err
+		}
+		stop := serveHTTP(ctx, ln, cfg.Metrics, func() health {
+			h := health{Status: state.Load().(string), NATS: "not connected"}
+			if nc := conn.Load(); nc != nil {
+				h.NATS = nc.Status().String()
+				if h.Status == "ok" && nc.Status() != nats.CONNECTED {
+					h.Status = "degraded"
+				}
+			}
+			if r := recv.Load(); r != nil {
+				h.InFlight = r.InFlight()
+				h.Budget = r.Budget().Limit()
+				h.Used, _ = r.Budget().Used()
+			}
+			return h
+		}, log)
+		defer stop()
+		addr := ln.Addr().(*net.TCPAddr).String()
+		log.Info("metrics and health endpoint", "url", "http://"+addr+"/metrics")
+		if cfg.MetricsReady != nil {
+			cfg.MetricsReady(addr)
+		}
+	}
+	if cfg.Metrics != nil {
+		if cfg.Pipeline.Observer == nil {
+			cfg.Pipeline.Observer = cfg.Metrics
+		}
+		if prev := cfg.Receiver.OnReject; prev != nil {
+			cfg.Receiver.OnReject = func(c ingest.Code) { prev(c); cfg.Metrics.rejected(c) }
+		} else {
+			cfg.Receiver.OnReject = cfg.Metrics.rejected
+		}
+	}
+
 	var ns *server.Server
 	if cfg.Embedded {
 		dataDir := cfg.DataDir
@@ -75,23 +142,36 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer nc.Close()
+	conn.Store(nc)
 
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	recv, err := ingest.NewReceiver(rctx, nc, cfg.Receiver)
+	r, err := ingest.NewReceiver(rctx, nc, cfg.Receiver)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("start receiver: %w", err)
 	}
-	defer recv.Close()
+	defer r.Close()
+	recv.Store(r)
+	if cfg.Metrics != nil {
+		cfg.Metrics.watchBudget(r.Budget(), r.InFlight)
+	}
 
 	jobs := make(chan *ingest.Job)
 	recvDone := make(chan error, 1)
-	go func() { recvDone <- recv.Run(ctx, jobs) }()
-	log.Info("sidecar ready", "nats", cfg.Conn.URL, "shm_dir", recv.ShmDir().Path(),
-		"budget_bytes", recv.Budget().Limit(), "subjects", cfg.Receiver.Subjects.SnapshotWildcard())
+	go func() { recvDone <- r.Run(ctx, jobs) }()
+	log.Info("sidecar ready", "nats", cfg.Conn.URL, "shm_dir", r.ShmDir().Path(),
+		"budget_bytes", r.Budget().Limit(), "subjects", cfg.Receiver.Subjects.SnapshotWildcard(),
+		"in_flight", cfg.Receiver.MaxInFlight)
+	state.Store("ok")
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.Conn.URL)
 	}
+	stopping := context.AfterFunc(ctx, func() {
+		state.Store("stopping")
+		log.Info("shutting down: no new snapshots; finishing those in flight", "in_flight", r.InFlight(),
+			"drain_timeout", cfg.Pipeline.DrainTimeout)
+	})
+	defer stopping()
 	perr := pipeline.Run(ctx, jobs, cfg.Pipeline)
 	rerr := <-recvDone
 	if err := nc.Drain(); err != nil && !errors.Is(err, context.Canceled) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fzsidecar/fzsidecar/internal/miniotest"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -29,6 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	miniotest.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

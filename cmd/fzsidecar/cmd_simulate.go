@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
-	"github.com/fzsidecar/fzsidecar/ingest"
-	"github.com/fzsidecar/fzsidecar/internal/synth"
+	"github.com/fzsidecar/fzsidecar/internal/simulate"
 )
 
 func init() {
@@ -79,77 +76,34 @@ func runSimulate(ctx context.Context, args []string) error {
 	defer prod.Close()
 
 	var (
-		mu                  sync.Mutex
 		ok, failed, skipped int
 		raw, comp           uint64
-		wg                  sync.WaitGroup
 		firstErr            error
 	)
 	start := time.Now()
-	report := func(res *ingest.Result, err error) {
-		mu.Lock()
-		defer mu.Unlock()
+	opts := simulate.Options{Run: *run, Vars: names, Steps: *steps, FirstStep: *first, Dims: dims, DType: dt,
+		Mode: mode, Bound: *eb, Interval: *interval, Timeout: *timeout + time.Duration(*steps)*(*interval)}
+	err = simulate.Run(ctx, prod, opts, func(e simulate.Event) {
 		switch {
-		case err == nil:
+		case e.Skipped:
+			skipped++
+			fmt.Printf("skipped %s/%s step %d: %v\n", e.Spec.Run, e.Spec.Var, e.Spec.Step, e.Err)
+		case e.Err == nil:
 			ok++
-			raw += res.RawBytes
-			comp += res.CompressedBytes
-			fmt.Printf("%-24s ratio %7.2f  max err %.3g  (%s)\n", res.Key, float64(res.Ratio), float64(res.MaxAbsErr), humanBytes(res.CompressedBytes))
+			raw += e.Result.RawBytes
+			comp += e.Result.CompressedBytes
+			fmt.Printf("%-24s ratio %7.2f  max err %.3g  (%s)\n", e.Result.Key, float64(e.Result.Ratio), float64(e.Result.MaxAbsErr), humanBytes(e.Result.CompressedBytes))
 		default:
 			failed++
 			if firstErr == nil {
-				firstErr = err
+				firstErr = e.Err
 			}
-			fmt.Printf("FAILED %v\n", err)
+			fmt.Printf("FAILED %v\n", e.Err)
 		}
+	})
+	if err != nil {
+		return err
 	}
-	for s := *first; s < *first+uint64(*steps); s++ {
-		stepStart := time.Now()
-		for vi, name := range names {
-			spec := ingest.Spec{Run: *run, Var: name, Step: s, DType: dt, Dims: dims, Mode: mode, Bound: *eb}
-			snap, err := prod.Begin(ctx, spec)
-			if errors.Is(err, ingest.ErrBudgetFull) {
-				// What a simulation under the fail policy does: skip this
-				// output and keep computing.
-				mu.Lock()
-				skipped++
-				mu.Unlock()
-				fmt.Printf("skipped %s/%s step %d: %v\n", *run, name, s, err)
-				continue
-			}
-			if err != nil {
-				wg.Wait()
-				return fmt.Errorf("%s/%s step %d: %w", *run, name, s, err)
-			}
-			// The "simulation" writes straight into shared memory.
-			if dt == fz.Float32 {
-				synth.Fill32(snap.Float32(), dims, vi, s)
-			} else {
-				synth.Fill64(snap.Float64(), dims, vi, s)
-			}
-			pd, err := snap.Publish(ctx)
-			if err != nil {
-				wg.Wait()
-				return fmt.Errorf("%s/%s step %d: %w", *run, name, s, err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				wctx, cancel := context.WithTimeout(ctx, *timeout+time.Duration(*steps)*(*interval))
-				defer cancel()
-				report(pd.Wait(wctx))
-			}()
-		}
-		if rest := *interval - time.Since(stepStart); rest > 0 && s+1 < *first+uint64(*steps) {
-			select {
-			case <-ctx.Done():
-				wg.Wait()
-				return ctx.Err()
-			case <-time.After(rest):
-			}
-		}
-	}
-	wg.Wait()
 	el := time.Since(start)
 	ratio := 0.0
 	if comp > 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
+	"github.com/fzsidecar/fzsidecar/internal/miniotest"
 	"github.com/fzsidecar/fzsidecar/internal/synth"
 	"github.com/fzsidecar/fzsidecar/sinks"
 )
@@ -155,7 +156,7 @@ func newServeEnv(t *testing.T) serveEnv {
 
 func (e serveEnv) serve(t *testing.T, extra ...string) *proc {
 	args := append([]string{"serve", "--nats-listen", e.listen, "--shm-dir", e.shm, "--sink", e.sink,
-		"--data-dir", e.data, "--ack-wait", "2s", "--backend", "cpu"}, extra...)
+		"--data-dir", e.data, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
 	p := start(t, args...)
 	p.waitFor(t, "fzsidecar ready", 60*time.Second)
 	return p
@@ -167,7 +168,19 @@ func (e serveEnv) url() string { return "nats://" + e.listen }
 // another process; the sidecar is SIGKILLed mid-stream and restarted; every
 // snapshot ends up in the sink exactly once and within its error bound.
 func TestServeSimulateKilledAndRestarted(t *testing.T) {
+	serveSimulateKillRestart(t, newServeEnv(t))
+}
+
+// The same against a real MinIO server: the S3 sink under a crash.
+func TestServeSimulateKilledAndRestartedS3(t *testing.T) {
+	ms := miniotest.Shared(t)
+	ms.SetEnv(t)
 	e := newServeEnv(t)
+	e.sink = "s3://" + ms.Bucket(t) + "/sims"
+	serveSimulateKillRestart(t, e)
+}
+
+func serveSimulateKillRestart(t *testing.T, e serveEnv) {
 	srv := e.serve(t)
 	vars := []string{"temp", "pres", "rho"}
 	const steps = 12

@@ -28,6 +28,11 @@ type command struct {
 
 var commands = map[string]*command{}
 
+// subcommands routes a two-word command ("bench e2e") to a registered one,
+// so a command can grow a subcommand from its own file without editing the
+// file of the command it extends.
+var subcommands = map[string]string{}
+
 func register(c *command) {
 	if _, dup := commands[c.name]; dup {
 		panic("duplicate command " + c.name)
@@ -64,6 +69,11 @@ func realMain(args []string) int {
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return 0
+	}
+	if len(args) > 1 {
+		if name, ok := subcommands[args[0]+" "+args[1]]; ok {
+			args = append([]string{name}, args[2:]...)
+		}
 	}
 	c, ok := commands[args[0]]
 	if !ok {

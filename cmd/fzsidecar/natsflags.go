@@ -2,13 +2,10 @@ package main
 
 import (
 	"flag"
-	"fmt"
-	"math"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/fzsidecar/fzsidecar/config"
 	"github.com/fzsidecar/fzsidecar/ingest"
 )
 
@@ -50,25 +47,8 @@ func (n *natsFlags) conn(name string) ingest.ConnOptions {
 func (n *natsFlags) subjects() ingest.Subjects { return ingest.Subjects{Prefix: n.prefix} }
 
 // parseSize accepts plain byte counts and K/M/G/T with optional "i"/"B"
-// suffixes (powers of 1024 either way, as memory sizes usually are).
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	u := strings.ToUpper(t)
-	u = strings.TrimSuffix(u, "B")
-	u = strings.TrimSuffix(u, "I")
-	if len(u) > 0 {
-		if i := strings.IndexByte("KMGT", u[len(u)-1]); i >= 0 {
-			mult = int64(1) << (10 * (i + 1))
-			u = u[:len(u)-1]
-		}
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(u), 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) || v*float64(mult) > math.MaxInt64/2 {
-		return 0, fmt.Errorf("size %q: expected a positive number of bytes, e.g. 4GiB, 512MiB or 1048576", s)
-	}
-	return int64(v * float64(mult)), nil
-}
+// suffixes; one implementation for every command and the config file.
+func parseSize(s string) (int64, error) { return config.ParseSize(s) }
 
 func positiveDuration(fs *flag.FlagSet, name string, d time.Duration) error {
 	if d <= 0 {

@@ -1,0 +1,157 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// The shipped example must load and say exactly what the defaults are, so
+// the file is honest documentation.
+func TestShippedConfigsLoad(t *testing.T) {
+	s, err := Load("../configs/sidecar.yaml", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.set = nil
+	if d := Defaults(); !reflect.DeepEqual(s, d) {
+		t.Errorf("configs/sidecar.yaml differs from the defaults:\n file %+v\n defs %+v", s, d)
+	}
+	// Every key of the table appears in it, so nothing is undocumented.
+	b, _ := os.ReadFile("../configs/sidecar.yaml")
+	for _, e := range table {
+		leaf := e.key[strings.LastIndex(e.key, ".")+1:]
+		if e.secret || strings.HasPrefix(e.key, "s3.") {
+			continue
+		}
+		if !strings.Contains(string(b), leaf+":") {
+			t.Errorf("configs/sidecar.yaml does not mention %s", e.key)
+		}
+	}
+	s3, err := Load("../configs/s3.yaml", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s3.Sink, "s3://") || s3.S3.Endpoint == "" || s3.Pipeline.Writers != 8 {
+		t.Errorf("configs/s3.yaml: %+v", s3)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "c.yaml")
+	os.WriteFile(f, []byte("sink: /from/file\nbackend: gpu\npipeline:\n  writers: 3\n  queue: 9\n"), 0o644)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	_, apply := Flags(fs)
+	if err := fs.Parse([]string{"--writers", "7"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(f, env(map[string]string{"FZ_SINK": "/from/env", "FZ_PIPELINE_WRITERS": "5", "FZ_NATS_TOKEN": "tok"}), apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sink != "/from/env" || s.Backend != "gpu" || s.Pipeline.Writers != 7 || s.Pipeline.Queue != 9 || s.NATS.Token != "tok" {
+		t.Errorf("precedence wrong: sink %q backend %q writers %d queue %d", s.Sink, s.Backend, s.Pipeline.Writers, s.Pipeline.Queue)
+	}
+	if src := s.Source("pipeline.writers"); src != "flag --writers" {
+		t.Errorf("source of pipeline.writers: %q", src)
+	}
+	if src := s.Source("pipeline.queue"); src != f+":5" {
+		t.Errorf("source of pipeline.queue: %q", src)
+	}
+	if s.Source("metrics.listen") != "default" {
+		t.Errorf("metrics.listen source %q", s.Source("metrics.listen"))
+	}
+}
+
+// Errors name where the value came from, the key, the value and what was
+// expected.
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		file  string
+		env   map[string]string
+		flags []string
+		want  []string
+	}{
+		{file: "pipeline:\n  writers: many\n", want: []string{"c.yaml:2", "pipeline.writers", `"many"`, "whole number from 1 to 256"}},
+		{file: "pipeline:\n  writer: 3\n", want: []string{"c.yaml:2", "pipeline.writer", "unknown key", "writers"}},
+		{file: "sinc: /x\n", want: []string{"c.yaml:1", "sinc", "unknown key", "sink"}},
+		{file: "budget: lots\n", want: []string{"budget", `"lots"`, "4GiB"}},
+		{file: "jetstream:\n  ack_wait: 30\n", want: []string{"jetstream.ack_wait", "30s"}},
+		{file: "backend: tpu\n", want: []string{"backend", `"tpu"`, "auto, cpu or gpu"}},
+		{file: "nats: 5\n", want: []string{"c.yaml:1", "nats", "mapping"}},
+		{file: "sink: [a, b]\n", want: []string{"sink", "single value"}},
+		{file: "pipeline:\n\twriters: 3\n", want: []string{"c.yaml"}},
+		{file: "nats:\n  url: nats://x:4222\n  listen: 127.0.0.1:1\n", want: []string{"nats.listen", "cannot be combined with nats.url"}},
+		{file: "s3:\n  part_size: 1MiB\n", want: []string{"s3.part_size", "5MiB"}},
+		{file: "metrics:\n  listen: nowhere\n", want: []string{"metrics.listen", "host:port", "off"}},
+		{file: "gpus: 0,0\n", want: []string{"gpus", "device numbers"}},
+		{env: map[string]string{"FZ_PIPELINE_COMPRESSORS": "0"}, want: []string{"environment FZ_PIPELINE_COMPRESSORS", "pipeline.compressors", "from 1 to 64"}},
+		{env: map[string]string{"FZ_LOG_LEVEL": "loud"}, want: []string{"FZ_LOG_LEVEL", "debug, info, warn or error"}},
+		{flags: []string{"--drain-timeout", "-1s"}, want: []string{"flag --drain-timeout", "pipeline.drain_timeout", "positive duration"}},
+		{flags: []string{"--nats-listen", "4222"}, want: []string{"flag --nats-listen", "host:port"}},
+		{flags: []string{"--subject-prefix", "a.b"}, want: []string{"nats.subject_prefix", "A-Z"}},
+	}
+	for i, c := range cases {
+		f := ""
+		if c.file != "" {
+			f = filepath.Join(dir, "c.yaml")
+			os.WriteFile(f, []byte(c.file), 0o644)
+		}
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		_, apply := Flags(fs)
+		if err := fs.Parse(c.flags); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(f, env(c.env), apply)
+		if err == nil {
+			t.Errorf("case %d (%q %v %v): no error", i, c.file, c.env, c.flags)
+			continue
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("case %d: %v does not match ErrConfig", i, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("case %d: error %q lacks %q", i, err, w)
+			}
+		}
+	}
+}
+
+func TestSecretsNotEchoed(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(f, []byte("nats:\n  token: [s3cret]\n"), 0o644)
+	_, err := Load(f, nil, nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestValuesParsed(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(f, []byte("budget: 512MiB\ngpus: [0, 2]\njetstream:\n  ack_wait: 2s\nmetrics:\n  listen: off\nlog:\n  format: JSON\nempty:\n"), 0o644)
+	_, err := Load(f, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("unknown empty key: %v", err)
+	}
+	os.WriteFile(f, []byte("budget: 512MiB\ngpus: [0, 2]\njetstream:\n  ack_wait: 2s\nmetrics:\n  listen: off\nlog:\n  format: JSON\n"), 0o644)
+	s, err := Load(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Budget != 512<<20 || !reflect.DeepEqual(s.GPUs, []int{0, 2}) || s.AckWait != 2*time.Second || s.Metrics.Listen != "off" || s.Log.Format != "json" {
+		t.Errorf("%+v", s)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil, nil); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -1,0 +1,123 @@
+// Package config holds the sidecar's user-facing settings and loads them
+// from four layers, each overriding the one before:
+//
+//	defaults < YAML file (--config or $FZ_CONFIG) < environment ($FZ_…) < command-line flags
+//
+// One table (table.go) names every setting once: its YAML key, its
+// environment variable, its flag, its help and its parser, so the three
+// sources can never disagree on names or on what a value means. Every error
+// names the source (file and line, variable, or flag), the key, the value
+// and what was expected.
+package config
+
+import "time"
+
+// Settings is everything `fzsidecar serve` can be told.
+type Settings struct {
+	NATS struct {
+		Listen        string // embedded server address; ignored with URL
+		URL           string // external server(s); empty: embedded
+		SubjectPrefix string
+		Token         string
+		User          string
+		Password      string
+		NkeyFile      string
+		CredsFile     string
+		TLSCA         string
+		TLSCert       string
+		TLSKey        string
+	}
+	ShmDir  string
+	DataDir string
+	Sink    string
+	Backend string
+	// GPUs lists device ordinals for --backend gpu: one compression lane
+	// per device. Empty: device 0.
+	GPUs []int
+
+	Budget int64
+
+	MaxBlock time.Duration
+	LeaseTTL time.Duration
+
+	AckWait     time.Duration
+	DedupWindow time.Duration
+	ResultTTL   time.Duration
+	MaxQueued   int64
+	MaxDeliver  int
+
+	Pipeline struct {
+		Compressors  int
+		Writers      int
+		Queue        int
+		CodecThreads int // fz workers per snapshot; 0: all cores
+		DrainTimeout time.Duration
+	}
+
+	Metrics struct {
+		Listen string // host:port, or "off"
+	}
+
+	Log struct {
+		Level  string // debug, info, warn, error
+		Format string // text or json
+	}
+
+	// S3 settings for s3:// sinks; credentials only ever come from the
+	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+	S3 struct {
+		Endpoint string
+		Region   string
+		PartSize int64
+		Threads  int
+	}
+
+	// set records which keys a file, the environment or a flag gave, for
+	// rules like "nats.url and nats.listen exclude each other".
+	set map[string]string
+}
+
+// Defaults are the zero-config values: embedded NATS on loopback, shm in
+// /dev/shm/fzsidecar, local sink ./fzdata, backend auto.
+func Defaults() Settings {
+	var s Settings
+	s.NATS.Listen = "127.0.0.1:4222"
+	s.NATS.SubjectPrefix = "fz"
+	s.ShmDir = "/dev/shm/fzsidecar"
+	s.DataDir = ".fzsidecar"
+	s.Sink = "./fzdata"
+	s.Backend = "auto"
+	s.Budget = 4 << 30
+	s.MaxBlock = 10 * time.Minute
+	s.LeaseTTL = 10 * time.Minute
+	s.AckWait = 30 * time.Second
+	s.DedupWindow = 10 * time.Minute
+	s.ResultTTL = 24 * time.Hour
+	s.MaxQueued = 100000
+	s.Pipeline.Compressors = 2
+	s.Pipeline.Writers = 4
+	s.Pipeline.Queue = 4
+	s.Pipeline.DrainTimeout = 20 * time.Second
+	s.Metrics.Listen = DefaultMetricsListen
+	s.Log.Level = "info"
+	s.Log.Format = "text"
+	return s
+}
+
+// DefaultMetricsListen is where /metrics and /healthz are served unless
+// configured. If it is busy, serve falls back to a free port (and says so)
+// rather than refusing to start over an optional endpoint; an explicitly
+// configured address that is busy is an error.
+const DefaultMetricsListen = "127.0.0.1:9464"
+
+// Source says where a key's value came from: "default", a file position,
+// an environment variable or a flag.
+func (s *Settings) Source(key string) string {
+	if src, ok := s.set[key]; ok {
+		return src
+	}
+	return "default"
+}
+
+// IsSet reports whether key was given by a file, the environment or a flag.
+func (s *Settings) IsSet(key string) bool { _, ok := s.set[key]; return ok }

@@ -1,0 +1,313 @@
+// Package bench is `fzsidecar bench-e2e` (`bench e2e`): the sidecar's
+// sustained ingest throughput, raw bytes per second from publish to durable
+// store, with K producer processes publishing M snapshots of S bytes each.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/config"
+	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/internal/synth"
+	"github.com/fzsidecar/fzsidecar/pipeline"
+	"github.com/fzsidecar/fzsidecar/sidecar"
+)
+
+// Options of a run.
+type Options struct {
+	Producers int
+	Snapshots int   // per producer
+	Bytes     int64 // per snapshot
+	// Sink: "null" (discard: measures ingest + compression), a path (e.g. in
+	// /dev/shm for tmpfs), or any sink URL.
+	Sink         string
+	Backend      string
+	GPUs         []int
+	Compressors  int
+	Writers      int
+	Queue        int
+	CodecThreads int
+	Budget       int64
+	// Exe and Args start one producer process; the orchestrator appends
+	// the producer's flags (see ProducerArgs).
+	Exe  string
+	Args []string
+	Env  []string
+	Log  *slog.Logger
+	// Probe, if set, measures the pinned host-to-device bandwidth in the
+	// same run (GPU backends); nil reports it as not measured.
+	Probe func(ctx context.Context, bytes int64) (float64, error)
+}
+
+// Report is the result, also written as JSON.
+type Report struct {
+	Producers   int     `json:"producers"`
+	Snapshots   int     `json:"snapshots_per_producer"`
+	Bytes       int64   `json:"bytes_per_snapshot"`
+	Sink        string  `json:"sink"`
+	Backend     string  `json:"backend"`
+	Cores       int     `json:"cores"`
+	Compressors int     `json:"compressors"`
+	Writers     int     `json:"writers"`
+	Raw         uint64  `json:"raw_bytes"`
+	Comp        uint64  `json:"compressed_bytes"`
+	Seconds     float64 `json:"seconds"` // first publish → last result
+	// Bps is raw bytes per second from publish to durable store.
+	Bps        float64 `json:"ingest_bytes_per_second"`
+	BpsPerCore float64 `json:"ingest_bytes_per_second_per_core"`
+	// CodecBps is the codec alone on one snapshot in memory, all cores:
+	// the ceiling the pipeline should approach on CPU.
+	CodecBps float64 `json:"codec_only_bytes_per_second"`
+	// H2DBps is pinned host→device bandwidth (GPU only; 0: not measured).
+	H2DBps     float64            `json:"pinned_h2d_bytes_per_second,omitempty"`
+	StageMeans map[string]float64 `json:"stage_mean_seconds"`
+	Failed     int                `json:"failed"`
+}
+
+// ProducerArgs are the flags the producer role of the command takes.
+func ProducerArgs(url, shm, id string, index, snapshots int, bytes int64) []string {
+	return []string{"--role", "producer", "--nats-url", url, "--shm-dir", shm, "--id", id,
+		"--index", strconv.Itoa(index), "--snapshots", strconv.Itoa(snapshots), "--size", strconv.FormatInt(bytes, 10)}
+}
+
+// nullStore discards blobs: durable in the sense that nothing is lost that
+// was promised, and free, so the measurement is ingest + compression.
+type nullStore struct{}
+
+func (nullStore) Put(context.Context, pipeline.Key, []byte, pipeline.Meta) error { return nil }
+
+// stageTimes sums stage durations for the report.
+type stageTimes struct {
+	mu  sync.Mutex
+	sum map[pipeline.Stage]time.Duration
+	n   map[pipeline.Stage]int
+}
+
+func (s *stageTimes) Stage(st pipeline.Stage, d time.Duration) {
+	s.mu.Lock()
+	s.sum[st] += d
+	s.n[st]++
+	s.mu.Unlock()
+}
+func (s *stageTimes) Depth(pipeline.Stage, int)               {}
+func (s *stageTimes) Done(pipeline.Outcome, string, fz.Stats) {}
+
+// Run starts the sidecar in this process, the producers as processes, and
+// measures.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	shm, err := os.MkdirTemp(shmBase(), "fzsidecar-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(shm)
+	state, err := os.MkdirTemp("", "fzsidecar-bench-state-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(state)
+
+	s := config.Defaults()
+	s.ShmDir, s.DataDir, s.Backend, s.GPUs = shm, state, o.Backend, o.GPUs
+	s.NATS.Listen, s.Metrics.Listen = "127.0.0.1:0", "off"
+	s.Sink = o.Sink
+	if o.Sink == "null" {
+		s.Sink = state // opened but unused; the null store replaces it
+	}
+	if o.Compressors > 0 {
+		s.Pipeline.Compressors = o.Compressors
+	}
+	if o.Writers > 0 {
+		s.Pipeline.Writers = o.Writers
+	}
+	if o.Queue > 0 {
+		s.Pipeline.Queue = o.Queue
+	}
+	s.Pipeline.CodecThreads = o.CodecThreads
+	// Enough budget for every stage to hold a snapshot and producers to
+	// fill the next ones meanwhile; bounded so memory stays predictable.
+	s.Budget = o.Budget
+	if s.Budget <= 0 {
+		s.Budget = int64(s.Pipeline.Compressors+s.Pipeline.Queue+s.Pipeline.Writers+o.Producers) * o.Bytes
+	}
+	a, err := sidecar.FromSettings(ctx, s, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	if o.Sink == "null" {
+		a.Pipeline.Store = nullStore{}
+	}
+	st := &stageTimes{sum: map[pipeline.Stage]time.Duration{}, n: map[pipeline.Stage]int{}}
+	a.Pipeline.Observer = st
+	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName,
+		Cores: runtime.GOMAXPROCS(0), Compressors: s.Pipeline.Compressors, Writers: s.Pipeline.Writers}
+
+	// The codec alone first, while nothing else runs.
+	rep.CodecBps, err = codecOnly(ctx, a.Pipeline.Codec, o.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("codec-only baseline: %w", err)
+	}
+	if o.Probe != nil {
+		if rep.H2DBps, err = o.Probe(ctx, o.Bytes); err != nil {
+			return nil, fmt.Errorf("pinned H2D probe: %w", err)
+		}
+	}
+
+	ready := make(chan string, 1)
+	a.Ready = func(url string) { ready <- url }
+	sctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- sidecar.Run(sctx, a.Config) }()
+	defer func() { stop(); <-ran }()
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-ran:
+		return nil, fmt.Errorf("sidecar: %w", err)
+	}
+
+	reps := make([]ProducerReport, o.Producers)
+	errs := make([]error, o.Producers)
+	var wg sync.WaitGroup
+	for i := range o.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = runProducerProcess(ctx, o, ProducerArgs(url, shm, fmt.Sprintf("p%d", i), i, o.Snapshots, o.Bytes))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var first, last int64
+	for i, r := range reps {
+		if i == 0 || r.FirstPublish < first {
+			first = r.FirstPublish
+		}
+		last = max(last, r.LastResult)
+		rep.Raw += r.Raw
+		rep.Comp += r.Comp
+		rep.Failed += r.Failed
+	}
+	rep.Seconds = float64(last-first) / 1e9
+	if rep.Seconds > 0 {
+		rep.Bps = float64(rep.Raw) / rep.Seconds
+		rep.BpsPerCore = rep.Bps / float64(rep.Cores)
+	}
+	rep.StageMeans = map[string]float64{}
+	st.mu.Lock()
+	for k, d := range st.sum {
+		rep.StageMeans[string(k)] = d.Seconds() / float64(st.n[k])
+	}
+	st.mu.Unlock()
+	return rep, nil
+}
+
+func runProducerProcess(ctx context.Context, o Options, args []string) (ProducerReport, error) {
+	cmd := exec.CommandContext(ctx, o.Exe, append(append([]string(nil), o.Args...), args...)...)
+	cmd.Env = append(os.Environ(), o.Env...)
+	var stderr bytesBuf
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return ProducerReport{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return ProducerReport{}, fmt.Errorf("start producer: %w", err)
+	}
+	var rep ProducerReport
+	var got bool
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if json.Unmarshal(sc.Bytes(), &rep) == nil && rep.ID != "" {
+			got = true
+		}
+	}
+	werr := cmd.Wait()
+	switch {
+	case !got:
+		return rep, fmt.Errorf("producer %v: no report (%v): %s", args, werr, stderr.String())
+	case rep.Err != "":
+		return rep, fmt.Errorf("producer %s: %s", rep.ID, rep.Err)
+	case werr != nil:
+		return rep, fmt.Errorf("producer %s: %v: %s", rep.ID, werr, stderr.String())
+	}
+	return rep, nil
+}
+
+// codecOnly is the best of 3 in-memory compressions of one snapshot.
+func codecOnly(ctx context.Context, c pipeline.Codec, n int64) (float64, error) {
+	src := make([]byte, n)
+	dims := Dims(n)
+	synth.Fill32(fz.ViewFloats[float32](src), dims, 0, 0)
+	p := fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		t := time.Now()
+		if _, _, err := c(ctx, src, p); err != nil {
+			return 0, err
+		}
+		best = min(best, time.Since(t))
+	}
+	return float64(n) / best.Seconds(), nil
+}
+
+func shmBase() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+type bytesBuf struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (b *bytesBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.b) < 8192 {
+		b.b = append(b.b, p...)
+	}
+	return len(p), nil
+}
+func (b *bytesBuf) String() string { b.mu.Lock(); defer b.mu.Unlock(); return string(b.b) }
+
+// Print writes the human-readable report.
+func Print(w io.Writer, r *Report) {
+	gb := func(b float64) string { return fmt.Sprintf("%.3f GB/s", b/1e9) }
+	fmt.Fprintf(w, "bench e2e: %d producers × %d snapshots × %.1f MiB f32 (%.2f GB raw), sink %s, backend %s, %d cores\n",
+		r.Producers, r.Snapshots, float64(r.Bytes)/(1<<20), float64(r.Raw)/1e9, r.Sink, r.Backend, r.Cores)
+	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers\n", r.Compressors, r.Writers)
+	fmt.Fprintf(w, "ingest (publish → durable): %s in %.2fs = %s per core; ratio %.2f; %d failed\n",
+		gb(r.Bps), r.Seconds, gb(r.BpsPerCore), float64(r.Raw)/max(float64(r.Comp), 1), r.Failed)
+	fmt.Fprintf(w, "codec alone (one snapshot in memory, all cores): %s → the pipeline sustains %.0f%% of it\n",
+		gb(r.CodecBps), 100*r.Bps/r.CodecBps)
+	if r.H2DBps > 0 {
+		fmt.Fprintf(w, "pinned H2D (same run): %s → ingest / H2D = %.2f (target ≥ 0.90)\n", gb(r.H2DBps), r.Bps/r.H2DBps)
+	}
+	fmt.Fprintf(w, "mean per snapshot:")
+	for _, s := range []pipeline.Stage{pipeline.StageWait, pipeline.StageLoad, pipeline.StageCompress, pipeline.StageQueue, pipeline.StageStore, pipeline.StageResult, pipeline.StageTotal} {
+		if v, ok := r.StageMeans[string(s)]; ok {
+			fmt.Fprintf(w, " %s %.1fms", s, v*1e3)
+		}
+	}
+	fmt.Fprintln(w)
+}

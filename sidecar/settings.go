@@ -1,0 +1,151 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/fzsidecar/fzsidecar/backend"
+	"github.com/fzsidecar/fzsidecar/config"
+	"github.com/fzsidecar/fzsidecar/cuda"
+	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
+	"github.com/fzsidecar/fzsidecar/pipeline"
+	"github.com/fzsidecar/fzsidecar/sinks"
+)
+
+// Assembled is a Config built from Settings plus what must be closed after
+// Run returns.
+type Assembled struct {
+	Config
+	Sink        sinks.Sink
+	BackendName string
+	closers     []io.Closer
+}
+
+// Close releases the sink and any GPU backends.
+func (a *Assembled) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// NewLogger makes the structured logger the settings ask for.
+func NewLogger(w io.Writer, s config.Settings) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(s.Log.Level)) // validated by config
+	o := &slog.HandlerOptions{Level: level}
+	if s.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// FromSettings opens the sink and the codec backend(s) and assembles the
+// sidecar's Config. Close the result after Run.
+func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*Assembled, error) {
+	a := &Assembled{}
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close()
+		}
+	}()
+	codec, name, err := openCodec(s, log, a)
+	if err != nil {
+		return nil, err
+	}
+	a.BackendName = name
+	sinkLog := log.With("component", "sink")
+	sink, err := sinks.Open(ctx, s.Sink, sinks.WithLogger(sinkLog), sinks.WithS3(sinks.S3Config{
+		Endpoint: s.S3.Endpoint, Region: s.S3.Region, PartSize: uint64(s.S3.PartSize), Threads: uint(s.S3.Threads),
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("sink %s (%s): %w", s.Sink, s.Source("sink"), err)
+	}
+	a.Sink = sink
+	a.closers = append(a.closers, sink)
+	n := s.NATS
+	conn := ingest.ConnOptions{URL: n.URL, Name: "fzsidecar serve", Token: n.Token, User: n.User, Password: n.Password,
+		NkeySeedFile: n.NkeyFile, CredsFile: n.CredsFile, TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey}
+	a.Config = Config{
+		Embedded: n.URL == "", Listen: n.Listen, DataDir: s.DataDir, TLSCert: n.TLSCert, TLSKey: n.TLSKey,
+		Conn: conn,
+		Receiver: ingest.ReceiverConfig{
+			Subjects: ingest.Subjects{Prefix: n.SubjectPrefix}, ShmDir: s.ShmDir, Budget: s.Budget,
+			MaxBlock: s.MaxBlock, LeaseTTL: s.LeaseTTL, AckWait: s.AckWait, MaxDeliver: s.MaxDeliver,
+			Streams: ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL},
+		},
+		Pipeline: pipeline.Config{
+			Store: pipeline.SinkStore(sink), Codec: codec,
+			Compressors: s.Pipeline.Compressors, Writers: s.Pipeline.Writers, Queue: s.Pipeline.Queue,
+			DrainTimeout: s.Pipeline.DrainTimeout,
+		},
+		Log:            log,
+		MetricsListen:  s.Metrics.Listen,
+		MetricsDefault: !s.IsSet("metrics.listen"),
+	}
+	ok = true
+	return a, nil
+}
+
+// openCodec resolves backend and gpus into one codec: the CPU codec, one
+// GPU, or one lane per GPU.
+func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (pipeline.Codec, string, error) {
+	var opts []fz.Option
+	if s.Pipeline.CodecThreads > 0 {
+		opts = append(opts, fz.WithWorkers(s.Pipeline.CodecThreads))
+	}
+	want := strings.ToLower(s.Backend)
+	if want == "cpu" || (want == "auto" && len(s.GPUs) == 0) {
+		b, why, err := backend.Select(want)
+		if err != nil {
+			return nil, "", fmt.Errorf("backend (%s): %w", s.Source("backend"), err)
+		}
+		log.Info(why)
+		if b == nil || b.Name() == "cpu" {
+			return pipeline.FZ(opts...), "cpu", nil
+		}
+		if c, ok := b.(io.Closer); ok {
+			a.closers = append(a.closers, c)
+		}
+		return pipeline.FZ(append(opts, fz.WithBackend(b))...), b.Name(), nil
+	}
+	// gpu, or auto with explicit devices: one lane per device.
+	devs := s.GPUs
+	if len(devs) == 0 {
+		devs = []int{0}
+	}
+	all := len(devs) == 1 && devs[0] == -1
+	if all {
+		devs = nil
+		for d := 0; d < 256; d++ {
+			devs = append(devs, d)
+		}
+	}
+	var lanes []pipeline.Codec
+	var names []string
+	for _, d := range devs {
+		b, err := cuda.OpenDevice(d, cuda.DefaultJobTiles)
+		if err != nil {
+			if all && len(lanes) > 0 {
+				break // past the last device
+			}
+			if want == "auto" {
+				log.Info("backend auto: cpu", "reason", err.Error())
+				return pipeline.FZ(opts...), "cpu", nil
+			}
+			return nil, "", fmt.Errorf("backend gpu, device %d (%s): %w", d, s.Source("gpus"), err)
+		}
+		a.closers = append(a.closers, b)
+		lanes = append(lanes, pipeline.FZ(append(opts, fz.WithBackend(b))...))
+		names = append(names, b.Name())
+	}
+	log.Info("backend gpu", "lanes", len(lanes), "devices", strings.Join(names, "; "))
+	return pipeline.Lanes(lanes...), strings.Join(names, "; "), nil
+}
