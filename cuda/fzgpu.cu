@@ -31,6 +31,13 @@
 #define TILE 4096
 #define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
 #define RANGE_BLOCKS 1024
+#ifndef ENC_MINB
+#define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
+#endif
+#ifndef DEC_MINB
+#define DEC_MINB 3
+#endif
+#define PWS 132             // words per bit-plane row in shared memory (128 + 4: fewer bank conflicts)
 
 static_assert(NWARPS == 16, "one warp per bit plane");
 
@@ -70,20 +77,31 @@ __device__ __forceinline__ int slot_of(int z, int y, int x, int lz, int ly, int 
     return i * g.bz * ly * lx + ez * j * g.by * lx + ez * ey * k * g.bx + (dz * ey + dy) * ex + dx;
 }
 
+// f64(q) for any int32 q without the quarter-rate I2F: the bits of
+// 1.5*2^52 + q are 0x4338000000000000 + q (|q| < 2^51), and subtracting
+// 1.5*2^52 is exact.
+__device__ __forceinline__ double i2d(int q) {
+    return __dsub_rn(__longlong_as_double(0x4338000000000000ll + (long long)q), 6755399441055744.0);
+}
+
 template <typename T> struct Bits;
 template <> struct Bits<float> {
     typedef unsigned int U;
     static __device__ __forceinline__ unsigned long long of(float x) { return __float_as_uint(x); }
     static __device__ __forceinline__ float from(unsigned long long b) { return __uint_as_float((unsigned)b); }
     static __device__ __forceinline__ float rec(int q, double step) {
-        return __double2float_rn(__dmul_rn((double)q, step));
+        return __double2float_rn(__dmul_rn(i2d(q), step));
+    }
+    static __device__ __forceinline__ float recd(double qd, double step) {
+        return __double2float_rn(__dmul_rn(qd, step));
     }
 };
 template <> struct Bits<double> {
     typedef unsigned long long U;
     static __device__ __forceinline__ unsigned long long of(double x) { return __double_as_longlong(x); }
     static __device__ __forceinline__ double from(unsigned long long b) { return __longlong_as_double(b); }
-    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn((double)q, step); }
+    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn(i2d(q), step); }
+    static __device__ __forceinline__ double recd(double qd, double step) { return __dmul_rn(qd, step); }
 };
 
 // ---------------------------------------------------------------- block scans
@@ -250,12 +268,31 @@ __global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
     eoff[e] = ((unsigned long long)z * g.ny + y) * g.nx + x;
 }
 
+// ---------------------------------------------------------------- bit transpose
+
+// 32x32 bit transpose across a warp: lane r holds row r (bit c = column c);
+// on return lane r holds column r (bit c = old lane c's bit r). Five
+// butterfly stages, each swapping bit j of the row and column index:
+// a shuffle, a rotate and one 3-input logic op per lane.
+__device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
+#pragma unroll
+    for (int j = 16; j >= 1; j >>= 1) {
+        const unsigned m = j == 16 ? 0x0000FFFFu : j == 8 ? 0x00FF00FFu : j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
+        const unsigned y = __shfl_xor_sync(0xffffffffu, x, j);
+        const bool top = (lane & j) == 0;
+        const unsigned mk = top ? m : ~m;
+        const unsigned r = __funnelshift_l(y, y, top ? j : 32 - j);
+        x = (x & mk) | (r & ~mk);
+    }
+    return x;
+}
+
 // ---------------------------------------------------------------- encode
 
 struct EncShared {
     int q[TILE];                    // q, then residuals
     unsigned short code[TILE];      // slot order
-    uint4 pw[16][32];               // bit planes: [plane][zero-block] (4 words)
+    __align__(16) unsigned pw[16 * PWS]; // bit planes: [plane][word], rows padded (banks)
     unsigned char fl[TILE];         // 1 has q, 2 fill, 4 raw, 8 escape
     unsigned mfill[128], mraw[128]; // slot-order masks
     unsigned bm[16], fbm, rbm;
@@ -270,10 +307,11 @@ struct EncShared {
     int origin;
 };
 
-// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box).
-__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, int z, int y, int x, int ly, int lx,
+// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box); m is
+// the element's meta word (x>0, y>0, z>0 in bits 12..14).
+__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, unsigned m, int P, int lx,
                                            unsigned char bit) {
-    int P = ly * lx;
+    const bool x = (m >> 12) & 1, y = (m >> 13) & 1, z = (m >> 14) & 1;
     int b = (fl[e] & bit) != 0;
     if (x) b ^= (fl[e - 1] & bit) != 0;
     if (y) b ^= (fl[e - lx] & bit) != 0;
@@ -288,7 +326,7 @@ __device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, int z
 }
 
 template <typename T>
-__global__ void __launch_bounds__(NT, 2)
+__global__ void __launch_bounds__(NT, ENC_MINB)
     encode_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                   unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                   unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status, unsigned *tsize,
@@ -340,8 +378,13 @@ __global__ void __launch_bounds__(NT, 2)
                     f = 4;
                     nraw++;
                 } else {
-                    q = (int)__dsub_rn(__dadd_rn(sv, 6755399441055744.0), 6755399441055744.0);
-                    double er = fabs(__dsub_rn((double)v, (double)Bits<T>::rec(q, step)));
+                    // (s + 1.5*2^52) - 1.5*2^52, rounded twice: the first sum is
+                    // 1.5*2^52 + q exactly, so its low word is q (no F2I) and the
+                    // second gives f64(q) (no I2F): conversions run at 1/4 rate.
+                    const double sr = __dadd_rn(sv, 6755399441055744.0);
+                    const double qd = __dsub_rn(sr, 6755399441055744.0);
+                    q = __double2loint(sr);
+                    double er = fabs(__dsub_rn((double)v, (double)Bits<T>::recd(qd, step)));
                     f = 1;
                     if (!(er <= eb)) {
                         f = 5;
@@ -379,26 +422,18 @@ __global__ void __launch_bounds__(NT, 2)
         s.red_d[wid] = maxerr;
     }
     __syncthreads();
-    if (tid == 0) {
+    // every warp reduces the 16 partials itself: no serial thread-0 section
+    // and no second barrier.
+    const unsigned NR = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[NWARPS + lane] : 0u);
+    const unsigned NF = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[2 * NWARPS + lane] : 0u);
+    if (NR | NF) {
         long long S = 0;
-        unsigned C = 0, R = 0, F = 0;
-        double M = 0;
+        unsigned C = 0;
         for (int i = 0; i < NWARPS; i++) {
             S += s.red_s[i];
             C += s.red_u[i];
-            R += s.red_u[NWARPS + i];
-            F += s.red_u[2 * NWARPS + i];
-            M = fmax(M, s.red_d[i]);
         }
-        s.red_s[0] = C ? S / (long long)C : 0;  // placeholder (truncating)
-        s.nraw = R;
-        s.nfill = F;
-        s.red_d[0] = M;
-    }
-    __syncthreads();
-    const unsigned NR = s.nraw, NF = s.nfill;
-    if (NR | NF) {
-        int ph = (int)s.red_s[0];
+        const int ph = C ? (int)(S / (long long)C) : 0;  // placeholder (truncating)
 #pragma unroll
         for (int k = 0; k < KPT; k++) {
             int e = k * NT + tid;
@@ -461,10 +496,9 @@ __global__ void __launch_bounds__(NT, 2)
             int e = k * NT + tid;
             if (meta[k] >> 15) {
                 unsigned m = meta[k];
-                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
                 int sl = m & 4095;
-                if (NF && xor_corners(s.fl, e, z, y, x, ly, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
-                if (NR && xor_corners(s.fl, e, z, y, x, ly, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
+                if (NF && xor_corners(s.fl, e, m, P, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
+                if (NR && xor_corners(s.fl, e, m, P, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
             }
         }
     }
@@ -472,23 +506,18 @@ __global__ void __launch_bounds__(NT, 2)
     if (lane == 0) s.red_u[3 * NWARPS + wid] = nesc;
     __syncthreads();
 
-    // 3. Bitshuffle by ballot: warp w builds words w, w+16, ...
-    {
-        unsigned *pw = (unsigned *)s.pw;
-        for (int W = wid; W < 128; W += NWARPS) {
-            unsigned c = s.code[32 * W + lane], mine = 0;
-#pragma unroll
-            for (int p = 0; p < 16; p++) {
-                unsigned b = __ballot_sync(0xffffffffu, (c >> p) & 1u);
-                if (lane == p) mine = b;
-            }
-            if (lane < 16) pw[lane * 128 + W] = mine;
-        }
+    // 3. Bitshuffle by warp transpose: warp w takes the 64 codes of words
+    //    2m, 2m+1 (lane l: codes 64m+l and 64m+32+l, packed), transposes, and
+    //    lane p (p < 16) holds plane p of word 2m, lane 16+p of word 2m+1.
+    for (int m = wid; m < 64; m += NWARPS) {
+        const unsigned c = (unsigned)s.code[64 * m + lane] | (unsigned)s.code[64 * m + 32 + lane] << 16;
+        const unsigned w = transpose32(c, lane);
+        s.pw[(lane & 15) * PWS + 2 * m + (lane >> 4)] = w;
     }
     __syncthreads();
     // 4. zero-block masks: warp p owns plane p, lane k block k.
     {
-        uint4 b = s.pw[wid][lane];
+        uint4 b = *(const uint4 *)&s.pw[wid * PWS + 4 * lane];
         unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
         if (lane == 0) s.bm[wid] = m;
         if (wid == 0 && (NF | NR)) {
@@ -502,42 +531,51 @@ __global__ void __launch_bounds__(NT, 2)
         }
     }
     __syncthreads();
-    if (tid == 0) {
-        unsigned E = 0;
-        for (int i = 0; i < NWARPS; i++) E += s.red_u[3 * NWARPS + i];
-        unsigned pm = 0;
-        unsigned at = 2;  // words
-        for (int p = 0; p < 16; p++) {
-            if (s.bm[p]) {
-                pm |= 1u << p;
-                s.plane_at[p] = at;
-                at += 1 + 4 * __popc(s.bm[p]);
+    // 5. Layout (warp 0: plane offsets by a 16-lane scan), then the
+    //    decoupled look-back: the sum of the sizes of tiles 0..rel-1.
+    if (wid == 0) {
+        const unsigned E = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[3 * NWARPS + lane] : 0u);
+        const unsigned bmp = lane < 16 ? s.bm[lane] : 0u;
+        const unsigned szp = bmp ? 1 + 4 * __popc(bmp) : 0u;
+        unsigned inc = szp;
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) {
+            unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += y;
+        }
+        const unsigned pm = __ballot_sync(0xffffffffu, bmp != 0);
+        if (lane < 16) s.plane_at[lane] = 2 + inc - szp;
+        double M = lane < NWARPS ? s.red_d[lane] : 0.0;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o));
+        unsigned at = 2 + __shfl_sync(0xffffffffu, inc, 15);  // words
+        if (lane == 0) {
+            s.esc_at = at;
+            if (E) at += 1 + E;
+            s.fill_at = at;
+            if (NF) at += 1 + 4 * __popc(s.fbm);
+            s.raw_at = at;
+            if (NR) at += 1 + 4 * __popc(s.rbm) + 1 + NR * (sizeof(T) / 4);
+            s.plane_mask = pm;
+            s.nesc = E;
+            s.size = at * 4;
+            unsigned long long sz = at * 4ull;
+            tsize[rel] = (unsigned)sz;
+            touts[rel] = NR;
+            terr[rel] = M;
+            if (rel == 0) {
+                *(volatile unsigned long long *)&status[0] = ST_INC | sz;
+                s.excl = 0;
+            } else {
+                *(volatile unsigned long long *)&status[rel] = ST_AGG | sz;
             }
         }
-        s.esc_at = at;
-        if (E) at += 1 + E;
-        s.fill_at = at;
-        if (NF) at += 1 + 4 * __popc(s.fbm);
-        s.raw_at = at;
-        if (NR) at += 1 + 4 * __popc(s.rbm) + 1 + NR * (sizeof(T) / 4);
-        s.plane_mask = pm;
-        s.nesc = E;
-        s.size = at * 4;
-        unsigned long long sz = at * 4ull;
-        tsize[rel] = (unsigned)sz;
-        touts[rel] = NR;
-        terr[rel] = s.red_d[0];
-        if (rel == 0) {
-            *(volatile unsigned long long *)&status[0] = ST_INC | sz;
-            s.excl = 0;
-        } else {
-            *(volatile unsigned long long *)&status[rel] = ST_AGG | sz;
-        }
+        __syncwarp();
     }
-    __syncthreads();
 
     // 5. Decoupled look-back: the sum of the sizes of tiles 0..rel-1.
     if (wid == 0 && rel > 0) {
+        // (warp 0 only: lane 0's stores above are ordered by __syncwarp)
         unsigned long long excl = 0;
         long long look = (long long)rel - 1;
         while (true) {
@@ -583,7 +621,7 @@ __global__ void __launch_bounds__(NT, 2)
             if (k == 0) o[at] = bm;
             if ((bm >> k) & 1) {
                 unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << k) - 1));
-                uint4 b = s.pw[p][k];
+                uint4 b = *(const uint4 *)&s.pw[p * PWS + 4 * k];
                 dst[0] = b.x;
                 dst[1] = b.y;
                 dst[2] = b.z;
@@ -773,6 +811,24 @@ __global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned lon
     if (threadIdx.x == 0 && !bad && base_sh != room) report(err, end - 1 - tile0, FZGPU_DE_TRAILCHUNK);
 }
 
+// In-place inclusive prefix sum (int32, wrapping) of c[0], c[st], ...,
+// c[(len-1)*st]: eight loads issued before their adds and stores.
+__device__ __forceinline__ void col_scan(int *c, int st, int len) {
+    unsigned acc = (unsigned)c[0];
+    for (int y = 1; y < len; y += 8) {
+        unsigned v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (y + j < len) v[j] = (unsigned)c[(y + j) * st];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (y + j < len) {
+                acc += v[j];
+                c[(y + j) * st] = (int)acc;
+            }
+    }
+}
+
 struct DecShared {
     unsigned tb[STAGE_WORDS];
     int q[TILE];
@@ -786,7 +842,7 @@ struct DecShared {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(NT, 2)
+__global__ void __launch_bounds__(NT, DEC_MINB)
     decode_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
                   int has_fill, unsigned long long fill_bits, const unsigned long long *toff, const unsigned *tsz,
                   T *__restrict__ dst, unsigned long long *err, const unsigned *__restrict__ emeta,
@@ -871,21 +927,22 @@ __global__ void __launch_bounds__(NT, 2)
     if (s.bad) return;
     const unsigned w0 = s.w0;
 
-    // 1. codes from planes: warp per 32-slot word, broadcast reads
-    for (int W = wid; W < 128; W += NWARPS) {
-        unsigned c = 0;
-        const int kb = W >> 2;
-#pragma unroll
-        for (int pl = 0; pl < 16; pl++) {
-            if ((w0 >> pl) & 1) {
-                unsigned bm = s.bm[pl];
-                if ((bm >> kb) & 1) {
-                    unsigned word = p[s.plane_at[pl] + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)];
-                    c |= ((word >> lane) & 1u) << pl;
-                }
-            }
+    // 1. codes from planes by warp transpose: lane 16h+p loads plane p of
+    //    word 2m+h (0 when the plane or its zero-block is absent); after the
+    //    transpose lane l holds codes 64m+l (low half) and 64m+32+l (high).
+    {
+        const int pl = lane & 15;
+        const bool has = (w0 >> pl) & 1;
+        const unsigned bm = has ? s.bm[pl] : 0u;
+        const unsigned pat = has ? s.plane_at[pl] + 1 : 0u;
+        for (int m = wid; m < 64; m += NWARPS) {
+            const int W = 2 * m + (lane >> 4), kb = W >> 2;
+            unsigned word = 0;
+            if ((bm >> kb) & 1) word = p[pat + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)];
+            const unsigned c = transpose32(word, lane);
+            s.code[64 * m + lane] = (unsigned short)c;
+            s.code[64 * m + 32 + lane] = (unsigned short)(c >> 16);
         }
-        s.code[32 * W + lane] = (unsigned short)c;
     }
     // masks into element flags (rare)
     for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
@@ -948,8 +1005,13 @@ __global__ void __launch_bounds__(NT, 2)
                 for (int k = 0; k < KPT; k++) {
                     int e = k * NT + tid;
                     if (e < n) {
-                        int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                        int sl = slot_of(z, y, x, lz, ly, lx, g);
+                        int sl;
+                        if (n == TILE) {
+                            sl = emeta[e] & 4095;
+                        } else {
+                            int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                            sl = slot_of(z, y, x, lz, ly, lx, g);
+                        }
                         int kb = sl >> 7;
                         if ((bm >> kb) & 1) {
                             unsigned word = p[at + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + ((sl >> 5) & 3)];
@@ -1082,23 +1144,13 @@ __global__ void __launch_bounds__(NT, 2)
     if (ly > 1) {
         for (int i = tid; i < lz * lx; i += NT) {
             int z = i / lx, x = i - z * lx;
-            int *c = s.q + z * P + x;
-            unsigned acc = (unsigned)c[0];
-            for (int y = 1; y < ly; y++) {
-                acc += (unsigned)c[y * lx];
-                c[y * lx] = (int)acc;
-            }
+            col_scan(s.q + z * P + x, lx, ly);
         }
         __syncthreads();
     }
     if (lz > 1) {
         for (int i = tid; i < P; i += NT) {
-            int *c = s.q + i;
-            unsigned acc = (unsigned)c[0];
-            for (int z = 1; z < lz; z++) {
-                acc += (unsigned)c[z * P];
-                c[z * P] = (int)acc;
-            }
+            col_scan(s.q + i, P, lz);
         }
         __syncthreads();
     }
