@@ -45,6 +45,13 @@ struct Geo {
     unsigned long long nz, ny, nx, gz, gy, gx, tiles;
     int tz, ty, tx, bz, by, bx;
     unsigned long long per_chunk;
+    // Fast path for full 8x16x32 tiles (the rank-3 shape): thread tid owns
+    // the column (y, x) = (tid / 32, tid % 32) through z = k = 0..7, so a
+    // warp holds one row. Slots and field offsets split into a z part
+    // (these tables) and a (y, x) part (emeta/eoff of element tid).
+    int fast;
+    unsigned skoff[KPT];           // slot of element (k, 0, 0)
+    unsigned long long koff[KPT];  // field offset of element (k, 0, 0): k*ny*nx
 };
 
 struct DevParams {
@@ -347,17 +354,26 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
     const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
 
     // 1. quantize + check. Element e = k*NT + tid: warps read rows.
-    long long sum = 0;
-    unsigned cnt = 0, nraw = 0, nfill = 0;
+    const bool fast = g.fast && n == TILE;
+    unsigned nraw = 0, nfill = 0;
     double maxerr = 0;
     unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15
+    unsigned m0 = 0;
+    unsigned long long off0 = 0;
+    if (fast) {
+        m0 = emeta[tid];
+        off0 = base + eoff[tid];
+    }
 #pragma unroll
     for (int k = 0; k < KPT; k++) {
         int e = k * NT + tid;
         meta[k] = 0;
         if (e < n) {
             unsigned long long gi;
-            if (n == TILE) {
+            if (fast) {
+                meta[k] = m0 + g.skoff[k] + (k > 0 ? 1u << 14 : 0u);
+                gi = off0 + g.koff[k];
+            } else if (n == TILE) {
                 meta[k] = emeta[e];
                 gi = base + eoff[e];
             } else {
@@ -392,8 +408,6 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
                     } else if (er > maxerr) {
                         maxerr = er;
                     }
-                    sum += q;
-                    cnt++;
                 }
             }
             s.q[e] = q;
@@ -408,15 +422,11 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
     }
     // block reductions
     for (int o = 16; o > 0; o >>= 1) {
-        sum += __shfl_down_sync(0xffffffffu, sum, o);
-        cnt += __shfl_down_sync(0xffffffffu, cnt, o);
         nraw += __shfl_down_sync(0xffffffffu, nraw, o);
         nfill += __shfl_down_sync(0xffffffffu, nfill, o);
         maxerr = fmax(maxerr, __shfl_down_sync(0xffffffffu, maxerr, o));
     }
     if (lane == 0) {
-        s.red_s[wid] = sum;
-        s.red_u[wid] = cnt;
         s.red_u[NWARPS + wid] = nraw;
         s.red_u[2 * NWARPS + wid] = nfill;
         s.red_d[wid] = maxerr;
@@ -427,6 +437,26 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
     const unsigned NR = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[NWARPS + lane] : 0u);
     const unsigned NF = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[2 * NWARPS + lane] : 0u);
     if (NR | NF) {
+        // holes: the placeholder is the mean of the tile's q (rare path)
+        long long sum = 0;
+        unsigned cnt = 0;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            if (e < n && (s.fl[e] & 1)) {
+                sum += s.q[e];
+                cnt++;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            sum += __shfl_down_sync(0xffffffffu, sum, o);
+            cnt += __shfl_down_sync(0xffffffffu, cnt, o);
+        }
+        if (lane == 0) {
+            s.red_s[wid] = sum;
+            s.red_u[wid] = cnt;
+        }
+        __syncthreads();
         long long S = 0;
         unsigned C = 0;
         for (int i = 0; i < NWARPS; i++) {
@@ -444,23 +474,35 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 
     // 2. Lorenzo residuals and codes.
     int d[KPT];
-    unsigned nesc = 0, orc = 0;
+    unsigned nesc = 0, orc = 0, rprev = 0;
 #pragma unroll
     for (int k = 0; k < KPT; k++) {
         int e = k * NT + tid;
         d[k] = 0;
         if (meta[k] >> 15) {
             unsigned m = meta[k];
-            int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
-            unsigned v = (unsigned)s.q[e];
-            if (hx) v -= (unsigned)s.q[e - 1];
-            if (hy) v -= (unsigned)s.q[e - lx];
-            if (hx && hy) v += (unsigned)s.q[e - lx - 1];
-            if (hz) {
-                v -= (unsigned)s.q[e - P];
-                if (hx) v += (unsigned)s.q[e - P - 1];
-                if (hy) v += (unsigned)s.q[e - P - lx];
-                if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
+            unsigned v;
+            if (fast) {
+                // d = Dz Dx Dy q: Dy from the row above (shared memory), Dx
+                // by a shuffle (a warp is one row), Dz from the register of
+                // the previous k (this thread's column).
+                const unsigned a = (unsigned)s.q[e] - (wid ? (unsigned)s.q[e - 32] : 0u);
+                const unsigned al = __shfl_up_sync(0xffffffffu, a, 1);
+                const unsigned r = a - (lane ? al : 0u);
+                v = r - rprev;
+                rprev = r;
+            } else {
+                int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
+                v = (unsigned)s.q[e];
+                if (hx) v -= (unsigned)s.q[e - 1];
+                if (hy) v -= (unsigned)s.q[e - lx];
+                if (hx && hy) v += (unsigned)s.q[e - lx - 1];
+                if (hz) {
+                    v -= (unsigned)s.q[e - P];
+                    if (hx) v += (unsigned)s.q[e - P - 1];
+                    if (hy) v += (unsigned)s.q[e - P - lx];
+                    if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
+                }
             }
             int dv = (int)v;
             d[k] = dv;
@@ -944,12 +986,56 @@ __global__ void __launch_bounds__(NT, DEC_MINB)
             s.code[64 * m + 32 + lane] = (unsigned short)(c >> 16);
         }
     }
+    // Fast path: a full 8x16x32 tile without escapes, fill or raw values.
+    const bool fast = g.fast && n == TILE && !((w0 >> 16) & 7);
     // masks into element flags (rare)
-    for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
+    if (!fast)
+        for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
     __syncthreads();
     if (tid == 0 && s.code[0] != 0) {
         s.bad = FZGPU_DE_SLOT0;
         report(err, rel, FZGPU_DE_SLOT0);
+    }
+    if (fast) {
+        // thread tid owns the column (y, x) = (tid/32, tid%32) for z = k:
+        // prefix along z in registers, along x by a warp scan (a warp is a
+        // row), along y by column scans in shared memory.
+        const unsigned tslot = emeta[tid] & 4095;
+        int v[KPT];
+        bool esc = false;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            const unsigned c = s.code[g.skoff[k] + tslot];
+            int dv = (int)(c & 0x7FFFu);
+            if (c & 0x8000u) {
+                esc |= dv == 0;  // an escape code in a tile without escapes
+                dv = -dv;
+            }
+            v[k] = dv;
+        }
+        if (tid == 0) v[0] = (int)s.origin;
+#pragma unroll
+        for (int k = 1; k < KPT; k++) v[k] = (int)((unsigned)v[k] + (unsigned)v[k - 1]);
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned y = __shfl_up_sync(0xffffffffu, (unsigned)v[k], o);
+                if (lane >= o) v[k] = (int)((unsigned)v[k] + y);
+            }
+            s.q[k * NT + tid] = v[k];
+        }
+        const int anyesc = __syncthreads_or(esc);
+        if (anyesc || s.bad) {
+            if (tid == 0 && anyesc && !s.bad) report(err, rel, FZGPU_DE_ESCCOUNT);
+            return;
+        }
+        if (tid < KPT * 32) col_scan(s.q + (tid >> 5) * NT + (tid & 31), 32, NWARPS);
+        __syncthreads();
+        const unsigned long long off0 = base + eoff[tid];
+#pragma unroll
+        for (int k = 0; k < KPT; k++) dst[off0 + g.koff[k]] = Bits<T>::rec(s.q[k * NT + tid], step);
+        return;
     }
 
     // 2. residuals in element order; escape flags
@@ -1335,6 +1421,12 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     g->by = by;
     g->bx = bx;
     g->per_chunk = f->tiles_per_chunk;
+    g->fast = tz == KPT && ty == NWARPS && tx == 32;
+    for (int k = 0; k < KPT; k++) {
+        // slot of element (k, 0, 0) of a full tile (FORMAT.md section 3)
+        g->skoff[k] = g->fast ? (unsigned)((k / bz) * bz * ty * tx + (k % bz) * by * bx) : 0u;
+        g->koff[k] = g->fast ? (unsigned long long)k * f->ny * f->nx : 0ull;
+    }
     return 0;
 }
 
