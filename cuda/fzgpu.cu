@@ -357,63 +357,70 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
     const bool fast = g.fast && n == TILE;
     unsigned nraw = 0, nfill = 0;
     double maxerr = 0;
-    unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15
-    unsigned m0 = 0;
-    unsigned long long off0 = 0;
-    if (fast) {
-        m0 = emeta[tid];
-        off0 = base + eoff[tid];
-    }
-#pragma unroll
-    for (int k = 0; k < KPT; k++) {
-        int e = k * NT + tid;
-        meta[k] = 0;
-        if (e < n) {
-            unsigned long long gi;
-            if (fast) {
-                meta[k] = m0 + g.skoff[k] + (k > 0 ? 1u << 14 : 0u);
-                gi = off0 + g.koff[k];
-            } else if (n == TILE) {
-                meta[k] = emeta[e];
-                gi = base + eoff[e];
+    unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15 (not fast)
+    // fast: meta of element k*NT+tid is that of element tid plus the z part
+    const unsigned m0 = fast ? emeta[tid] : 0u;
+    auto metaof = [&](int k) -> unsigned {
+        return fast ? m0 + g.skoff[k] + (k > 0 ? 1u << 14 : 0u) : meta[k];
+    };
+    // Branch-free: every step is computed and the outcome selected (the
+    // values of steps a fill or raw element skips are never used).
+    auto quant = [&](int e, unsigned long long gi) {
+        T v = src[gi];
+        unsigned char f = 0;
+        int q = 0;
+        if (has_fill && Bits<T>::of(v) == fill_bits) {
+            f = 2;
+            nfill++;
+        } else {
+            double sv = __dmul_rn((double)v, inv);
+            if (!(fabs(sv) < 268435456.0)) {  // also NaN and +-Inf
+                f = 4;
+                nraw++;
             } else {
-                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 |
-                          1u << 15;
-                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
-            }
-            T v = src[gi];
-            unsigned char f = 0;
-            int q = 0;
-            if (has_fill && Bits<T>::of(v) == fill_bits) {
-                f = 2;
-                nfill++;
-            } else {
-                double sv = __dmul_rn((double)v, inv);
-                if (!(fabs(sv) < 268435456.0)) {
-                    f = 4;
+                // (s + 1.5*2^52) - 1.5*2^52, rounded twice: the first sum is
+                // 1.5*2^52 + q exactly, so its low word is q (no F2I) and the
+                // second gives f64(q) (no I2F): conversions run at 1/4 rate.
+                const double sr = __dadd_rn(sv, 6755399441055744.0);
+                const double qd = __dsub_rn(sr, 6755399441055744.0);
+                q = __double2loint(sr);
+                double er = fabs(__dsub_rn((double)v, (double)Bits<T>::recd(qd, step)));
+                f = 1;
+                if (!(er <= eb)) {
+                    f = 5;
                     nraw++;
-                } else {
-                    // (s + 1.5*2^52) - 1.5*2^52, rounded twice: the first sum is
-                    // 1.5*2^52 + q exactly, so its low word is q (no F2I) and the
-                    // second gives f64(q) (no I2F): conversions run at 1/4 rate.
-                    const double sr = __dadd_rn(sv, 6755399441055744.0);
-                    const double qd = __dsub_rn(sr, 6755399441055744.0);
-                    q = __double2loint(sr);
-                    double er = fabs(__dsub_rn((double)v, (double)Bits<T>::recd(qd, step)));
-                    f = 1;
-                    if (!(er <= eb)) {
-                        f = 5;
-                        nraw++;
-                    } else if (er > maxerr) {
-                        maxerr = er;
-                    }
+                } else if (er > maxerr) {
+                    maxerr = er;
                 }
             }
-            s.q[e] = q;
-            s.fl[e] = f;
-        } else {
-            s.code[e] = 0;  // slots n..4095 hold code 0
+        }
+        s.q[e] = q;
+        s.fl[e] = f;
+    };
+    if (fast) {
+        const unsigned long long off0 = base + eoff[tid];
+#pragma unroll
+        for (int k = 0; k < KPT; k++) quant(k * NT + tid, off0 + g.koff[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            meta[k] = 0;
+            if (e < n) {
+                unsigned long long gi;
+                if (n == TILE) {
+                    meta[k] = emeta[e];
+                    gi = base + eoff[e];
+                } else {
+                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                    meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 |
+                              (z > 0) << 14 | 1u << 15;
+                    gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+                }
+                quant(e, gi);
+            } else {
+                s.code[e] = 0;  // slots n..4095 hold code 0
+            }
         }
     }
     if (tid < 128) {
@@ -474,26 +481,48 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 
     // 2. Lorenzo residuals and codes.
     int d[KPT];
-    unsigned nesc = 0, orc = 0, rprev = 0;
-#pragma unroll
-    for (int k = 0; k < KPT; k++) {
-        int e = k * NT + tid;
-        d[k] = 0;
-        if (meta[k] >> 15) {
-            unsigned m = meta[k];
-            unsigned v;
-            if (fast) {
-                // d = Dz Dx Dy q: Dy from the row above (shared memory), Dx
-                // by a shuffle (a warp is one row), Dz from the register of
-                // the previous k (this thread's column).
-                const unsigned a = (unsigned)s.q[e] - (wid ? (unsigned)s.q[e - 32] : 0u);
-                const unsigned al = __shfl_up_sync(0xffffffffu, a, 1);
-                const unsigned r = a - (lane ? al : 0u);
-                v = r - rprev;
-                rprev = r;
+    unsigned nesc = 0;
+    auto emit = [&](int k, int e, int dv) {
+        d[k] = dv;
+        unsigned c;
+        if (e == 0) {
+            c = 0;
+        } else {
+            int sg = dv >> 31;
+            unsigned mag = (unsigned)((dv ^ sg) - sg);
+            if (mag > 32767u) {
+                c = 0x8000;
+                nesc++;
+                s.fl[e] |= 8;  // own element: no other thread reads fl here
             } else {
+                c = mag | ((unsigned)sg & 0x8000u);
+            }
+        }
+        s.code[metaof(k) & 4095] = (unsigned short)c;
+    };
+    if (fast) {
+        // d = Dz Dx Dy q: Dy from the row above (shared memory), Dx by a
+        // shuffle (a warp is one row), Dz from the register of the previous
+        // k (this thread's column).
+        unsigned rprev = 0;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            const int e = k * NT + tid;
+            const unsigned a = (unsigned)s.q[e] - (wid ? (unsigned)s.q[e - 32] : 0u);
+            const unsigned al = __shfl_up_sync(0xffffffffu, a, 1);
+            const unsigned r = a - (lane ? al : 0u);
+            emit(k, e, (int)(r - rprev));
+            rprev = r;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            d[k] = 0;
+            if (meta[k] >> 15) {
+                unsigned m = meta[k];
                 int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
-                v = (unsigned)s.q[e];
+                unsigned v = (unsigned)s.q[e];
                 if (hx) v -= (unsigned)s.q[e - 1];
                 if (hy) v -= (unsigned)s.q[e - lx];
                 if (hx && hy) v += (unsigned)s.q[e - lx - 1];
@@ -503,25 +532,8 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
                     if (hy) v += (unsigned)s.q[e - P - lx];
                     if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
                 }
+                emit(k, e, (int)v);
             }
-            int dv = (int)v;
-            d[k] = dv;
-            unsigned c;
-            if (e == 0) {
-                c = 0;
-            } else {
-                int sg = dv >> 31;
-                unsigned mag = (unsigned)((dv ^ sg) - sg);
-                if (mag > 32767u) {
-                    c = 0x8000;
-                    nesc++;
-                    s.fl[e] |= 8;  // own element: no other thread reads fl here
-                } else {
-                    c = mag | ((unsigned)sg & 0x8000u);
-                }
-            }
-            s.code[m & 4095] = (unsigned short)c;
-            orc |= c;
         }
     }
     __syncthreads();  // all q read; codes complete
@@ -536,8 +548,8 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 #pragma unroll
         for (int k = 0; k < KPT; k++) {
             int e = k * NT + tid;
-            if (meta[k] >> 15) {
-                unsigned m = meta[k];
+            const unsigned m = metaof(k);
+            if (m >> 15) {
                 int sl = m & 4095;
                 if (NF && xor_corners(s.fl, e, m, P, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
                 if (NR && xor_corners(s.fl, e, m, P, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
