@@ -31,6 +31,13 @@
 #define TILE 4096
 #define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
 #define RANGE_BLOCKS 1024
+#ifndef ENC_MINB
+#define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
+#endif
+#ifndef DEC_MINB
+#define DEC_MINB 3
+#endif
+#define PWS 132             // words per bit-plane row in shared memory (128 + 4: fewer bank conflicts)
 
 static_assert(NWARPS == 16, "one warp per bit plane");
 
@@ -38,6 +45,13 @@ struct Geo {
     unsigned long long nz, ny, nx, gz, gy, gx, tiles;
     int tz, ty, tx, bz, by, bx;
     unsigned long long per_chunk;
+    // Fast path for full 8x16x32 tiles (the rank-3 shape): thread tid owns
+    // the column (y, x) = (tid / 32, tid % 32) through z = k = 0..7, so a
+    // warp holds one row. Slots and field offsets split into a z part
+    // (these tables) and a (y, x) part (emeta/eoff of element tid).
+    int fast;
+    unsigned skoff[KPT];           // slot of element (k, 0, 0)
+    unsigned long long koff[KPT];  // field offset of element (k, 0, 0): k*ny*nx
 };
 
 struct DevParams {
@@ -70,20 +84,31 @@ __device__ __forceinline__ int slot_of(int z, int y, int x, int lz, int ly, int 
     return i * g.bz * ly * lx + ez * j * g.by * lx + ez * ey * k * g.bx + (dz * ey + dy) * ex + dx;
 }
 
+// f64(q) for any int32 q without the quarter-rate I2F: the bits of
+// 1.5*2^52 + q are 0x4338000000000000 + q (|q| < 2^51), and subtracting
+// 1.5*2^52 is exact.
+__device__ __forceinline__ double i2d(int q) {
+    return __dsub_rn(__longlong_as_double(0x4338000000000000ll + (long long)q), 6755399441055744.0);
+}
+
 template <typename T> struct Bits;
 template <> struct Bits<float> {
     typedef unsigned int U;
     static __device__ __forceinline__ unsigned long long of(float x) { return __float_as_uint(x); }
     static __device__ __forceinline__ float from(unsigned long long b) { return __uint_as_float((unsigned)b); }
     static __device__ __forceinline__ float rec(int q, double step) {
-        return __double2float_rn(__dmul_rn((double)q, step));
+        return __double2float_rn(__dmul_rn(i2d(q), step));
+    }
+    static __device__ __forceinline__ float recd(double qd, double step) {
+        return __double2float_rn(__dmul_rn(qd, step));
     }
 };
 template <> struct Bits<double> {
     typedef unsigned long long U;
     static __device__ __forceinline__ unsigned long long of(double x) { return __double_as_longlong(x); }
     static __device__ __forceinline__ double from(unsigned long long b) { return __longlong_as_double(b); }
-    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn((double)q, step); }
+    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn(i2d(q), step); }
+    static __device__ __forceinline__ double recd(double qd, double step) { return __dmul_rn(qd, step); }
 };
 
 // ---------------------------------------------------------------- block scans
@@ -250,12 +275,31 @@ __global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
     eoff[e] = ((unsigned long long)z * g.ny + y) * g.nx + x;
 }
 
+// ---------------------------------------------------------------- bit transpose
+
+// 32x32 bit transpose across a warp: lane r holds row r (bit c = column c);
+// on return lane r holds column r (bit c = old lane c's bit r). Five
+// butterfly stages, each swapping bit j of the row and column index:
+// a shuffle, a rotate and one 3-input logic op per lane.
+__device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
+#pragma unroll
+    for (int j = 16; j >= 1; j >>= 1) {
+        const unsigned m = j == 16 ? 0x0000FFFFu : j == 8 ? 0x00FF00FFu : j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
+        const unsigned y = __shfl_xor_sync(0xffffffffu, x, j);
+        const bool top = (lane & j) == 0;
+        const unsigned mk = top ? m : ~m;
+        const unsigned r = __funnelshift_l(y, y, top ? j : 32 - j);
+        x = (x & mk) | (r & ~mk);
+    }
+    return x;
+}
+
 // ---------------------------------------------------------------- encode
 
 struct EncShared {
     int q[TILE];                    // q, then residuals
     unsigned short code[TILE];      // slot order
-    uint4 pw[16][32];               // bit planes: [plane][zero-block] (4 words)
+    __align__(16) unsigned pw[16 * PWS]; // bit planes: [plane][word], rows padded (banks)
     unsigned char fl[TILE];         // 1 has q, 2 fill, 4 raw, 8 escape
     unsigned mfill[128], mraw[128]; // slot-order masks
     unsigned bm[16], fbm, rbm;
@@ -270,10 +314,11 @@ struct EncShared {
     int origin;
 };
 
-// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box).
-__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, int z, int y, int x, int ly, int lx,
+// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box); m is
+// the element's meta word (x>0, y>0, z>0 in bits 12..14).
+__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, unsigned m, int P, int lx,
                                            unsigned char bit) {
-    int P = ly * lx;
+    const bool x = (m >> 12) & 1, y = (m >> 13) & 1, z = (m >> 14) & 1;
     int b = (fl[e] & bit) != 0;
     if (x) b ^= (fl[e - 1] & bit) != 0;
     if (y) b ^= (fl[e - lx] & bit) != 0;
@@ -288,7 +333,7 @@ __device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, int z
 }
 
 template <typename T>
-__global__ void __launch_bounds__(NT, 2)
+__global__ void __launch_bounds__(NT, ENC_MINB)
     encode_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                   unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                   unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status, unsigned *tsize,
@@ -309,54 +354,73 @@ __global__ void __launch_bounds__(NT, 2)
     const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
 
     // 1. quantize + check. Element e = k*NT + tid: warps read rows.
-    long long sum = 0;
-    unsigned cnt = 0, nraw = 0, nfill = 0;
+    const bool fast = g.fast && n == TILE;
+    unsigned nraw = 0, nfill = 0;
     double maxerr = 0;
-    unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15
-#pragma unroll
-    for (int k = 0; k < KPT; k++) {
-        int e = k * NT + tid;
-        meta[k] = 0;
-        if (e < n) {
-            unsigned long long gi;
-            if (n == TILE) {
-                meta[k] = emeta[e];
-                gi = base + eoff[e];
+    unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15 (not fast)
+    // fast: meta of element k*NT+tid is that of element tid plus the z part
+    const unsigned m0 = fast ? emeta[tid] : 0u;
+    auto metaof = [&](int k) -> unsigned {
+        return fast ? m0 + g.skoff[k] + (k > 0 ? 1u << 14 : 0u) : meta[k];
+    };
+    // Branch-free: every step is computed and the outcome selected (the
+    // values of steps a fill or raw element skips are never used).
+    auto quant = [&](int e, unsigned long long gi) {
+        T v = src[gi];
+        unsigned char f = 0;
+        int q = 0;
+        if (has_fill && Bits<T>::of(v) == fill_bits) {
+            f = 2;
+            nfill++;
+        } else {
+            double sv = __dmul_rn((double)v, inv);
+            if (!(fabs(sv) < 268435456.0)) {  // also NaN and +-Inf
+                f = 4;
+                nraw++;
             } else {
-                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 |
-                          1u << 15;
-                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
-            }
-            T v = src[gi];
-            unsigned char f = 0;
-            int q = 0;
-            if (has_fill && Bits<T>::of(v) == fill_bits) {
-                f = 2;
-                nfill++;
-            } else {
-                double sv = __dmul_rn((double)v, inv);
-                if (!(fabs(sv) < 268435456.0)) {
-                    f = 4;
+                // (s + 1.5*2^52) - 1.5*2^52, rounded twice: the first sum is
+                // 1.5*2^52 + q exactly, so its low word is q (no F2I) and the
+                // second gives f64(q) (no I2F): conversions run at 1/4 rate.
+                const double sr = __dadd_rn(sv, 6755399441055744.0);
+                const double qd = __dsub_rn(sr, 6755399441055744.0);
+                q = __double2loint(sr);
+                double er = fabs(__dsub_rn((double)v, (double)Bits<T>::recd(qd, step)));
+                f = 1;
+                if (!(er <= eb)) {
+                    f = 5;
                     nraw++;
-                } else {
-                    q = (int)__dsub_rn(__dadd_rn(sv, 6755399441055744.0), 6755399441055744.0);
-                    double er = fabs(__dsub_rn((double)v, (double)Bits<T>::rec(q, step)));
-                    f = 1;
-                    if (!(er <= eb)) {
-                        f = 5;
-                        nraw++;
-                    } else if (er > maxerr) {
-                        maxerr = er;
-                    }
-                    sum += q;
-                    cnt++;
+                } else if (er > maxerr) {
+                    maxerr = er;
                 }
             }
-            s.q[e] = q;
-            s.fl[e] = f;
-        } else {
-            s.code[e] = 0;  // slots n..4095 hold code 0
+        }
+        s.q[e] = q;
+        s.fl[e] = f;
+    };
+    if (fast) {
+        const unsigned long long off0 = base + eoff[tid];
+#pragma unroll
+        for (int k = 0; k < KPT; k++) quant(k * NT + tid, off0 + g.koff[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            meta[k] = 0;
+            if (e < n) {
+                unsigned long long gi;
+                if (n == TILE) {
+                    meta[k] = emeta[e];
+                    gi = base + eoff[e];
+                } else {
+                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                    meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 |
+                              (z > 0) << 14 | 1u << 15;
+                    gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+                }
+                quant(e, gi);
+            } else {
+                s.code[e] = 0;  // slots n..4095 hold code 0
+            }
         }
     }
     if (tid < 128) {
@@ -365,40 +429,48 @@ __global__ void __launch_bounds__(NT, 2)
     }
     // block reductions
     for (int o = 16; o > 0; o >>= 1) {
-        sum += __shfl_down_sync(0xffffffffu, sum, o);
-        cnt += __shfl_down_sync(0xffffffffu, cnt, o);
         nraw += __shfl_down_sync(0xffffffffu, nraw, o);
         nfill += __shfl_down_sync(0xffffffffu, nfill, o);
         maxerr = fmax(maxerr, __shfl_down_sync(0xffffffffu, maxerr, o));
     }
     if (lane == 0) {
-        s.red_s[wid] = sum;
-        s.red_u[wid] = cnt;
         s.red_u[NWARPS + wid] = nraw;
         s.red_u[2 * NWARPS + wid] = nfill;
         s.red_d[wid] = maxerr;
     }
     __syncthreads();
-    if (tid == 0) {
+    // every warp reduces the 16 partials itself: no serial thread-0 section
+    // and no second barrier.
+    const unsigned NR = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[NWARPS + lane] : 0u);
+    const unsigned NF = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[2 * NWARPS + lane] : 0u);
+    if (NR | NF) {
+        // holes: the placeholder is the mean of the tile's q (rare path)
+        long long sum = 0;
+        unsigned cnt = 0;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            if (e < n && (s.fl[e] & 1)) {
+                sum += s.q[e];
+                cnt++;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            sum += __shfl_down_sync(0xffffffffu, sum, o);
+            cnt += __shfl_down_sync(0xffffffffu, cnt, o);
+        }
+        if (lane == 0) {
+            s.red_s[wid] = sum;
+            s.red_u[wid] = cnt;
+        }
+        __syncthreads();
         long long S = 0;
-        unsigned C = 0, R = 0, F = 0;
-        double M = 0;
+        unsigned C = 0;
         for (int i = 0; i < NWARPS; i++) {
             S += s.red_s[i];
             C += s.red_u[i];
-            R += s.red_u[NWARPS + i];
-            F += s.red_u[2 * NWARPS + i];
-            M = fmax(M, s.red_d[i]);
         }
-        s.red_s[0] = C ? S / (long long)C : 0;  // placeholder (truncating)
-        s.nraw = R;
-        s.nfill = F;
-        s.red_d[0] = M;
-    }
-    __syncthreads();
-    const unsigned NR = s.nraw, NF = s.nfill;
-    if (NR | NF) {
-        int ph = (int)s.red_s[0];
+        const int ph = C ? (int)(S / (long long)C) : 0;  // placeholder (truncating)
 #pragma unroll
         for (int k = 0; k < KPT; k++) {
             int e = k * NT + tid;
@@ -409,42 +481,59 @@ __global__ void __launch_bounds__(NT, 2)
 
     // 2. Lorenzo residuals and codes.
     int d[KPT];
-    unsigned nesc = 0, orc = 0;
-#pragma unroll
-    for (int k = 0; k < KPT; k++) {
-        int e = k * NT + tid;
-        d[k] = 0;
-        if (meta[k] >> 15) {
-            unsigned m = meta[k];
-            int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
-            unsigned v = (unsigned)s.q[e];
-            if (hx) v -= (unsigned)s.q[e - 1];
-            if (hy) v -= (unsigned)s.q[e - lx];
-            if (hx && hy) v += (unsigned)s.q[e - lx - 1];
-            if (hz) {
-                v -= (unsigned)s.q[e - P];
-                if (hx) v += (unsigned)s.q[e - P - 1];
-                if (hy) v += (unsigned)s.q[e - P - lx];
-                if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
-            }
-            int dv = (int)v;
-            d[k] = dv;
-            unsigned c;
-            if (e == 0) {
-                c = 0;
+    unsigned nesc = 0;
+    auto emit = [&](int k, int e, int dv) {
+        d[k] = dv;
+        unsigned c;
+        if (e == 0) {
+            c = 0;
+        } else {
+            int sg = dv >> 31;
+            unsigned mag = (unsigned)((dv ^ sg) - sg);
+            if (mag > 32767u) {
+                c = 0x8000;
+                nesc++;
+                s.fl[e] |= 8;  // own element: no other thread reads fl here
             } else {
-                int sg = dv >> 31;
-                unsigned mag = (unsigned)((dv ^ sg) - sg);
-                if (mag > 32767u) {
-                    c = 0x8000;
-                    nesc++;
-                    s.fl[e] |= 8;  // own element: no other thread reads fl here
-                } else {
-                    c = mag | ((unsigned)sg & 0x8000u);
-                }
+                c = mag | ((unsigned)sg & 0x8000u);
             }
-            s.code[m & 4095] = (unsigned short)c;
-            orc |= c;
+        }
+        s.code[metaof(k) & 4095] = (unsigned short)c;
+    };
+    if (fast) {
+        // d = Dz Dx Dy q: Dy from the row above (shared memory), Dx by a
+        // shuffle (a warp is one row), Dz from the register of the previous
+        // k (this thread's column).
+        unsigned rprev = 0;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            const int e = k * NT + tid;
+            const unsigned a = (unsigned)s.q[e] - (wid ? (unsigned)s.q[e - 32] : 0u);
+            const unsigned al = __shfl_up_sync(0xffffffffu, a, 1);
+            const unsigned r = a - (lane ? al : 0u);
+            emit(k, e, (int)(r - rprev));
+            rprev = r;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            int e = k * NT + tid;
+            d[k] = 0;
+            if (meta[k] >> 15) {
+                unsigned m = meta[k];
+                int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
+                unsigned v = (unsigned)s.q[e];
+                if (hx) v -= (unsigned)s.q[e - 1];
+                if (hy) v -= (unsigned)s.q[e - lx];
+                if (hx && hy) v += (unsigned)s.q[e - lx - 1];
+                if (hz) {
+                    v -= (unsigned)s.q[e - P];
+                    if (hx) v += (unsigned)s.q[e - P - 1];
+                    if (hy) v += (unsigned)s.q[e - P - lx];
+                    if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
+                }
+                emit(k, e, (int)v);
+            }
         }
     }
     __syncthreads();  // all q read; codes complete
@@ -459,12 +548,11 @@ __global__ void __launch_bounds__(NT, 2)
 #pragma unroll
         for (int k = 0; k < KPT; k++) {
             int e = k * NT + tid;
-            if (meta[k] >> 15) {
-                unsigned m = meta[k];
-                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+            const unsigned m = metaof(k);
+            if (m >> 15) {
                 int sl = m & 4095;
-                if (NF && xor_corners(s.fl, e, z, y, x, ly, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
-                if (NR && xor_corners(s.fl, e, z, y, x, ly, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
+                if (NF && xor_corners(s.fl, e, m, P, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
+                if (NR && xor_corners(s.fl, e, m, P, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
             }
         }
     }
@@ -472,23 +560,18 @@ __global__ void __launch_bounds__(NT, 2)
     if (lane == 0) s.red_u[3 * NWARPS + wid] = nesc;
     __syncthreads();
 
-    // 3. Bitshuffle by ballot: warp w builds words w, w+16, ...
-    {
-        unsigned *pw = (unsigned *)s.pw;
-        for (int W = wid; W < 128; W += NWARPS) {
-            unsigned c = s.code[32 * W + lane], mine = 0;
-#pragma unroll
-            for (int p = 0; p < 16; p++) {
-                unsigned b = __ballot_sync(0xffffffffu, (c >> p) & 1u);
-                if (lane == p) mine = b;
-            }
-            if (lane < 16) pw[lane * 128 + W] = mine;
-        }
+    // 3. Bitshuffle by warp transpose: warp w takes the 64 codes of words
+    //    2m, 2m+1 (lane l: codes 64m+l and 64m+32+l, packed), transposes, and
+    //    lane p (p < 16) holds plane p of word 2m, lane 16+p of word 2m+1.
+    for (int m = wid; m < 64; m += NWARPS) {
+        const unsigned c = (unsigned)s.code[64 * m + lane] | (unsigned)s.code[64 * m + 32 + lane] << 16;
+        const unsigned w = transpose32(c, lane);
+        s.pw[(lane & 15) * PWS + 2 * m + (lane >> 4)] = w;
     }
     __syncthreads();
     // 4. zero-block masks: warp p owns plane p, lane k block k.
     {
-        uint4 b = s.pw[wid][lane];
+        uint4 b = *(const uint4 *)&s.pw[wid * PWS + 4 * lane];
         unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
         if (lane == 0) s.bm[wid] = m;
         if (wid == 0 && (NF | NR)) {
@@ -502,42 +585,51 @@ __global__ void __launch_bounds__(NT, 2)
         }
     }
     __syncthreads();
-    if (tid == 0) {
-        unsigned E = 0;
-        for (int i = 0; i < NWARPS; i++) E += s.red_u[3 * NWARPS + i];
-        unsigned pm = 0;
-        unsigned at = 2;  // words
-        for (int p = 0; p < 16; p++) {
-            if (s.bm[p]) {
-                pm |= 1u << p;
-                s.plane_at[p] = at;
-                at += 1 + 4 * __popc(s.bm[p]);
+    // 5. Layout (warp 0: plane offsets by a 16-lane scan), then the
+    //    decoupled look-back: the sum of the sizes of tiles 0..rel-1.
+    if (wid == 0) {
+        const unsigned E = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[3 * NWARPS + lane] : 0u);
+        const unsigned bmp = lane < 16 ? s.bm[lane] : 0u;
+        const unsigned szp = bmp ? 1 + 4 * __popc(bmp) : 0u;
+        unsigned inc = szp;
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) {
+            unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += y;
+        }
+        const unsigned pm = __ballot_sync(0xffffffffu, bmp != 0);
+        if (lane < 16) s.plane_at[lane] = 2 + inc - szp;
+        double M = lane < NWARPS ? s.red_d[lane] : 0.0;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o));
+        unsigned at = 2 + __shfl_sync(0xffffffffu, inc, 15);  // words
+        if (lane == 0) {
+            s.esc_at = at;
+            if (E) at += 1 + E;
+            s.fill_at = at;
+            if (NF) at += 1 + 4 * __popc(s.fbm);
+            s.raw_at = at;
+            if (NR) at += 1 + 4 * __popc(s.rbm) + 1 + NR * (sizeof(T) / 4);
+            s.plane_mask = pm;
+            s.nesc = E;
+            s.size = at * 4;
+            unsigned long long sz = at * 4ull;
+            tsize[rel] = (unsigned)sz;
+            touts[rel] = NR;
+            terr[rel] = M;
+            if (rel == 0) {
+                *(volatile unsigned long long *)&status[0] = ST_INC | sz;
+                s.excl = 0;
+            } else {
+                *(volatile unsigned long long *)&status[rel] = ST_AGG | sz;
             }
         }
-        s.esc_at = at;
-        if (E) at += 1 + E;
-        s.fill_at = at;
-        if (NF) at += 1 + 4 * __popc(s.fbm);
-        s.raw_at = at;
-        if (NR) at += 1 + 4 * __popc(s.rbm) + 1 + NR * (sizeof(T) / 4);
-        s.plane_mask = pm;
-        s.nesc = E;
-        s.size = at * 4;
-        unsigned long long sz = at * 4ull;
-        tsize[rel] = (unsigned)sz;
-        touts[rel] = NR;
-        terr[rel] = s.red_d[0];
-        if (rel == 0) {
-            *(volatile unsigned long long *)&status[0] = ST_INC | sz;
-            s.excl = 0;
-        } else {
-            *(volatile unsigned long long *)&status[rel] = ST_AGG | sz;
-        }
+        __syncwarp();
     }
-    __syncthreads();
 
     // 5. Decoupled look-back: the sum of the sizes of tiles 0..rel-1.
     if (wid == 0 && rel > 0) {
+        // (warp 0 only: lane 0's stores above are ordered by __syncwarp)
         unsigned long long excl = 0;
         long long look = (long long)rel - 1;
         while (true) {
@@ -583,7 +675,7 @@ __global__ void __launch_bounds__(NT, 2)
             if (k == 0) o[at] = bm;
             if ((bm >> k) & 1) {
                 unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << k) - 1));
-                uint4 b = s.pw[p][k];
+                uint4 b = *(const uint4 *)&s.pw[p * PWS + 4 * k];
                 dst[0] = b.x;
                 dst[1] = b.y;
                 dst[2] = b.z;
@@ -773,6 +865,24 @@ __global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned lon
     if (threadIdx.x == 0 && !bad && base_sh != room) report(err, end - 1 - tile0, FZGPU_DE_TRAILCHUNK);
 }
 
+// In-place inclusive prefix sum (int32, wrapping) of c[0], c[st], ...,
+// c[(len-1)*st]: eight loads issued before their adds and stores.
+__device__ __forceinline__ void col_scan(int *c, int st, int len) {
+    unsigned acc = (unsigned)c[0];
+    for (int y = 1; y < len; y += 8) {
+        unsigned v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (y + j < len) v[j] = (unsigned)c[(y + j) * st];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (y + j < len) {
+                acc += v[j];
+                c[(y + j) * st] = (int)acc;
+            }
+    }
+}
+
 struct DecShared {
     unsigned tb[STAGE_WORDS];
     int q[TILE];
@@ -786,7 +896,7 @@ struct DecShared {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(NT, 2)
+__global__ void __launch_bounds__(NT, DEC_MINB)
     decode_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
                   int has_fill, unsigned long long fill_bits, const unsigned long long *toff, const unsigned *tsz,
                   T *__restrict__ dst, unsigned long long *err, const unsigned *__restrict__ emeta,
@@ -871,28 +981,73 @@ __global__ void __launch_bounds__(NT, 2)
     if (s.bad) return;
     const unsigned w0 = s.w0;
 
-    // 1. codes from planes: warp per 32-slot word, broadcast reads
-    for (int W = wid; W < 128; W += NWARPS) {
-        unsigned c = 0;
-        const int kb = W >> 2;
-#pragma unroll
-        for (int pl = 0; pl < 16; pl++) {
-            if ((w0 >> pl) & 1) {
-                unsigned bm = s.bm[pl];
-                if ((bm >> kb) & 1) {
-                    unsigned word = p[s.plane_at[pl] + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)];
-                    c |= ((word >> lane) & 1u) << pl;
-                }
-            }
+    // 1. codes from planes by warp transpose: lane 16h+p loads plane p of
+    //    word 2m+h (0 when the plane or its zero-block is absent); after the
+    //    transpose lane l holds codes 64m+l (low half) and 64m+32+l (high).
+    {
+        const int pl = lane & 15;
+        const bool has = (w0 >> pl) & 1;
+        const unsigned bm = has ? s.bm[pl] : 0u;
+        const unsigned pat = has ? s.plane_at[pl] + 1 : 0u;
+        for (int m = wid; m < 64; m += NWARPS) {
+            const int W = 2 * m + (lane >> 4), kb = W >> 2;
+            unsigned word = 0;
+            if ((bm >> kb) & 1) word = p[pat + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)];
+            const unsigned c = transpose32(word, lane);
+            s.code[64 * m + lane] = (unsigned short)c;
+            s.code[64 * m + 32 + lane] = (unsigned short)(c >> 16);
         }
-        s.code[32 * W + lane] = (unsigned short)c;
     }
+    // Fast path: a full 8x16x32 tile without escapes, fill or raw values.
+    const bool fast = g.fast && n == TILE && !((w0 >> 16) & 7);
     // masks into element flags (rare)
-    for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
+    if (!fast)
+        for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
     __syncthreads();
     if (tid == 0 && s.code[0] != 0) {
         s.bad = FZGPU_DE_SLOT0;
         report(err, rel, FZGPU_DE_SLOT0);
+    }
+    if (fast) {
+        // thread tid owns the column (y, x) = (tid/32, tid%32) for z = k:
+        // prefix along z in registers, along x by a warp scan (a warp is a
+        // row), along y by column scans in shared memory.
+        const unsigned tslot = emeta[tid] & 4095;
+        int v[KPT];
+        bool esc = false;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            const unsigned c = s.code[g.skoff[k] + tslot];
+            int dv = (int)(c & 0x7FFFu);
+            if (c & 0x8000u) {
+                esc |= dv == 0;  // an escape code in a tile without escapes
+                dv = -dv;
+            }
+            v[k] = dv;
+        }
+        if (tid == 0) v[0] = (int)s.origin;
+#pragma unroll
+        for (int k = 1; k < KPT; k++) v[k] = (int)((unsigned)v[k] + (unsigned)v[k - 1]);
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned y = __shfl_up_sync(0xffffffffu, (unsigned)v[k], o);
+                if (lane >= o) v[k] = (int)((unsigned)v[k] + y);
+            }
+            s.q[k * NT + tid] = v[k];
+        }
+        const int anyesc = __syncthreads_or(esc);
+        if (anyesc || s.bad) {
+            if (tid == 0 && anyesc && !s.bad) report(err, rel, FZGPU_DE_ESCCOUNT);
+            return;
+        }
+        if (tid < KPT * 32) col_scan(s.q + (tid >> 5) * NT + (tid & 31), 32, NWARPS);
+        __syncthreads();
+        const unsigned long long off0 = base + eoff[tid];
+#pragma unroll
+        for (int k = 0; k < KPT; k++) dst[off0 + g.koff[k]] = Bits<T>::rec(s.q[k * NT + tid], step);
+        return;
     }
 
     // 2. residuals in element order; escape flags
@@ -948,8 +1103,13 @@ __global__ void __launch_bounds__(NT, 2)
                 for (int k = 0; k < KPT; k++) {
                     int e = k * NT + tid;
                     if (e < n) {
-                        int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                        int sl = slot_of(z, y, x, lz, ly, lx, g);
+                        int sl;
+                        if (n == TILE) {
+                            sl = emeta[e] & 4095;
+                        } else {
+                            int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                            sl = slot_of(z, y, x, lz, ly, lx, g);
+                        }
                         int kb = sl >> 7;
                         if ((bm >> kb) & 1) {
                             unsigned word = p[at + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + ((sl >> 5) & 3)];
@@ -1082,23 +1242,13 @@ __global__ void __launch_bounds__(NT, 2)
     if (ly > 1) {
         for (int i = tid; i < lz * lx; i += NT) {
             int z = i / lx, x = i - z * lx;
-            int *c = s.q + z * P + x;
-            unsigned acc = (unsigned)c[0];
-            for (int y = 1; y < ly; y++) {
-                acc += (unsigned)c[y * lx];
-                c[y * lx] = (int)acc;
-            }
+            col_scan(s.q + z * P + x, lx, ly);
         }
         __syncthreads();
     }
     if (lz > 1) {
         for (int i = tid; i < P; i += NT) {
-            int *c = s.q + i;
-            unsigned acc = (unsigned)c[0];
-            for (int z = 1; z < lz; z++) {
-                acc += (unsigned)c[z * P];
-                c[z * P] = (int)acc;
-            }
+            col_scan(s.q + i, P, lz);
         }
         __syncthreads();
     }
@@ -1283,6 +1433,12 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     g->by = by;
     g->bx = bx;
     g->per_chunk = f->tiles_per_chunk;
+    g->fast = tz == KPT && ty == NWARPS && tx == 32;
+    for (int k = 0; k < KPT; k++) {
+        // slot of element (k, 0, 0) of a full tile (FORMAT.md section 3)
+        g->skoff[k] = g->fast ? (unsigned)((k / bz) * bz * ty * tx + (k % bz) * by * bx) : 0u;
+        g->koff[k] = g->fast ? (unsigned long long)k * f->ny * f->nx : 0ull;
+    }
     return 0;
 }
 
