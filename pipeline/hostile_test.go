@@ -23,12 +23,8 @@ func TestHostileNotifications(t *testing.T) {
 	url := runInProcess(t, e, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := connectJS(t, ctx, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	var sub ingest.Subjects
 	results := make(chan ingest.Result, 64)
 	s, err := nc.Subscribe(sub.ProducerResults("evil"), func(m *nats.Msg) {

@@ -14,6 +14,7 @@ import (
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/pipeline"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -163,12 +164,8 @@ func queueEmpty(t *testing.T, p *ingest.Producer, url string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := connectJS(t, ctx, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	var sub ingest.Subjects
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -248,4 +245,19 @@ func TestSidecarKilledMidStream(t *testing.T) {
 	verify(t, e, all)
 	queueEmpty(t, p, c.url)
 	c.stop(t)
+}
+
+// connectJS connects a test client to the sidecar's NATS and JetStream.
+func connectJS(t *testing.T, ctx context.Context, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		t.Fatal(err)
+	}
+	return nc, js
 }

@@ -53,12 +53,8 @@ func consumerState(t *testing.T, url string) (pending uint64, ackPending int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := connectJS(t, ctx, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	var sub ingest.Subjects
 	c, err := js.Consumer(ctx, sub.SnapshotStream(), sub.Consumer())
 	if err != nil {
