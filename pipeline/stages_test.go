@@ -14,7 +14,6 @@ import (
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/pipeline"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // depthObserver records the largest depth seen per stage and outcomes.
