@@ -1,7 +1,6 @@
 package fz
 
 import (
-	"math"
 	"unsafe"
 )
 
@@ -36,17 +35,6 @@ func fromBits[T float](b uint64) T {
 		return *(*T)(unsafe.Pointer(&u))
 	}
 	return *(*T)(unsafe.Pointer(&b))
-}
-
-// quantize returns q and whether x is quantizable (finite, not fill, and
-// |x/step| < qLimit). The explicit float64 conversions forbid the compiler
-// from fusing the multiply and the add: GPU and CPU must round alike.
-func (qz *quantizer) quantize(v float64) (int32, bool) {
-	s := float64(v * qz.inv)
-	if !(math.Abs(s) < qLimit) {
-		return 0, false
-	}
-	return int32(float64(float64(s+rintMagic) - rintMagic)), true
 }
 
 // reconstruct is the decoder's value for q.

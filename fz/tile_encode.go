@@ -390,37 +390,7 @@ func appendMask(dst []byte, m *[planeBytes]byte, pos []int32, smap []uint16, lz,
 	return appendZeroBlocks(dst, m[:], blocksPerPlane)
 }
 
-// lorenzoForward replaces q by its Lorenzo residuals (zero outside the box).
-// The n-D Lorenzo operator is a product of 1-D differences, applied one axis
-// at a time from the back so every subtrahend is still the original.
-func lorenzoForward(q []int32, lz, ly, lx int) {
-	plane := ly * lx
-	for z := lz - 1; z > 0; z-- {
-		cur := q[z*plane : (z+1)*plane]
-		prev := q[(z-1)*plane : z*plane]
-		for i := range cur {
-			cur[i] -= prev[i]
-		}
-	}
-	for z := 0; z < lz; z++ {
-		pl := q[z*plane : (z+1)*plane]
-		for y := ly - 1; y > 0; y-- {
-			cur := pl[y*lx : (y+1)*lx]
-			prev := pl[(y-1)*lx : y*lx]
-			for i := range cur {
-				cur[i] -= prev[i]
-			}
-		}
-	}
-	for r := 0; r < lz*ly; r++ {
-		row := q[r*lx : (r+1)*lx]
-		for x := lx - 1; x > 0; x-- {
-			row[x] -= row[x-1]
-		}
-	}
-}
-
-// lorenzoInverse undoes lorenzoForward by prefix sums along each axis.
+// lorenzoInverse undoes the Lorenzo prediction by prefix sums along x, then y, then z.
 func lorenzoInverse(q []int32, lz, ly, lx int) {
 	for r := 0; r < lz*ly; r++ {
 		row := q[r*lx : (r+1)*lx]

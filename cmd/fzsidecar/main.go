@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 )
 
@@ -135,15 +134,4 @@ func usageErr(fs *flag.FlagSet, format string, a ...any) error {
 	fmt.Fprintf(fs.Output(), "fzsidecar %s: %s\n\n", fs.Name(), fmt.Sprintf(format, a...))
 	fs.Usage()
 	return errUsage
-}
-
-// joinNonEmpty is a small helper for messages.
-func joinNonEmpty(sep string, parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, sep)
 }
