@@ -261,6 +261,33 @@ __global__ void params_kernel(const double *partials, int nparts, int rel, doubl
     p->have = have;
 }
 
+// One warp: folds the range_kernel partials into a running range acc[2]
+// (lo, hi), restarting it unless accumulate: a field streamed through the
+// device in pieces gets the same range as one pass over all of it.
+__global__ void range_fold_kernel(const double *partials, int nparts, double *acc, int accumulate) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = threadIdx.x; i < nparts; i += 32) {
+        double a = partials[2 * i], b = partials[2 * i + 1];
+        if (a <= b) {
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        double a = __shfl_down_sync(0xffffffffu, lo, o), b = __shfl_down_sync(0xffffffffu, hi, o);
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+    }
+    if (threadIdx.x == 0) {
+        if (accumulate) {
+            lo = acc[0] < lo ? acc[0] : lo;
+            hi = acc[1] > hi ? acc[1] : hi;
+        }
+        acc[0] = lo;
+        acc[1] = hi;
+    }
+}
+
 // ---------------------------------------------------------------- tables
 
 // For a full tile (every tile but the clipped ones at the field's edges)
@@ -1294,7 +1321,7 @@ struct fzgpu_ctx {
     unsigned long long *status, *tprefix, *toff, *derr;
     unsigned *tsize, *touts, *ticket, *eerr, *emeta;
     unsigned long long *eoff;
-    double *terr, *partials;
+    double *terr, *partials, *acc;
     DevParams *params;
     fzgpu_result *res;
 };
@@ -1379,6 +1406,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(eerr, 1);
     AL(derr, 1);
     AL(partials, 2 * RANGE_BLOCKS);
+    AL(acc, 2);
     AL(params, 1);
     AL(res, 1);
     AL(emeta, TILE);
@@ -1406,6 +1434,7 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->eerr);
     cudaFree(c->derr);
     cudaFree(c->partials);
+    cudaFree(c->acc);
     cudaFree(c->params);
     cudaFree(c->res);
     cudaFree(c->emeta);
@@ -1509,6 +1538,54 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     CK(cudaGetLastError());
     CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
     return 0;
+}
+
+extern "C" int fzgpu_range(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_src, uint64_t n,
+                           int accumulate) {
+    if (!c || (n && !d_src) || !f || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
+    CK(cudaSetDevice(c->device));
+    cudaStream_t st = (cudaStream_t)stream;
+    int nparts = 0;
+    if (n) {
+        nparts = (int)((n + 255) / 256 < RANGE_BLOCKS ? (n + 255) / 256 : RANGE_BLOCKS);
+        if (f->dtype == 1)
+            range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials);
+        else
+            range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
+        CK(cudaGetLastError());
+    }
+    range_fold_kernel<<<1, 32, 0, st>>>(c->partials, nparts, c->acc, accumulate);
+    CK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fzgpu_prepare_range(fzgpu_ctx *c, void *stream, const fzgpu_field *f) {
+    if (!c || !f) return FZGPU_E_ARG;
+    CK(cudaSetDevice(c->device));
+    int rel = f->mode == 2;
+    params_kernel<<<1, 32, 0, (cudaStream_t)stream>>>(c->acc, rel ? 1 : 0, rel, f->bound, c->params);
+    CK(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int fzgpu_params_copy(fzgpu_ctx *dst, const fzgpu_ctx *src, void *stream) {
+    if (!dst || !src || dst->device != src->device) return FZGPU_E_ARG;
+    CK(cudaSetDevice(dst->device));
+    CK(cudaMemcpyAsync(dst->params, src->params, sizeof(DevParams), cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    return 0;
+}
+
+extern "C" int fzgpu_compress_at(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_src,
+                                 uint64_t src_elem0, uint64_t first_chunk, uint64_t nchunks, void *d_out,
+                                 uint64_t out_cap, fzgpu_result *h_res) {
+    if (!f || !d_src || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
+    uint64_t es = f->dtype == 1 ? 4 : 8;
+    if (src_elem0 > UINT64_MAX / es || (uintptr_t)d_src < src_elem0 * es) return FZGPU_E_ARG;
+    // The kernels index the field from element 0; shifting the base keeps
+    // every address they form inside [d_src, d_src + span) (the caller's
+    // span covers the job's tiles).
+    const void *base = (const void *)((uintptr_t)d_src - (uintptr_t)(src_elem0 * es));
+    return fzgpu_compress(c, stream, f, base, first_chunk, nchunks, d_out, out_cap, h_res);
 }
 
 extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_blob,
@@ -1617,6 +1694,20 @@ extern "C" int fzgpu_event_destroy(int device, void *ev) {
 extern "C" int fzgpu_event_record(int device, void *ev, void *stream) {
     CK(cudaSetDevice(device));
     CK(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream));
+    return 0;
+}
+extern "C" int fzgpu_stream_wait_event(int device, void *stream, void *ev) {
+    CK(cudaSetDevice(device));
+    CK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0));
+    return 0;
+}
+extern "C" int fzgpu_event_sync(int device, void *ev) {
+    CK(cudaSetDevice(device));
+    CK(cudaEventSynchronize((cudaEvent_t)ev));
+    return 0;
+}
+extern "C" int fzgpu_host_register_ro(void *h_ptr, uint64_t size) {
+    CK(cudaHostRegister(h_ptr, size, cudaHostRegisterPortable | cudaHostRegisterReadOnly));
     return 0;
 }
 extern "C" int fzgpu_event_elapsed(int device, void *start, void *end, float *ms) {

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define FZGPU_ABI_VERSION 1
+#define FZGPU_ABI_VERSION 2
 
 enum {
     FZGPU_OK = 0,
@@ -107,6 +107,25 @@ int fzgpu_compress(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const voi
                    uint64_t first_chunk, uint64_t nchunks, void *d_out, uint64_t out_cap,
                    fzgpu_result *h_res);
 
+/* Streaming (ABI 2): a field larger than device memory, or arriving in
+ * pieces, is compressed from a device buffer holding only part of it.
+ *
+ * fzgpu_range folds the value range of n values at d_src into the context's
+ * running range (restarting it unless accumulate); fzgpu_prepare_range then
+ * derives the bound and step from that range (rel) or from the bound (abs),
+ * as fzgpu_prepare does from a whole field. fzgpu_params_copy gives another
+ * context on the same device those parameters (stream-ordered on `stream`). */
+int fzgpu_range(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src, uint64_t n,
+                int accumulate);
+int fzgpu_prepare_range(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f);
+int fzgpu_params_copy(fzgpu_ctx *dst, const fzgpu_ctx *src, void *stream);
+/* fzgpu_compress where d_src holds the field's elements from index
+ * src_elem0 on (C order over nz, ny, nx) rather than from 0. The caller
+ * guarantees the job's tiles lie within the elements present. */
+int fzgpu_compress_at(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src,
+                      uint64_t src_elem0, uint64_t first_chunk, uint64_t nchunks, void *d_out,
+                      uint64_t out_cap, fzgpu_result *h_res);
+
 /* Decodes chunks [first_chunk, first_chunk+nchunks) of a whole container
  * d_blob (blob_size bytes, 4-byte aligned; the index starts at index_off)
  * into d_dst, the whole field. Chunk checksums are the caller's job. */
@@ -121,6 +140,8 @@ int fzgpu_host_alloc(uint64_t size, void **h_ptr);   /* pinned */
 int fzgpu_host_free(void *h_ptr);
 int fzgpu_host_register(void *h_ptr, uint64_t size); /* pin an existing mapping */
 int fzgpu_host_unregister(void *h_ptr);
+/* Pins a read-only mapping (cudaHostRegisterReadOnly): the device only reads it. */
+int fzgpu_host_register_ro(void *h_ptr, uint64_t size);
 int fzgpu_stream_create(int device, void **stream);  /* non-blocking stream */
 int fzgpu_stream_destroy(int device, void *stream);
 int fzgpu_stream_sync(int device, void *stream);
@@ -130,6 +151,10 @@ int fzgpu_memset_async(int device, void *d_ptr, int value, uint64_t size, void *
 int fzgpu_event_create(int device, void **ev);
 int fzgpu_event_destroy(int device, void *ev);
 int fzgpu_event_record(int device, void *ev, void *stream);
+/* Makes later work on stream wait for ev (cudaStreamWaitEvent). */
+int fzgpu_stream_wait_event(int device, void *stream, void *ev);
+/* Blocks the calling thread until ev has completed. */
+int fzgpu_event_sync(int device, void *ev);
 /* Waits for `end` and writes the milliseconds between the two events. */
 int fzgpu_event_elapsed(int device, void *start, void *end, float *ms);
 

@@ -22,7 +22,7 @@ import (
 // LibName is the shared library's file name.
 const LibName = "libfzgpu.so"
 
-const abiVersion = 1
+const abiVersion = 2
 
 // field mirrors fzgpu_field (88 bytes).
 type field struct {
@@ -63,6 +63,14 @@ type library struct {
 	prepare        func(ctx, stream uintptr, f *field, src uintptr) int32
 	compress       func(ctx, stream uintptr, f *field, src uintptr, first, n uint64, out uintptr, cap uint64, res unsafe.Pointer) int32
 	decompress     func(ctx, stream uintptr, f *field, blob uintptr, size, indexOff, first, n uint64, dst uintptr, res unsafe.Pointer) int32
+	rangeOf        func(ctx, stream uintptr, f *field, src uintptr, n uint64, accumulate int32) int32
+	prepareRange   func(ctx, stream uintptr, f *field) int32
+	paramsCopy     func(dst, src, stream uintptr) int32
+	compressAt     func(ctx, stream uintptr, f *field, src uintptr, elem0, first, n uint64, out uintptr, cap uint64, res unsafe.Pointer) int32
+	hostRegisterRO func(p unsafe.Pointer, size uint64) int32
+	copyH2DHost    func(dev int32, dst uintptr, src uintptr, size uint64, kind int32, s uintptr) int32
+	streamWait     func(dev int32, s, ev uintptr) int32
+	eventSync      func(dev int32, ev uintptr) int32
 	malloc         func(dev int32, size uint64, p *uintptr) int32
 	free           func(dev int32, p uintptr) int32
 	hostAlloc      func(size uint64, p *unsafe.Pointer) int32
@@ -153,6 +161,10 @@ func load() (*library, error) {
 		{&l.create, "fzgpu_create"}, {&l.destroy, "fzgpu_destroy"},
 		{&l.compressBound, "fzgpu_compress_bound"}, {&l.prepare, "fzgpu_prepare"},
 		{&l.compress, "fzgpu_compress"}, {&l.decompress, "fzgpu_decompress"},
+		{&l.rangeOf, "fzgpu_range"}, {&l.prepareRange, "fzgpu_prepare_range"},
+		{&l.paramsCopy, "fzgpu_params_copy"}, {&l.compressAt, "fzgpu_compress_at"},
+		{&l.hostRegisterRO, "fzgpu_host_register_ro"}, {&l.copyH2DHost, "fzgpu_memcpy_async"},
+		{&l.streamWait, "fzgpu_stream_wait_event"}, {&l.eventSync, "fzgpu_event_sync"},
 		{&l.malloc, "fzgpu_malloc"}, {&l.free, "fzgpu_free"},
 		{&l.hostAlloc, "fzgpu_host_alloc"}, {&l.hostFree, "fzgpu_host_free"},
 		{&l.hostRegister, "fzgpu_host_register"}, {&l.hostUnregister, "fzgpu_host_unregister"},

@@ -33,7 +33,15 @@ type ProducerOptions struct {
 	// PollInterval is how often results not seen live are looked up in the
 	// result stream (they can be missed while reconnecting). Default 2s.
 	PollInterval time.Duration
-	Log          *slog.Logger
+	// ReuseSegments is how many segments whose result has arrived are kept
+	// for later snapshots of the same size instead of being removed
+	// (default 0: a new file per snapshot). Reuse is what a simulation with
+	// steady output wants: refilling existing pages is ~7x faster than
+	// faulting in a fresh tmpfs file, and a GPU sidecar keeps a reused
+	// segment registered as pinned memory, so its copy to the device runs at
+	// the full PCIe rate (docs/PROTOCOL.md section 2, docs/PIPELINE.md).
+	ReuseSegments int
+	Log           *slog.Logger
 }
 
 // Spec describes a snapshot to publish.
@@ -57,6 +65,7 @@ type Producer struct {
 
 	mu        sync.Mutex
 	pending   map[string]*Pending
+	spare     []*Segment // finished segments kept for reuse (ReuseSegments)
 	callbacks []func(Result)
 	closed    bool
 	done      chan struct{}
@@ -143,7 +152,49 @@ func (p *Producer) Close() error {
 	for _, pd := range pend {
 		pd.resolve(nil, errors.New("producer closed before the result arrived"))
 	}
+	p.mu.Lock()
+	spare := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	for _, seg := range spare {
+		seg.Remove()
+	}
 	return err
+}
+
+// segment returns a spare segment of exactly size bytes, or a new one.
+func (p *Producer) segment(size int64) (*Segment, error) {
+	p.mu.Lock()
+	for i, seg := range p.spare {
+		if int64(len(seg.Bytes())) == size {
+			p.spare = append(p.spare[:i], p.spare[i+1:]...)
+			p.mu.Unlock()
+			return seg, nil
+		}
+	}
+	p.mu.Unlock()
+	return CreateSegment(p.opts.ShmDir, p.opts.ID, size)
+}
+
+// recycle keeps a segment whose result has arrived for reuse, or removes
+// it. The oldest spare goes first when the pool is full.
+func (p *Producer) recycle(seg *Segment) {
+	p.mu.Lock()
+	if p.opts.ReuseSegments <= 0 || p.closed || len(seg.Bytes()) == 0 {
+		p.mu.Unlock()
+		seg.Remove()
+		return
+	}
+	p.spare = append(p.spare, seg)
+	var drop *Segment
+	if len(p.spare) > p.opts.ReuseSegments {
+		drop = p.spare[0]
+		p.spare = p.spare[1:]
+	}
+	p.mu.Unlock()
+	if drop != nil {
+		drop.Remove()
+	}
 }
 
 // Snapshot is an admitted snapshot whose segment the caller fills in place.
@@ -188,7 +239,7 @@ func (p *Producer) BeginWithPolicy(ctx context.Context, s Spec, pol Policy) (*Sn
 	if err := p.admit(ctx, n.MsgID, n.Length, pol); err != nil {
 		return nil, err
 	}
-	seg, err := CreateSegment(p.opts.ShmDir, p.opts.ID, n.Length)
+	seg, err := p.segment(n.Length)
 	if err != nil {
 		p.releaseLease(n.MsgID)
 		return nil, err
@@ -243,7 +294,7 @@ func (s *Snapshot) Publish(ctx context.Context) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	pd := &Pending{n: s.n, seg: s.seg, done: make(chan struct{}), sent: time.Now()}
+	pd := &Pending{n: s.n, seg: s.seg, p: p, done: make(chan struct{}), sent: time.Now()}
 	// Register first: the result can arrive before Publish returns.
 	p.mu.Lock()
 	if p.closed {
@@ -435,6 +486,7 @@ func (p *Producer) poll() {
 type Pending struct {
 	n    Notification
 	seg  *Segment
+	p    *Producer
 	sent time.Time
 	done chan struct{}
 	once sync.Once
@@ -450,9 +502,14 @@ func (pd *Pending) Done() <-chan struct{} { return pd.done }
 
 func (pd *Pending) resolve(r *Result, err error) {
 	pd.once.Do(func() {
-		// The sidecar is done with the memory (result = it has unmapped and
-		// will never read it again), so the segment can go.
-		_ = pd.seg.Remove()
+		// A result means the sidecar will never read these bytes again, so
+		// the segment can go or be reused. Without one (closing) it may
+		// still be reading: removing is safe, rewriting is not.
+		if r != nil && pd.p != nil {
+			pd.p.recycle(pd.seg)
+		} else {
+			_ = pd.seg.Remove()
+		}
 		pd.res, pd.err = r, err
 		close(pd.done)
 	})

@@ -81,6 +81,7 @@ func (d *ShmDir) relName(name string) (string, error) {
 
 // Mapping is a read-only view of part of a segment.
 type Mapping struct {
+	off  int64 // of the region in the file
 	f    *os.File
 	m    mmap.MMap // page-aligned mapping (nil for an empty region)
 	data []byte    // the region the notification names
@@ -123,7 +124,7 @@ func (d *ShmDir) Map(name string, off, length int64) (*Mapping, error) {
 	if off < 0 || length < 0 || off > st.Size() || length > st.Size()-off {
 		return nil, errorf(CodeSizeMismatch, "segment %q is %d bytes but the notification names bytes [%d, %d): the file is shorter than announced", name, st.Size(), off, off+length)
 	}
-	mp := &Mapping{f: f}
+	mp := &Mapping{f: f, off: off}
 	if length > 0 {
 		if int64(int(length)) != length {
 			return nil, errorf(CodeTooLarge, "region of %d bytes cannot be mapped on this platform", length)
@@ -152,9 +153,19 @@ func (m *Mapping) Len() int64 { return int64(len(m.data)) }
 // that truncates the file while we read would otherwise kill the whole
 // sidecar with SIGBUS; SetPanicOnFault turns that into a recoverable panic
 // for this goroutine only, which becomes a CodeTruncated error.
-func (m *Mapping) CopyTo(dst []byte) (err error) {
+func (m *Mapping) CopyTo(dst []byte) error {
 	if len(dst) != len(m.data) {
 		return fmt.Errorf("copy segment: destination is %d bytes, region is %d", len(dst), len(m.data))
+	}
+	return GuardedCopy(dst, m.data)
+}
+
+// GuardedCopy copies src into dst (equal lengths) like CopyTo, for a part
+// of a mapping: a fault (the producer truncated the file) becomes a
+// CodeTruncated error for this goroutine instead of killing the process.
+func GuardedCopy(dst, src []byte) (err error) {
+	if len(dst) != len(src) {
+		return fmt.Errorf("copy segment: destination is %d bytes, source %d", len(dst), len(src))
 	}
 	old := debug.SetPanicOnFault(true)
 	defer func() {
@@ -163,8 +174,48 @@ func (m *Mapping) CopyTo(dst []byte) (err error) {
 			err = errorf(CodeTruncated, "segment changed size while being read (%v): the producer must not modify a segment before its result arrives", r)
 		}
 	}()
-	copy(dst, m.data)
+	copy(dst, src)
 	return nil
+}
+
+// Pages is the whole page-aligned mapping that holds Bytes (what a
+// cudaHostRegister must cover).
+func (m *Mapping) Pages() []byte { return m.m }
+
+// SegmentID identifies the file contents a mapping shows: the same inode at
+// the same size and change time, and the same region. A producer that
+// truncates or re-creates a segment changes it, so a cache keyed by it
+// (registered, page-locked mappings) never serves stale pages.
+type SegmentID struct {
+	Dev, Ino    uint64
+	Size, Ctime int64
+	Off, Len    int64
+}
+
+// ID identifies the mapped region (fstat of the open file).
+func (m *Mapping) ID() (SegmentID, error) {
+	if m.f == nil {
+		return SegmentID{}, errors.New("mapping closed")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(m.f.Fd()), &st); err != nil {
+		return SegmentID{}, fmt.Errorf("stat segment: %w", err)
+	}
+	return SegmentID{Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Ctime: st.Ctim.Nano(),
+		Off: m.off, Len: int64(len(m.data))}, nil
+}
+
+// Stale reports whether the file no longer matches id: unlinked, resized
+// or changed (its pages may no longer be the file's).
+func (m *Mapping) Stale(id SegmentID) bool {
+	if m.f == nil {
+		return true
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(m.f.Fd()), &st); err != nil {
+		return true
+	}
+	return st.Nlink == 0 || uint64(st.Dev) != id.Dev || st.Ino != id.Ino || st.Size != id.Size || st.Ctim.Nano() != id.Ctime
 }
 
 // Close unmaps and closes the segment. The producer, not the sidecar, owns

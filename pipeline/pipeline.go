@@ -81,13 +81,12 @@ func FZ(opts ...fz.Option) Codec {
 }
 
 // DirectCodec compresses straight from the read-only mapping of a segment,
-// without the private copy the CPU path makes. It is the seam for device
-// backends: a GPU pipeline registers the mapping as pinned memory
-// (cudaHostRegister) and DMAs container chunks from it over several streams,
-// so a producer truncating the file cannot fault a sidecar thread; where
-// registration fails it stages chunks through a pinned ring with
-// Mapping.CopyTo-style fault protection (docs/PIPELINE.md). It must return
-// the bytes Codec would, and must not keep the mapping after it returns.
+// without the private copy the CPU path makes: the seam for device
+// backends (GPU.Direct registers the mapping as pinned memory so the copy
+// engine reads it in place, or stages it through a pinned ring with
+// fault-guarded copies; docs/PIPELINE.md). It must return the bytes Codec
+// would. It owns m: it closes it before returning, or keeps it (a cache of
+// registered segments) and closes it later.
 type DirectCodec func(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error)
 
 // Config is what a pipeline needs.

@@ -159,8 +159,7 @@ func (p *pipe) compress(it *item) (err error) {
 	)
 	if p.cfg.Direct != nil {
 		t1 = t0
-		blob, st, err = p.cfg.Direct(p.work, m, it.job.Params)
-		m.Close()
+		blob, st, err = p.cfg.Direct(p.work, m, it.job.Params) // closes or keeps m
 	} else {
 		// Compress from a private copy: the producer cannot then crash us
 		// by truncating the file mid-read (CopyTo turns that fault into an

@@ -169,6 +169,7 @@ func TestDirectCodecSameBytes(t *testing.T) {
 		c.Pipeline.Codec = nil
 		c.Pipeline.Direct = func(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error) {
 			calls.Add(1)
+			defer m.Close()
 			stage := make([]byte, m.Len())
 			if err := m.CopyTo(stage); err != nil {
 				return nil, fz.Stats{}, err

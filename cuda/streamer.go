@@ -1,0 +1,650 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// StreamOptions configure a Streamer. Zero values take the defaults.
+type StreamOptions struct {
+	// Lanes is how many snapshots one device compresses at once (default
+	// 2): while one lane's kernels run, the other's copy keeps the PCIe
+	// link busy, so even rel snapshots (whose range must be known before
+	// any tile is encoded) are hidden behind the copy.
+	Lanes int
+	// Streams is the CUDA streams per lane (default 3): the copy of job
+	// i+1, the kernels of job i and the copy back of job i-1 overlap.
+	Streams int
+	// ArenaBytes is each lane's device input buffer (default a quarter of
+	// the device's memory split over the lanes, at most 16 GiB). A snapshot
+	// that fits is resident; a larger one streams through two windows of
+	// half the arena each (rel then reads it twice: range, then encode).
+	ArenaBytes uint64
+	// JobTiles is the tiles per kernel job (default 2048 = 8 Mi values).
+	JobTiles uint64
+	// StageBytes is each lane's pinned staging ring for sources that are
+	// not page-locked, in 4 slots (default 128 MiB).
+	StageBytes uint64
+	// CopyThreads is how many goroutines fill one staging slot (default 4:
+	// one core copies ~10 GB/s, the PCIe link takes ~55).
+	CopyThreads int
+}
+
+// Source is a snapshot in host memory.
+type Source struct {
+	Bytes []byte
+	// Pinned says Bytes is page-locked (RegisterHost, or pinned memory):
+	// the copy engine reads it in place. Otherwise it is copied through the
+	// lane's pinned staging ring.
+	Pinned bool
+	// Copy, for unpinned sources, copies src (a part of Bytes) into dst;
+	// it is where a caller guards reads of a mapping that a producer may
+	// truncate (ingest.Mapping.CopyRange). nil means copy.
+	Copy func(dst, src []byte) error
+}
+
+// Streamer compresses snapshots on one GPU from host memory, overlapping
+// host-to-device copies, kernels and device-to-host copies over several
+// CUDA streams. Every device and pinned buffer is allocated by
+// NewStreamer; Compress allocates only the output blob. The bytes equal
+// fz.Compress's.
+type Streamer struct {
+	lib   *library
+	dev   int32
+	name  string
+	o     StreamOptions
+	lanes chan *lane
+	all   []*lane
+}
+
+type lane struct {
+	s        *Streamer
+	arena    uintptr
+	arenaCap uint64
+	sl       []*slot
+	stage    []*stageSlot
+	next     int // next staging slot
+}
+
+// slot is one CUDA stream of a lane and what a job on it needs.
+type slot struct {
+	stream uintptr
+	ctx    uintptr
+	dOut   uintptr
+	hOut   unsafe.Pointer
+	outCap uint64
+	res    unsafe.Pointer
+	copied uintptr // event: this stream's last input copy
+	done   uintptr // event: this stream's last job
+}
+
+type stageSlot struct {
+	buf  unsafe.Pointer
+	size uint64
+	ev   uintptr
+	used bool
+}
+
+const stageSlots = 4
+
+// NewStreamer allocates everything a device needs to compress snapshots.
+func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
+	if ok, err := Available(); !ok {
+		return nil, err
+	}
+	l, _ := loadLibrary()
+	var n int32
+	l.deviceCount(&n)
+	if dev < 0 || int32(dev) >= n {
+		return nil, fmt.Errorf("CUDA device %d does not exist (%d present)", dev, n)
+	}
+	var name [256]byte
+	var mem uint64
+	if err := l.cerr(l.deviceInfo(int32(dev), &name[0], 256, &mem), "device info"); err != nil {
+		return nil, err
+	}
+	k := 0
+	for k < len(name) && name[k] != 0 {
+		k++
+	}
+	if o.Lanes <= 0 {
+		o.Lanes = 2
+	}
+	if o.Streams <= 0 {
+		o.Streams = 3
+	}
+	if o.JobTiles == 0 {
+		o.JobTiles = 2048
+	}
+	if o.ArenaBytes == 0 {
+		o.ArenaBytes = min(mem/4/uint64(o.Lanes), 16<<30)
+	}
+	o.ArenaBytes &^= 255
+	if o.ArenaBytes < 1<<20 {
+		return nil, fmt.Errorf("GPU arena of %d bytes: expected at least 1 MiB", o.ArenaBytes)
+	}
+	if o.StageBytes == 0 {
+		o.StageBytes = 128 << 20
+	}
+	if o.CopyThreads <= 0 {
+		o.CopyThreads = 4
+	}
+	s := &Streamer{lib: l, dev: int32(dev), o: o, lanes: make(chan *lane, o.Lanes),
+		name: fmt.Sprintf("gpu %d (%s, %.0f GiB)", dev, name[:k], float64(mem)/(1<<30))}
+	for i := 0; i < o.Lanes; i++ {
+		ln, err := s.newLane()
+		if ln != nil {
+			s.all = append(s.all, ln)
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("GPU %d: %w", dev, err)
+		}
+		s.lanes <- ln
+	}
+	return s, nil
+}
+
+func (s *Streamer) newLane() (*lane, error) {
+	l, dev := s.lib, s.dev
+	ln := &lane{s: s, arenaCap: s.o.ArenaBytes}
+	if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
+		return ln, err
+	}
+	outCap := l.compressBound(2, s.o.JobTiles)
+	for i := 0; i < s.o.Streams; i++ {
+		sl := &slot{outCap: outCap}
+		ln.sl = append(ln.sl, sl)
+		for _, step := range []struct {
+			rc   int32
+			what string
+		}{
+			{l.streamCreate(dev, &sl.stream), "create stream"},
+			{l.create(dev, s.o.JobTiles, &sl.ctx), "create GPU context"},
+			{l.malloc(dev, outCap, &sl.dOut), "allocate output slot"},
+			{l.hostAlloc(outCap, &sl.hOut), "allocate pinned output slot"},
+			{l.hostAlloc(uint64(unsafe.Sizeof(result{})), &sl.res), "allocate pinned result"},
+			{l.eventCreate(dev, &sl.copied), "create event"},
+			{l.eventCreate(dev, &sl.done), "create event"},
+		} {
+			if err := l.cerr(step.rc, step.what); err != nil {
+				return ln, err
+			}
+		}
+	}
+	per := max(s.o.StageBytes/stageSlots, 1<<20) &^ 4095
+	for i := 0; i < stageSlots; i++ {
+		ss := &stageSlot{size: per}
+		ln.stage = append(ln.stage, ss)
+		if err := l.cerr(l.hostAlloc(per, &ss.buf), "allocate pinned staging"); err != nil {
+			return ln, err
+		}
+		if err := l.cerr(l.eventCreate(dev, &ss.ev), "create event"); err != nil {
+			return ln, err
+		}
+	}
+	return ln, nil
+}
+
+// Name says which device this is.
+func (s *Streamer) Name() string { return s.name }
+
+// Device is the CUDA device index.
+func (s *Streamer) Device() int { return int(s.dev) }
+
+// Lanes is how many snapshots the device compresses at once.
+func (s *Streamer) Lanes() int { return s.o.Lanes }
+
+// Close frees everything; no Compress may be running.
+func (s *Streamer) Close() error {
+	l, dev := s.lib, s.dev
+	for _, ln := range s.all {
+		for _, sl := range ln.sl {
+			if sl.stream != 0 {
+				l.streamSync(dev, sl.stream)
+				l.streamDestroy(dev, sl.stream)
+			}
+			if sl.ctx != 0 {
+				l.destroy(sl.ctx)
+			}
+			if sl.dOut != 0 {
+				l.free(dev, sl.dOut)
+			}
+			for _, p := range []unsafe.Pointer{sl.hOut, sl.res} {
+				if p != nil {
+					l.hostFree(p)
+				}
+			}
+			for _, e := range []uintptr{sl.copied, sl.done} {
+				if e != 0 {
+					l.eventDestroy(dev, e)
+				}
+			}
+		}
+		for _, ss := range ln.stage {
+			if ss.buf != nil {
+				l.hostFree(ss.buf)
+			}
+			if ss.ev != 0 {
+				l.eventDestroy(dev, ss.ev)
+			}
+		}
+		if ln.arena != 0 {
+			l.free(dev, ln.arena)
+		}
+	}
+	s.all = nil
+	return nil
+}
+
+// RegisterHost page-locks b, read-only, for every device (cudaHostRegister
+// with the portable and read-only flags), so copies read it in place.
+func RegisterHost(b []byte) error {
+	l, err := loadLibrary()
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	return l.cerr(l.hostRegisterRO(unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b))), "register host memory")
+}
+
+// UnregisterHost undoes RegisterHost.
+func UnregisterHost(b []byte) error {
+	l, err := loadLibrary()
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	return l.cerr(l.hostUnregister(unsafe.Pointer(unsafe.SliceData(b))), "unregister host memory")
+}
+
+// Compress encodes src on this device; the bytes equal fz.Compress's.
+func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts ...fz.Option) ([]byte, fz.Stats, error) {
+	if err := p.Validate(int64(len(src.Bytes))); err != nil {
+		return nil, fz.Stats{}, err
+	}
+	set := fz.SettingsOf(opts...)
+	g, err := fz.PlanGeometry(p.Dims, set.TilesPerChunk)
+	if err != nil {
+		return nil, fz.Stats{}, err
+	}
+	if g.Elements == 0 {
+		return fz.CPU().Compress(ctx, src.Bytes, p, opts...)
+	}
+	if g.TilesPerChunk > s.o.JobTiles {
+		return nil, fz.Stats{}, fmt.Errorf("chunks of %d tiles exceed the GPU job of %d tiles", g.TilesPerChunk, s.o.JobTiles)
+	}
+	var ln *lane
+	select {
+	case ln = <-s.lanes:
+	case <-ctx.Done():
+		return nil, fz.Stats{}, fmt.Errorf("compress: waiting for a GPU lane: %w", context.Cause(ctx))
+	}
+	defer func() { s.lanes <- ln }()
+	return ln.compress(ctx, src, p, g, set)
+}
+
+// job is a run of whole chunks and the elements its tiles read.
+type job struct {
+	first, n uint64 // chunks
+	lo, hi   uint64 // bytes of the field
+}
+
+// jobSpan is the element range [lo, hi) the tiles of chunks [first,
+// first+n) read. Tiles are in C order over the tile grid, so the first
+// tile's origin is the lowest element and the last tile's far corner the
+// highest.
+func jobSpan(g fz.Geometry, first, n uint64) (lo, hi uint64) {
+	tz, ty, tx := uint64(g.Tile[0]), uint64(g.Tile[1]), uint64(g.Tile[2])
+	gx, gy := (g.NX+tx-1)/tx, (g.NY+ty-1)/ty
+	t0, _ := g.ChunkTiles(first)
+	_, t1 := g.ChunkTiles(first + n - 1)
+	t1--
+	ix, iy, iz := t0%gx, (t0/gx)%gy, t0/(gx*gy)
+	lo = (iz*tz*g.NY+iy*ty)*g.NX + ix*tx
+	ix, iy, iz = t1%gx, (t1/gx)%gy, t1/(gx*gy)
+	z, y, x := min(g.NZ, iz*tz+tz)-1, min(g.NY, iy*ty+ty)-1, min(g.NX, ix*tx+tx)-1
+	return lo, (z*g.NY+y)*g.NX + x + 1
+}
+
+// run is one snapshot's state on a lane.
+type run struct {
+	ln      *lane
+	ctx     context.Context
+	src     Source
+	f       field
+	es      uint64
+	jobs    []job
+	out     []byte
+	st      fz.Stats
+	last    result
+	issued  int // jobs enqueued
+	done    int // jobs collected
+	lastCpy uintptr
+	// windows: buffer w holds field bytes [wlo, copied) at its start
+	buf     [2]uintptr
+	bufCap  uint64
+	cur     int
+	wlo     uint64
+	copied  uint64
+	lastJob [2]int // last job index issued on each buffer (-1 none)
+}
+
+func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
+	s, l := ln.s, ln.s.lib
+	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1}}
+	r.f.mode, r.f.bound = uint32(p.Mode), p.Bound
+	if bits, ok := fz.FillBits(p); ok {
+		r.f.hasFill, r.f.fillBits = 1, bits
+	}
+	for _, j := range jobs(g, s.o.JobTiles) {
+		lo, hi := jobSpan(g, j[0], j[1])
+		r.jobs = append(r.jobs, job{first: j[0], n: j[1], lo: lo * r.es, hi: hi * r.es})
+	}
+	N := uint64(len(src.Bytes))
+	resident := N <= ln.arenaCap
+	if resident {
+		r.buf[0], r.bufCap = ln.arena, ln.arenaCap
+	} else {
+		half := (ln.arenaCap / 2) &^ 255
+		r.buf[0], r.buf[1], r.bufCap = ln.arena, ln.arena+uintptr(half), half
+		for _, j := range r.jobs {
+			if j.hi-j.lo > half {
+				return nil, st, fmt.Errorf("a GPU job reads %d bytes (its tiles span whole planes of the field) but the arena's window holds %d: raise the GPU arena", j.hi-j.lo, half)
+			}
+		}
+	}
+	defer func() {
+		if err != nil { // nothing may still be using the lane's buffers
+			for _, sl := range ln.sl {
+				l.streamSync(s.dev, sl.stream)
+			}
+			for _, ss := range ln.stage {
+				ss.used = false
+			}
+		}
+	}()
+	s0 := ln.sl[0]
+	// Parameters: the range needs every value before any tile is encoded.
+	if p.Mode == fz.Rel {
+		if resident {
+			if err := r.upload(ln.arena, src.Bytes, s0.stream); err != nil {
+				return nil, st, err
+			}
+			r.copied = N
+			if err := l.cerr(l.rangeOf(s0.ctx, s0.stream, &r.f, ln.arena, N/r.es, 0), "GPU range"); err != nil {
+				return nil, st, err
+			}
+		} else {
+			piece := ln.arenaCap / r.es * r.es
+			for off := uint64(0); off < N; off += piece {
+				n := min(piece, N-off)
+				if err := r.upload(ln.arena, src.Bytes[off:off+n], s0.stream); err != nil {
+					return nil, st, err
+				}
+				acc := int32(0)
+				if off > 0 {
+					acc = 1
+				}
+				if err := l.cerr(l.rangeOf(s0.ctx, s0.stream, &r.f, ln.arena, n/r.es, acc), "GPU range"); err != nil {
+					return nil, st, err
+				}
+			}
+		}
+	}
+	if err := l.cerr(l.prepareRange(s0.ctx, s0.stream, &r.f), "GPU parameters"); err != nil {
+		return nil, st, err
+	}
+	if err := l.cerr(l.eventRecord(s.dev, s0.copied, s0.stream), "record event"); err != nil {
+		return nil, st, err
+	}
+	r.lastCpy = s0.copied
+	for _, sl := range ln.sl[1:] {
+		if err := l.cerr(l.streamWait(s.dev, sl.stream, s0.copied), "stream wait"); err != nil {
+			return nil, st, err
+		}
+		if err := l.cerr(l.paramsCopy(sl.ctx, s0.ctx, sl.stream), "share GPU parameters"); err != nil {
+			return nil, st, err
+		}
+	}
+	hsz := uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
+	r.out = make([]byte, hsz, hsz+N/4+4096)
+	r.st = fz.Stats{RawBytes: N}
+	S := len(ln.sl)
+	for j := range r.jobs {
+		if err := ctx.Err(); err != nil {
+			return nil, st, fmt.Errorf("compress: %w", context.Cause(ctx))
+		}
+		if j >= S {
+			if err := r.collectUpTo(j - S); err != nil {
+				return nil, st, err
+			}
+		}
+		if err := r.issue(j); err != nil {
+			return nil, st, err
+		}
+		if set.Progress != nil && j > 0 {
+			set.Progress(r.jobs[r.done-1].hi, N)
+		}
+	}
+	if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
+		return nil, st, err
+	}
+	if set.Progress != nil {
+		set.Progress(N, N)
+	}
+	res := r.last
+	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	if err := indexChunks(h, g, r.out, hsz, set.Workers); err != nil {
+		return nil, st, err
+	}
+	h.PutHeader(r.out)
+	r.st.AbsEB = h.AbsEB
+	r.st.CompressedBytes = uint64(len(r.out))
+	return r.out, r.st, nil
+}
+
+// issue enqueues job j on stream j%S: the input bytes it still lacks, then
+// the kernels.
+func (r *run) issue(j int) error {
+	ln := r.ln
+	s, l := ln.s, ln.s.lib
+	sl := ln.sl[j%len(ln.sl)]
+	jb := r.jobs[j]
+	if jb.hi-r.wlo > r.bufCap { // slide to the other window, keeping what this job still needs
+		nb := 1 - r.cur
+		if err := r.collectUpTo(r.lastJob[nb]); err != nil {
+			return err
+		}
+		if err := l.cerr(l.streamWait(s.dev, sl.stream, r.lastCpy), "stream wait"); err != nil {
+			return err
+		}
+		if keep := r.copied - min(r.copied, jb.lo); keep > 0 {
+			from := r.buf[r.cur] + uintptr(jb.lo-r.wlo)
+			if err := l.cerr(l.copyD2D(s.dev, r.buf[nb], from, keep, 3, sl.stream), "GPU window copy"); err != nil {
+				return err
+			}
+		} else {
+			r.copied = jb.lo
+		}
+		r.cur, r.wlo = nb, jb.lo
+	}
+	buf := r.buf[r.cur]
+	if r.lastCpy != 0 && r.lastCpy != sl.copied {
+		if err := l.cerr(l.streamWait(s.dev, sl.stream, r.lastCpy), "stream wait"); err != nil {
+			return err
+		}
+	}
+	if jb.hi > r.copied {
+		if err := r.upload(buf+uintptr(r.copied-r.wlo), r.src.Bytes[r.copied:jb.hi], sl.stream); err != nil {
+			return err
+		}
+		r.copied = jb.hi
+	}
+	if err := l.cerr(l.eventRecord(s.dev, sl.copied, sl.stream), "record event"); err != nil {
+		return err
+	}
+	r.lastCpy = sl.copied
+	if err := l.cerr(l.compressAt(sl.ctx, sl.stream, &r.f, buf, r.wlo/r.es, jb.first, jb.n, sl.dOut, sl.outCap, sl.res), "GPU compress"); err != nil {
+		return err
+	}
+	if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
+		return err
+	}
+	r.lastJob[r.cur] = j
+	r.issued = j + 1
+	return nil
+}
+
+// collectUpTo waits for jobs up to k (in order) and appends their bytes.
+func (r *run) collectUpTo(k int) error {
+	ln := r.ln
+	s, l := ln.s, ln.s.lib
+	for ; r.done <= k && r.done < r.issued; r.done++ {
+		sl := ln.sl[r.done%len(ln.sl)]
+		if err := l.cerr(l.eventSync(s.dev, sl.done), "GPU compress"); err != nil {
+			return err
+		}
+		res := *(*result)(sl.res)
+		if res.status != 0 {
+			return l.cerr(int32(res.status), "GPU compress")
+		}
+		if res.bytes > sl.outCap {
+			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
+		}
+		if res.bytes > 0 {
+			if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, res.bytes, 2, sl.stream), "copy from GPU"); err != nil {
+				return err
+			}
+			if err := l.cerr(l.streamSync(s.dev, sl.stream), "copy from GPU"); err != nil {
+				return err
+			}
+			r.out = append(r.out, unsafe.Slice((*byte)(sl.hOut), res.bytes)...)
+		}
+		r.st.Outliers += res.outliers
+		r.st.MaxAbsErr = max(r.st.MaxAbsErr, res.maxAbsErr)
+		r.last = res
+	}
+	return nil
+}
+
+// upload copies src to device address dst on stream: straight from src if
+// it is page-locked, else through the lane's pinned staging ring, each
+// slot filled by CopyThreads goroutines.
+func (r *run) upload(dst uintptr, src []byte, stream uintptr) error {
+	ln := r.ln
+	s, l := ln.s, ln.s.lib
+	if len(src) == 0 {
+		return nil
+	}
+	if r.src.Pinned {
+		return l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, stream), "copy to GPU")
+	}
+	cp := r.src.Copy
+	if cp == nil {
+		cp = func(d, s []byte) error { copy(d, s); return nil }
+	}
+	for off := uint64(0); off < uint64(len(src)); {
+		ss := ln.stage[ln.next]
+		ln.next = (ln.next + 1) % len(ln.stage)
+		if ss.used {
+			if err := l.cerr(l.eventSync(s.dev, ss.ev), "staging copy"); err != nil {
+				return err
+			}
+		}
+		n := min(ss.size, uint64(len(src))-off)
+		if err := parallelCopy(unsafe.Slice((*byte)(ss.buf), n), src[off:off+n], s.o.CopyThreads, cp); err != nil {
+			return err
+		}
+		if err := l.cerr(l.copyH2D(s.dev, dst+uintptr(off), ss.buf, n, 1, stream), "copy to GPU"); err != nil {
+			return err
+		}
+		if err := l.cerr(l.eventRecord(s.dev, ss.ev, stream), "record event"); err != nil {
+			return err
+		}
+		ss.used = true
+		off += n
+	}
+	return nil
+}
+
+// parallelCopy splits one copy over up to threads goroutines in 64 KiB
+// aligned parts and returns the first error.
+func parallelCopy(dst, src []byte, threads int, cp func(d, s []byte) error) error {
+	const align = 64 << 10
+	n := uint64(len(src))
+	per := (n/uint64(max(threads, 1)) + align - 1) / align * align
+	if threads <= 1 || n < 2*align {
+		return cp(dst, src)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, threads)
+	for t := 0; t < threads; t++ {
+		a := min(n, uint64(t)*per)
+		b := min(n, a+per)
+		if a == b {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[t] = cp(dst[a:b], src[a:b])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// PinnedH2D measures the host-to-device bandwidth from pinned memory on
+// this device (bytes per second, median of reps after a warm-up), using a
+// lane's arena as the target: it waits for a free lane.
+func (s *Streamer) PinnedH2D(ctx context.Context, bytes uint64, reps int) (float64, error) {
+	var ln *lane
+	select {
+	case ln = <-s.lanes:
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+	defer func() { s.lanes <- ln }()
+	l, dev, st := s.lib, s.dev, ln.sl[0].stream
+	bytes = min(bytes, ln.arenaCap)
+	var hp unsafe.Pointer
+	if err := l.cerr(l.hostAlloc(bytes, &hp), "pinned allocation"); err != nil {
+		return 0, err
+	}
+	defer l.hostFree(hp)
+	var e0, e1 uintptr
+	if err := l.cerr(l.eventCreate(dev, &e0), "event"); err != nil {
+		return 0, err
+	}
+	defer l.eventDestroy(dev, e0)
+	if err := l.cerr(l.eventCreate(dev, &e1), "event"); err != nil {
+		return 0, err
+	}
+	defer l.eventDestroy(dev, e1)
+	var ms []float64
+	for i := -1; i < max(reps, 1); i++ {
+		l.eventRecord(dev, e0, st)
+		if err := l.cerr(l.copyH2D(dev, ln.arena, hp, bytes, 1, st), "H2D"); err != nil {
+			return 0, err
+		}
+		l.eventRecord(dev, e1, st)
+		var m float32
+		if err := l.cerr(l.eventElapsed(dev, e0, e1, &m), "elapsed"); err != nil {
+			return 0, err
+		}
+		if i >= 0 {
+			ms = append(ms, float64(m))
+		}
+	}
+	return float64(bytes) / (median(ms) / 1e3), nil
+}

@@ -1,0 +1,283 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/cuda"
+	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
+)
+
+// HostMode is how snapshot bytes reach a GPU.
+type HostMode string
+
+const (
+	// HostRegister page-locks the segment's mapping (cudaHostRegister,
+	// read-only) so the copy engine reads it in place, and keeps the
+	// registration while the producer reuses the segment; where
+	// registration fails it stages instead.
+	HostRegister HostMode = "register"
+	// HostStage copies every snapshot through a pinned staging ring.
+	HostStage HostMode = "stage"
+)
+
+// minRegister is the smallest snapshot worth registering: below it the
+// staging copy costs less than a registration.
+const minRegister = 4 << 20
+
+// GPUOptions configure GPU.
+type GPUOptions struct {
+	Host HostMode // default HostRegister
+	// PinCacheBytes bounds the registered segments kept between snapshots
+	// (default 16 GiB). They are the producer's own pages: while its files
+	// exist the cache costs no memory; once unlinked, their pages are freed
+	// at the next sweep (PinSweep).
+	PinCacheBytes int64
+	Log           *slog.Logger
+	Codec         []fz.Option
+}
+
+// GPUStats counts how snapshots reached the GPUs.
+type GPUStats struct {
+	Registered, CacheHits, Staged, RegisterFailed uint64
+}
+
+// GPU is the direct codec over one Streamer per device: each snapshot goes
+// to a free lane of any device, straight from its shared-memory mapping.
+type GPU struct {
+	o     GPUOptions
+	free  chan *cuda.Streamer // one token per lane of each device
+	cache *pinCache
+	stats struct{ registered, hits, staged, failed atomic.Uint64 }
+	warn  sync.Once
+}
+
+// NewGPU spreads snapshots over the streamers' lanes.
+func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
+	if o.Host == "" {
+		o.Host = HostRegister
+	}
+	if o.PinCacheBytes <= 0 {
+		o.PinCacheBytes = 16 << 30
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	n := 0
+	for _, s := range streamers {
+		n += s.Lanes()
+	}
+	g := &GPU{o: o, free: make(chan *cuda.Streamer, n), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
+	// Interleave devices so a lone snapshot goes to the first device and
+	// two go to different ones.
+	for i := 0; len(g.free) < n; i++ {
+		for _, s := range streamers {
+			if i < s.Lanes() {
+				g.free <- s
+			}
+		}
+	}
+	return g
+}
+
+// Lanes is how many snapshots the GPUs compress at once (at least what
+// Config.Compressors should be).
+func (g *GPU) Lanes() int { return cap(g.free) }
+
+// Stats counts how snapshots reached the GPUs so far.
+func (g *GPU) Stats() GPUStats {
+	return GPUStats{Registered: g.stats.registered.Load(), CacheHits: g.stats.hits.Load(),
+		Staged: g.stats.staged.Load(), RegisterFailed: g.stats.failed.Load()}
+}
+
+// Close drops every cached registration (no Direct call may be running).
+func (g *GPU) Close() error {
+	g.cache.close()
+	return nil
+}
+
+// Direct is the pipeline's DirectCodec.
+func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error) {
+	var s *cuda.Streamer
+	select {
+	case s = <-g.free:
+	case <-ctx.Done():
+		m.Close()
+		return nil, fz.Stats{}, context.Cause(ctx)
+	}
+	defer func() { g.free <- s }()
+	if g.o.Host == HostRegister && m.Len() >= minRegister {
+		e, hit, err := g.cache.acquire(m)
+		if err == nil {
+			defer g.cache.release(e)
+			if hit {
+				g.stats.hits.Add(1)
+			} else {
+				g.stats.registered.Add(1)
+			}
+			return s.Compress(ctx, cuda.Source{Bytes: e.m.Bytes(), Pinned: true}, p, g.o.Codec...)
+		}
+		g.stats.failed.Add(1)
+		g.warn.Do(func() {
+			g.o.Log.Warn("cannot register segments as pinned memory; staging them instead (slower)", "err", err)
+		})
+	}
+	defer m.Close()
+	g.stats.staged.Add(1)
+	return s.Compress(ctx, cuda.Source{Bytes: m.Bytes(), Copy: ingest.GuardedCopy}, p, g.o.Codec...)
+}
+
+// pinCache keeps segments' mappings registered between snapshots, keyed by
+// what identifies their pages (ingest.SegmentID). An entry is dropped when
+// its file is unlinked, resized or changed, when idle for pinIdle, or to
+// make room (least recently used first); never while a snapshot uses it.
+type pinCache struct {
+	mu         sync.Mutex
+	entries    map[ingest.SegmentID]*pinEntry
+	bytes      int64
+	limit      int64
+	register   func([]byte) error
+	unregister func([]byte) error
+	now        func() time.Time
+	stop       chan struct{}
+	stopped    sync.WaitGroup
+}
+
+type pinEntry struct {
+	id     ingest.SegmentID
+	m      *ingest.Mapping
+	refs   int
+	used   time.Time
+	cached bool // in entries; a private entry is dropped at its release
+}
+
+const (
+	pinSweep = time.Second      // how often unlinked or changed segments are looked for
+	pinIdle  = 30 * time.Second // an unused registration is dropped after this
+)
+
+func newPinCache(limit int64, register, unregister func([]byte) error) *pinCache {
+	c := &pinCache{entries: map[ingest.SegmentID]*pinEntry{}, limit: limit, register: register,
+		unregister: unregister, now: time.Now, stop: make(chan struct{})}
+	c.stopped.Add(1)
+	go func() {
+		defer c.stopped.Done()
+		t := time.NewTicker(pinSweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+				c.sweep()
+			}
+		}
+	}()
+	return c
+}
+
+// acquire returns a registered mapping with m's contents and whether it was
+// registered already. It takes m over on success (closing it on a hit); on
+// error m is still the caller's.
+func (c *pinCache) acquire(m *ingest.Mapping) (e *pinEntry, hit bool, err error) {
+	id, err := m.ID()
+	if err != nil {
+		return nil, false, err
+	}
+	c.mu.Lock()
+	if e := c.entries[id]; e != nil && !e.m.Stale(id) {
+		e.refs++
+		e.used = c.now()
+		c.mu.Unlock()
+		m.Close()
+		return e, true, nil
+	}
+	c.mu.Unlock()
+	if err := c.register(m.Pages()); err != nil {
+		return nil, false, fmt.Errorf("register segment: %w", err)
+	}
+	e = &pinEntry{id: id, m: m, refs: 1, used: c.now()}
+	size := int64(len(m.Pages()))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.entries[id]; old != nil {
+		if old.refs > 0 {
+			return e, false, nil // the same region twice at once: this one stays private
+		}
+		c.dropLocked(old)
+	}
+	for c.bytes+size > c.limit {
+		var lru *pinEntry
+		for _, x := range c.entries {
+			if x.refs == 0 && (lru == nil || x.used.Before(lru.used)) {
+				lru = x
+			}
+		}
+		if lru == nil {
+			return e, false, nil // everything cached is in use: private
+		}
+		c.dropLocked(lru)
+	}
+	e.cached = true
+	c.entries[id] = e
+	c.bytes += size
+	return e, false, nil
+}
+
+// release ends a snapshot's use of an entry.
+func (c *pinCache) release(e *pinEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.refs--
+	e.used = c.now()
+	if !e.cached && e.refs == 0 {
+		c.unregister(e.m.Pages())
+		e.m.Close()
+	}
+}
+
+// dropLocked removes an unused entry and frees its registration.
+func (c *pinCache) dropLocked(e *pinEntry) {
+	delete(c.entries, e.id)
+	e.cached = false
+	c.bytes -= int64(len(e.m.Pages()))
+	c.unregister(e.m.Pages())
+	e.m.Close()
+}
+
+// sweep drops unused entries whose file was unlinked or changed (the
+// producer gets its memory back) or that sat idle for pinIdle.
+func (c *pinCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for _, e := range c.entries {
+		if e.refs == 0 && (now.Sub(e.used) > pinIdle || e.m.Stale(e.id)) {
+			c.dropLocked(e)
+		}
+	}
+}
+
+// size is the registered bytes held and the number of entries.
+func (c *pinCache) size() (int64, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, len(c.entries)
+}
+
+func (c *pinCache) close() {
+	close(c.stop)
+	c.stopped.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.refs == 0 {
+			c.dropLocked(e)
+		}
+	}
+}
