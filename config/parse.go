@@ -72,6 +72,21 @@ func size(f func(*Settings) *int64) parser {
 	}
 }
 
+func sizeOrAuto(f func(*Settings) *int64) parser {
+	return func(s *Settings, v string) error {
+		if strings.EqualFold(strings.TrimSpace(v), "auto") {
+			*f(s) = 0
+			return nil
+		}
+		n, err := ParseSize(v)
+		if err != nil || n < 1<<20 {
+			return fmt.Errorf("expected auto or a size of at least 1MiB such as 8GiB")
+		}
+		*f(s) = n
+		return nil
+	}
+}
+
 func duration(f func(*Settings) *time.Duration) parser {
 	return func(s *Settings, v string) error {
 		d, err := time.ParseDuration(strings.TrimSpace(v))

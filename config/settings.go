@@ -34,6 +34,13 @@ type Settings struct {
 	// GPUs lists device ordinals for --backend gpu: one compression lane
 	// per device. Empty: device 0.
 	GPUs []int
+	// GPUHost is how snapshots reach a GPU: register (page-lock the
+	// segment, cached while the producer reuses it; staging where that
+	// fails) or stage (always through a pinned staging ring).
+	GPUHost string
+	// GPUArena is each GPU lane's device input buffer in bytes; 0 sizes it
+	// from the device's memory.
+	GPUArena int64
 
 	Budget int64
 
@@ -87,6 +94,7 @@ func Defaults() Settings {
 	s.DataDir = ".fzsidecar"
 	s.Sink = "./fzdata"
 	s.Backend = "auto"
+	s.GPUHost = "register"
 	s.Budget = 4 << 30
 	s.MaxBlock = 10 * time.Minute
 	s.LeaseTTL = 10 * time.Minute

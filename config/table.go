@@ -64,6 +64,15 @@ var table = []entry{
 		parse: oneOf(func(s *Settings) *string { return &s.Backend }, "auto", "cpu", "gpu"), show: sp(func(s *Settings) *string { return &s.Backend })},
 	{key: "gpus", flag: "gpus", help: "GPU devices for backend gpu/auto: one compression lane per device, e.g. 0,1 or all (default device 0)",
 		parse: gpuList, show: func(s *Settings) string { return formatGPUs(s.GPUs) }},
+	{key: "gpu_host", flag: "gpu-host", help: "how snapshots reach a GPU: register (pin the segment in place, kept while the producer reuses it; staging where that fails) or stage (copy through a pinned ring)",
+		parse: oneOf(func(s *Settings) *string { return &s.GPUHost }, "register", "stage"), show: sp(func(s *Settings) *string { return &s.GPUHost })},
+	{key: "gpu_arena", flag: "gpu-arena", help: "device input buffer per GPU lane; larger snapshots stream through it in two windows (auto: a quarter of the device memory over 2 lanes, at most 16GiB)",
+		parse: sizeOrAuto(func(s *Settings) *int64 { return &s.GPUArena }), show: func(s *Settings) string {
+			if s.GPUArena == 0 {
+				return "auto"
+			}
+			return formatSize(s.GPUArena)
+		}},
 	{key: "budget", flag: "budget", help: "bytes of snapshots in flight (admitted or queued, not yet stored); also the largest accepted snapshot",
 		parse: size(func(s *Settings) *int64 { return &s.Budget }), show: func(s *Settings) string { return formatSize(s.Budget) }},
 

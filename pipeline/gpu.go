@@ -51,6 +51,7 @@ type GPUStats struct {
 // to a free lane of any device, straight from its shared-memory mapping.
 type GPU struct {
 	o     GPUOptions
+	devs  []*cuda.Streamer
 	free  chan *cuda.Streamer // one token per lane of each device
 	cache *pinCache
 	stats struct{ registered, hits, staged, failed atomic.Uint64 }
@@ -72,7 +73,7 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 	for _, s := range streamers {
 		n += s.Lanes()
 	}
-	g := &GPU{o: o, free: make(chan *cuda.Streamer, n), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
+	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
 	// Interleave devices so a lone snapshot goes to the first device and
 	// two go to different ones.
 	for i := 0; len(g.free) < n; i++ {
@@ -93,6 +94,31 @@ func (g *GPU) Lanes() int { return cap(g.free) }
 func (g *GPU) Stats() GPUStats {
 	return GPUStats{Registered: g.stats.registered.Load(), CacheHits: g.stats.hits.Load(),
 		Staged: g.stats.staged.Load(), RegisterFailed: g.stats.failed.Load()}
+}
+
+// PinnedH2D measures the pinned host-to-device bandwidth of all devices at
+// once (bytes per second, summed): the ceiling for ingest, since every raw
+// byte crosses PCIe once. It takes one lane per device while it runs.
+func (g *GPU) PinnedH2D(ctx context.Context, bytes uint64) (float64, error) {
+	bps := make([]float64, len(g.devs))
+	errs := make([]error, len(g.devs))
+	var wg sync.WaitGroup
+	for i, s := range g.devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bps[i], errs[i] = s.PinnedH2D(ctx, bytes, 10)
+		}()
+	}
+	wg.Wait()
+	sum := 0.0
+	for i := range bps {
+		if errs[i] != nil {
+			return 0, errs[i]
+		}
+		sum += bps[i]
+	}
+	return sum, nil
 }
 
 // Close drops every cached registration (no Direct call may be running).

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/fzsidecar/fzsidecar/backend"
 	"github.com/fzsidecar/fzsidecar/config"
 	"github.com/fzsidecar/fzsidecar/cuda"
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -23,7 +22,10 @@ type Assembled struct {
 	Config
 	Sink        sinks.Sink
 	BackendName string
-	closers     []io.Closer
+	// GPU is the GPU direct codec, if the GPU backend was chosen (its
+	// Stats say how snapshots reached the devices).
+	GPU     *pipeline.GPU
+	closers []io.Closer
 }
 
 // Close releases the sink and any GPU backends.
@@ -56,11 +58,15 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 			a.Close()
 		}
 	}()
-	codec, name, err := openCodec(s, log, a)
+	cc, err := openCodec(s, log, a)
 	if err != nil {
 		return nil, err
 	}
-	a.BackendName = name
+	a.BackendName = cc.name
+	compressors := s.Pipeline.Compressors
+	if cc.lanes > compressors && !s.IsSet("pipeline.compressors") {
+		compressors = cc.lanes // keep every GPU lane busy
+	}
 	sinkLog := log.With("component", "sink")
 	sink, err := sinks.Open(ctx, s.Sink, sinks.WithLogger(sinkLog), sinks.WithS3(sinks.S3Config{
 		Endpoint: s.S3.Endpoint, Region: s.S3.Region, PartSize: uint64(s.S3.PartSize), Threads: uint(s.S3.Threads),
@@ -82,8 +88,8 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 			Streams: ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL},
 		},
 		Pipeline: pipeline.Config{
-			Store: pipeline.SinkStore(sink), Codec: codec,
-			Compressors: s.Pipeline.Compressors, Writers: s.Pipeline.Writers, Queue: s.Pipeline.Queue,
+			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct,
+			Compressors: compressors, Writers: s.Pipeline.Writers, Queue: s.Pipeline.Queue,
 			DrainTimeout: s.Pipeline.DrainTimeout,
 		},
 		Log:            log,
@@ -94,29 +100,36 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 	return a, nil
 }
 
-// openCodec resolves backend and gpus into one codec: the CPU codec, one
-// GPU, or one lane per GPU.
-func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (pipeline.Codec, string, error) {
+// codecChoice is what openCodec picked: the CPU codec, or the GPU direct
+// codec over one streamer per device.
+type codecChoice struct {
+	codec  pipeline.Codec
+	direct pipeline.DirectCodec
+	lanes  int // snapshots the backend compresses at once (GPU lanes)
+	name   string
+}
+
+// openCodec resolves backend and gpus: the CPU codec, or the GPU direct
+// path (segments pinned in place, several streams per snapshot, one
+// pipeline per device).
+func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, error) {
 	var opts []fz.Option
 	if s.Pipeline.CodecThreads > 0 {
 		opts = append(opts, fz.WithWorkers(s.Pipeline.CodecThreads))
 	}
+	cpu := codecChoice{codec: pipeline.FZ(opts...), name: "cpu"}
 	want := strings.ToLower(s.Backend)
-	if want == "cpu" || (want == "auto" && len(s.GPUs) == 0) {
-		b, why, err := backend.Select(want)
-		if err != nil {
-			return nil, "", fmt.Errorf("backend (%s): %w", s.Source("backend"), err)
-		}
-		log.Info(why)
-		if b == nil || b.Name() == "cpu" {
-			return pipeline.FZ(opts...), "cpu", nil
-		}
-		if c, ok := b.(io.Closer); ok {
-			a.closers = append(a.closers, c)
-		}
-		return pipeline.FZ(append(opts, fz.WithBackend(b))...), b.Name(), nil
+	if want == "cpu" {
+		log.Info("backend cpu")
+		return cpu, nil
 	}
-	// gpu, or auto with explicit devices: one lane per device.
+	if ok, err := cuda.Available(); !ok {
+		if want == "auto" {
+			log.Info("backend auto: cpu", "reason", "GPU unavailable: "+err.Error())
+			return cpu, nil
+		}
+		return codecChoice{}, fmt.Errorf("backend gpu (%s): %w", s.Source("backend"), err)
+	}
 	devs := s.GPUs
 	if len(devs) == 0 {
 		devs = []int{0}
@@ -128,24 +141,30 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (pipeline.Code
 			devs = append(devs, d)
 		}
 	}
-	var lanes []pipeline.Codec
+	var streamers []*cuda.Streamer
 	var names []string
 	for _, d := range devs {
-		b, err := cuda.OpenDevice(d, cuda.DefaultJobTiles)
+		st, err := cuda.NewStreamer(d, cuda.StreamOptions{ArenaBytes: uint64(s.GPUArena)})
 		if err != nil {
-			if all && len(lanes) > 0 {
+			if all && len(streamers) > 0 {
 				break // past the last device
+			}
+			for _, x := range streamers {
+				x.Close()
 			}
 			if want == "auto" {
 				log.Info("backend auto: cpu", "reason", err.Error())
-				return pipeline.FZ(opts...), "cpu", nil
+				return cpu, nil
 			}
-			return nil, "", fmt.Errorf("backend gpu, device %d (%s): %w", d, s.Source("gpus"), err)
+			return codecChoice{}, fmt.Errorf("backend gpu, device %d (%s): %w", d, s.Source("gpus"), err)
 		}
-		a.closers = append(a.closers, b)
-		lanes = append(lanes, pipeline.FZ(append(opts, fz.WithBackend(b))...))
-		names = append(names, b.Name())
+		a.closers = append(a.closers, st)
+		streamers = append(streamers, st)
+		names = append(names, st.Name())
 	}
-	log.Info("backend gpu", "lanes", len(lanes), "devices", strings.Join(names, "; "))
-	return pipeline.Lanes(lanes...), strings.Join(names, "; "), nil
+	g := pipeline.NewGPU(streamers, pipeline.GPUOptions{Host: pipeline.HostMode(s.GPUHost), Log: log, Codec: opts})
+	a.closers = append(a.closers, g) // closed before the streamers
+	a.GPU = g
+	log.Info("backend "+want+": gpu", "devices", strings.Join(names, "; "), "lanes", g.Lanes(), "host", s.GPUHost)
+	return codecChoice{direct: g.Direct, lanes: g.Lanes(), name: strings.Join(names, "; ")}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/fzsidecar/fzsidecar/config"
 	"github.com/fzsidecar/fzsidecar/internal/bench"
@@ -25,7 +24,10 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	size := fs.String("size", "64MiB", "bytes per snapshot (S), f32; a multiple of 4")
 	sink := fs.String("sink", "null", "null (discard), a directory (e.g. /dev/shm/x for tmpfs), or a sink URL")
 	be := fs.String("backend", "cpu", "codec backend: cpu, auto or gpu")
-	gpus := fs.String("gpus", "", "GPU devices, one pipeline lane each (e.g. 0,1 or all)")
+	gpus := fs.String("gpus", "", "GPU devices, one pipeline each (e.g. 0,1 or all)")
+	gpuHost := fs.String("gpu-host", "register", "how snapshots reach the GPU: register (pin segments in place) or stage (pinned ring)")
+	gpuArena := fs.String("gpu-arena", "auto", "device input buffer per GPU lane")
+	reuse := fs.Int("reuse-segments", 3, "segments each producer keeps for its next snapshots (0: a new file per snapshot)")
 	compressors := fs.Int("compressors", 0, "snapshots compressed at once (default: as serve)")
 	writers := fs.Int("writers", 0, "concurrent sink writes (default: as serve)")
 	threads := fs.Int("codec-threads", 0, "CPU codec threads per snapshot (0: all cores)")
@@ -50,7 +52,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	}
 	if *role == "producer" {
 		return bench.RunProducer(ctx, bench.ProducerOptions{URL: *url, ShmDir: *shm, ID: *id, Index: *index,
-			Snapshots: *snapshots, Bytes: n}, os.Stdout)
+			Snapshots: *snapshots, Bytes: n, Reuse: *reuse}, os.Stdout)
 	}
 	if *role != "" {
 		return usageErr(fs, "--role %q: expected producer (internal)", *role)
@@ -62,7 +64,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	s, err = config.Load("", nil, func(s *config.Settings) error {
 		// Reuse the config parsers so --backend and --gpus mean what they
 		// mean for serve.
-		return config.Set(s, map[string]string{"backend": *be, "gpus": *gpus}, "flag")
+		return config.Set(s, map[string]string{"backend": *be, "gpus": *gpus, "gpu_host": *gpuHost, "gpu_arena": *gpuArena}, "flag")
 	})
 	if err != nil {
 		return configErr(fs.Name(), err)
@@ -78,7 +80,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	rep, err := bench.Run(ctx, bench.Options{Producers: *producers, Snapshots: *snapshots, Bytes: n, Sink: *sink,
-		Backend: s.Backend, GPUs: s.GPUs, Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
+		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, Reuse: *reuse, Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
 		// The producers are this binary again; FZSIDECAR_TEST_EXEC makes
 		// that work from the test binary too.
 		Exe: exe, Args: []string{"bench-e2e"}, Env: []string{"FZSIDECAR_TEST_EXEC=1"},
@@ -87,9 +89,6 @@ func runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	bench.Print(os.Stdout, rep)
-	if strings.Contains(strings.ToLower(rep.Backend), "gpu") && rep.H2DBps == 0 {
-		fmt.Println("pinned H2D: not measured in this build (GPU probe not wired yet; see docs/PIPELINE.md)")
-	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {

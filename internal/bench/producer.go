@@ -20,6 +20,7 @@ type ProducerOptions struct {
 	Index           int // selects the field, so producers' data differ
 	Snapshots       int
 	Bytes           int64
+	Reuse           int // segments kept for reuse (ingest.ProducerOptions.ReuseSegments)
 }
 
 // ProducerReport is what a producer prints (one JSON line) for the
@@ -62,7 +63,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, out io.Writer) error {
 	}
 	defer nc.Close()
 	prod, err := ingest.NewProducer(cctx, nc, ingest.ProducerOptions{ID: o.ID, ShmDir: o.ShmDir, Policy: ingest.Block,
-		BlockTimeout: 10 * time.Minute, Log: log})
+		BlockTimeout: 10 * time.Minute, ReuseSegments: o.Reuse, Log: log})
 	if err != nil {
 		return fail(err)
 	}
