@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -13,9 +15,10 @@ import (
 // StreamOptions configure a Streamer. Zero values take the defaults.
 type StreamOptions struct {
 	// Lanes is how many snapshots one device compresses at once (default
-	// 2): while one lane's kernels run, the other's copy keeps the PCIe
-	// link busy, so even rel snapshots (whose range must be known before
-	// any tile is encoded) are hidden behind the copy.
+	// 4): while one lane's kernels and host-side work (index, checksums)
+	// run, the others' copies keep the PCIe link busy, so even rel
+	// snapshots (whose range must be known before any tile is encoded) are
+	// hidden behind the copy.
 	Lanes int
 	// Streams is the CUDA streams per lane (default 3): the copy of job
 	// i+1, the kernels of job i and the copy back of job i-1 overlap.
@@ -92,6 +95,9 @@ type stageSlot struct {
 
 const stageSlots = 4
 
+// trace (FZ_GPU_TRACE=1) prints each snapshot's host-side phases.
+var trace = os.Getenv("FZ_GPU_TRACE") != ""
+
 // NewStreamer allocates everything a device needs to compress snapshots.
 func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	if ok, err := Available(); !ok {
@@ -113,7 +119,7 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 		k++
 	}
 	if o.Lanes <= 0 {
-		o.Lanes = 2
+		o.Lanes = 4
 	}
 	if o.Streams <= 0 {
 		o.Streams = 3
@@ -324,7 +330,8 @@ type run struct {
 	f       field
 	es      uint64
 	jobs    []job
-	out     []byte
+	out     []byte // allocated at the first job, sized from its ratio
+	hsz     uint64
 	st      fz.Stats
 	last    result
 	issued  int // jobs enqueued
@@ -341,6 +348,7 @@ type run struct {
 
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
 	s, l := ln.s, ln.s.lib
+	t0 := time.Now()
 	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1}}
 	r.f.mode, r.f.bound = uint32(p.Mode), p.Bound
 	if bits, ok := fz.FillBits(p); ok {
@@ -408,6 +416,7 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		return nil, st, err
 	}
 	r.lastCpy = s0.copied
+	tParams := time.Now()
 	for _, sl := range ln.sl[1:] {
 		if err := l.cerr(l.streamWait(s.dev, sl.stream, s0.copied), "stream wait"); err != nil {
 			return nil, st, err
@@ -416,8 +425,8 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 			return nil, st, err
 		}
 	}
-	hsz := uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
-	r.out = make([]byte, hsz, hsz+N/4+4096)
+	r.hsz = uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
+	hsz := r.hsz
 	r.st = fz.Stats{RawBytes: N}
 	S := len(ln.sl)
 	for j := range r.jobs {
@@ -439,6 +448,10 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
 		return nil, st, err
 	}
+	if r.out == nil {
+		r.out = make([]byte, hsz)
+	}
+	tJobs := time.Now()
 	if set.Progress != nil {
 		set.Progress(N, N)
 	}
@@ -450,6 +463,12 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	h.PutHeader(r.out)
 	r.st.AbsEB = h.AbsEB
 	r.st.CompressedBytes = uint64(len(r.out))
+	if trace {
+		now := time.Now()
+		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms index %.2fms total %.2fms\n",
+			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), tParams.Sub(t0).Seconds()*1e3, tJobs.Sub(tParams).Seconds()*1e3,
+			now.Sub(tJobs).Seconds()*1e3, now.Sub(t0).Seconds()*1e3)
+	}
 	return r.out, r.st, nil
 }
 
@@ -527,6 +546,13 @@ func (r *run) collectUpTo(k int) error {
 			}
 			if err := l.cerr(l.streamSync(s.dev, sl.stream), "copy from GPU"); err != nil {
 				return err
+			}
+			if r.out == nil {
+				// Large Go allocations are zeroed: size the blob from the
+				// first job's ratio (+25 %) rather than the raw size.
+				jb := r.jobs[r.done]
+				est := res.bytes * uint64(len(r.src.Bytes)) / max(jb.hi-jb.lo, 1)
+				r.out = make([]byte, r.hsz, r.hsz+est+est/4+4096)
 			}
 			r.out = append(r.out, unsafe.Slice((*byte)(sl.hOut), res.bytes)...)
 		}
