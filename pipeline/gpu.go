@@ -53,6 +53,7 @@ type GPU struct {
 	o     GPUOptions
 	devs  []*cuda.Streamer
 	free  chan *cuda.Streamer // one token per lane of each device
+	blobs chan []byte         // released blobs, reused as outputs
 	cache *pinCache
 	stats struct{ registered, hits, staged, failed atomic.Uint64 }
 	warn  sync.Once
@@ -73,7 +74,7 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 	for _, s := range streamers {
 		n += s.Lanes()
 	}
-	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
+	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), blobs: make(chan []byte, 2*n+8), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
 	// Interleave devices so a lone snapshot goes to the first device and
 	// two go to different ones.
 	for i := 0; len(g.free) < n; i++ {
@@ -121,6 +122,24 @@ func (g *GPU) PinnedH2D(ctx context.Context, bytes uint64) (float64, error) {
 	return sum, nil
 }
 
+// Release takes a blob back once the pipeline is done with it (the
+// pipeline's Config.Release): the next snapshot's output reuses it.
+func (g *GPU) Release(blob []byte) {
+	select {
+	case g.blobs <- blob[:0]:
+	default:
+	}
+}
+
+func (g *GPU) outBuf() []byte {
+	select {
+	case b := <-g.blobs:
+		return b
+	default:
+		return nil
+	}
+}
+
 // Close drops every cached registration (no Direct call may be running).
 func (g *GPU) Close() error {
 	g.cache.close()
@@ -146,7 +165,7 @@ func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byt
 			} else {
 				g.stats.registered.Add(1)
 			}
-			return s.Compress(ctx, cuda.Source{Bytes: e.m.Bytes(), Pinned: true}, p, g.o.Codec...)
+			return s.Compress(ctx, cuda.Source{Bytes: e.m.Bytes(), Pinned: true, Out: g.outBuf()}, p, g.o.Codec...)
 		}
 		g.stats.failed.Add(1)
 		g.warn.Do(func() {
@@ -155,7 +174,7 @@ func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byt
 	}
 	defer m.Close()
 	g.stats.staged.Add(1)
-	return s.Compress(ctx, cuda.Source{Bytes: m.Bytes(), Copy: ingest.GuardedCopy}, p, g.o.Codec...)
+	return s.Compress(ctx, cuda.Source{Bytes: m.Bytes(), Copy: ingest.GuardedCopy, Out: g.outBuf()}, p, g.o.Codec...)
 }
 
 // pinCache keeps segments' mappings registered between snapshots, keyed by

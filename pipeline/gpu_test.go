@@ -35,6 +35,7 @@ func TestGPUDirect(t *testing.T) {
 			url := runInProcess(t, e, func(c *sidecarConfig) {
 				c.Pipeline.Codec = nil
 				c.Pipeline.Direct = g.Direct
+				c.Pipeline.Release = g.Release // blobs are reused as outputs
 				c.Pipeline.Compressors = g.Lanes()
 			})
 			p := newProducer(t, url, e.ShmDir, func(o *ingest.ProducerOptions) { o.ReuseSegments = 3 })

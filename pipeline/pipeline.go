@@ -95,7 +95,10 @@ type Config struct {
 	Codec Codec
 	// Direct, if set, is used instead of Codec and the private copy.
 	Direct DirectCodec
-	Log    *slog.Logger
+	// Release, if set, gets every blob back once the pipeline is done with
+	// it (stored or failed), so a codec can reuse the memory.
+	Release func(blob []byte)
+	Log     *slog.Logger
 	// Compressors is how many snapshots are mapped, copied and compressed at
 	// once (default 2): while one is being copied out of shared memory
 	// another is being compressed. fz already spreads one snapshot over all

@@ -213,6 +213,9 @@ func (p *pipe) store(it *item) (err error) {
 func (p *pipe) finish(it *item, err error) {
 	j, n := it.job, it.job.Notice
 	defer func() {
+		if it.blob != nil && p.cfg.Release != nil {
+			p.cfg.Release(it.blob)
+		}
 		it.blob = nil
 		if it.unlock != nil {
 			it.unlock()

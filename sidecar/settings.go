@@ -88,7 +88,7 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 			Streams: ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL},
 		},
 		Pipeline: pipeline.Config{
-			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct,
+			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct, Release: cc.release,
 			Compressors: compressors, Writers: s.Pipeline.Writers, Queue: s.Pipeline.Queue,
 			DrainTimeout: s.Pipeline.DrainTimeout,
 		},
@@ -103,10 +103,11 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 // codecChoice is what openCodec picked: the CPU codec, or the GPU direct
 // codec over one streamer per device.
 type codecChoice struct {
-	codec  pipeline.Codec
-	direct pipeline.DirectCodec
-	lanes  int // snapshots the backend compresses at once (GPU lanes)
-	name   string
+	codec   pipeline.Codec
+	direct  pipeline.DirectCodec
+	release func([]byte)
+	lanes   int // snapshots the backend compresses at once (GPU lanes)
+	name    string
 }
 
 // openCodec resolves backend and gpus: the CPU codec, or the GPU direct
@@ -166,5 +167,5 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, 
 	a.closers = append(a.closers, g) // closed before the streamers
 	a.GPU = g
 	log.Info("backend "+want+": gpu", "devices", strings.Join(names, "; "), "lanes", g.Lanes(), "host", s.GPUHost)
-	return codecChoice{direct: g.Direct, lanes: g.Lanes(), name: strings.Join(names, "; ")}, nil
+	return codecChoice{direct: g.Direct, release: g.Release, lanes: g.Lanes(), name: strings.Join(names, "; ")}, nil
 }
