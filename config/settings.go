@@ -41,6 +41,8 @@ type Settings struct {
 	// GPUArena is each GPU lane's device input buffer in bytes; 0 sizes it
 	// from the device's memory.
 	GPUArena int64
+	// GPULanes is how many snapshots each GPU compresses at once.
+	GPULanes int
 
 	Budget int64
 
@@ -95,6 +97,7 @@ func Defaults() Settings {
 	s.Sink = "./fzdata"
 	s.Backend = "auto"
 	s.GPUHost = "register"
+	s.GPULanes = 4
 	s.Budget = 4 << 30
 	s.MaxBlock = 10 * time.Minute
 	s.LeaseTTL = 10 * time.Minute

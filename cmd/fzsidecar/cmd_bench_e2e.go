@@ -27,6 +27,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	gpus := fs.String("gpus", "", "GPU devices, one pipeline each (e.g. 0,1 or all)")
 	gpuHost := fs.String("gpu-host", "register", "how snapshots reach the GPU: register (pin segments in place) or stage (pinned ring)")
 	gpuArena := fs.String("gpu-arena", "auto", "device input buffer per GPU lane")
+	gpuLanes := fs.String("gpu-lanes", "4", "snapshots each GPU compresses at once")
 	reuse := fs.Int("reuse-segments", 3, "segments each producer keeps for its next snapshots (0: a new file per snapshot)")
 	compressors := fs.Int("compressors", 0, "snapshots compressed at once (default: as serve)")
 	writers := fs.Int("writers", 0, "concurrent sink writes (default: as serve)")
@@ -64,7 +65,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	s, err = config.Load("", nil, func(s *config.Settings) error {
 		// Reuse the config parsers so --backend and --gpus mean what they
 		// mean for serve.
-		return config.Set(s, map[string]string{"backend": *be, "gpus": *gpus, "gpu_host": *gpuHost, "gpu_arena": *gpuArena}, "flag")
+		return config.Set(s, map[string]string{"backend": *be, "gpus": *gpus, "gpu_host": *gpuHost, "gpu_arena": *gpuArena, "gpu_lanes": *gpuLanes}, "flag")
 	})
 	if err != nil {
 		return configErr(fs.Name(), err)
@@ -80,7 +81,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	rep, err := bench.Run(ctx, bench.Options{Producers: *producers, Snapshots: *snapshots, Bytes: n, Sink: *sink,
-		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, Reuse: *reuse, Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
+		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
 		// The producers are this binary again; FZSIDECAR_TEST_EXEC makes
 		// that work from the test binary too.
 		Exe: exe, Args: []string{"bench-e2e"}, Env: []string{"FZSIDECAR_TEST_EXEC=1"},

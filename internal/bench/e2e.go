@@ -37,6 +37,7 @@ type Options struct {
 	GPUs     []int
 	GPUHost  string // register (default) or stage
 	GPUArena int64
+	GPULanes int
 	// Reuse is how many finished segments each producer keeps for its next
 	// snapshots (ingest.ProducerOptions.ReuseSegments); 0 creates a new
 	// file per snapshot.
@@ -141,6 +142,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		s.GPUHost = o.GPUHost
 	}
 	s.GPUArena = o.GPUArena
+	if o.GPULanes > 0 {
+		s.GPULanes = o.GPULanes
+	}
 	s.NATS.Listen, s.Metrics.Listen = "127.0.0.1:0", "off"
 	s.Sink = o.Sink
 	if o.Sink == "null" {
