@@ -1686,6 +1686,12 @@ extern "C" int fzgpu_event_create(int device, void **ev) {
     CK(cudaEventCreate((cudaEvent_t *)ev));
     return 0;
 }
+extern "C" int fzgpu_event_create_blocking(int device, void **ev) {
+    if (!ev) return FZGPU_E_ARG;
+    CK(cudaSetDevice(device));
+    CK(cudaEventCreateWithFlags((cudaEvent_t *)ev, cudaEventBlockingSync | cudaEventDisableTiming));
+    return 0;
+}
 extern "C" int fzgpu_event_destroy(int device, void *ev) {
     CK(cudaSetDevice(device));
     CK(cudaEventDestroy((cudaEvent_t)ev));

@@ -149,6 +149,10 @@ int fzgpu_stream_sync(int device, void *stream);
 int fzgpu_memcpy_async(int device, void *dst, const void *src, uint64_t size, int kind, void *stream);
 int fzgpu_memset_async(int device, void *d_ptr, int value, uint64_t size, void *stream);
 int fzgpu_event_create(int device, void **ev);
+/* An event whose fzgpu_event_sync sleeps instead of spinning (no timing):
+ * with many lanes waiting at once, spinning threads starve the host-side
+ * work (producers, checksums) of CPU. */
+int fzgpu_event_create_blocking(int device, void **ev);
 int fzgpu_event_destroy(int device, void *ev);
 int fzgpu_event_record(int device, void *ev, void *stream);
 /* Makes later work on stream wait for ev (cudaStreamWaitEvent). */

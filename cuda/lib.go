@@ -71,6 +71,7 @@ type library struct {
 	copyH2DHost    func(dev int32, dst uintptr, src uintptr, size uint64, kind int32, s uintptr) int32
 	streamWait     func(dev int32, s, ev uintptr) int32
 	eventSync      func(dev int32, ev uintptr) int32
+	eventBlocking  func(dev int32, ev *uintptr) int32
 	malloc         func(dev int32, size uint64, p *uintptr) int32
 	free           func(dev int32, p uintptr) int32
 	hostAlloc      func(size uint64, p *unsafe.Pointer) int32
@@ -165,6 +166,7 @@ func load() (*library, error) {
 		{&l.paramsCopy, "fzgpu_params_copy"}, {&l.compressAt, "fzgpu_compress_at"},
 		{&l.hostRegisterRO, "fzgpu_host_register_ro"}, {&l.copyH2DHost, "fzgpu_memcpy_async"},
 		{&l.streamWait, "fzgpu_stream_wait_event"}, {&l.eventSync, "fzgpu_event_sync"},
+		{&l.eventBlocking, "fzgpu_event_create_blocking"},
 		{&l.malloc, "fzgpu_malloc"}, {&l.free, "fzgpu_free"},
 		{&l.hostAlloc, "fzgpu_host_alloc"}, {&l.hostFree, "fzgpu_host_free"},
 		{&l.hostRegister, "fzgpu_host_register"}, {&l.hostUnregister, "fzgpu_host_unregister"},

@@ -88,6 +88,7 @@ type slot struct {
 	res    unsafe.Pointer
 	copied uintptr // event: this stream's last input copy
 	done   uintptr // event: this stream's last job
+	out    uintptr // event: this stream's last copy back
 }
 
 type stageSlot struct {
@@ -179,8 +180,9 @@ func (s *Streamer) newLane() (*lane, error) {
 			{l.malloc(dev, outCap, &sl.dOut), "allocate output slot"},
 			{l.hostAlloc(outCap, &sl.hOut), "allocate pinned output slot"},
 			{l.hostAlloc(uint64(unsafe.Sizeof(result{})), &sl.res), "allocate pinned result"},
-			{l.eventCreate(dev, &sl.copied), "create event"},
-			{l.eventCreate(dev, &sl.done), "create event"},
+			{l.eventBlocking(dev, &sl.copied), "create event"},
+			{l.eventBlocking(dev, &sl.done), "create event"},
+			{l.eventBlocking(dev, &sl.out), "create event"},
 		} {
 			if err := l.cerr(step.rc, step.what); err != nil {
 				return ln, err
@@ -194,7 +196,7 @@ func (s *Streamer) newLane() (*lane, error) {
 		if err := l.cerr(l.hostAlloc(per, &ss.buf), "allocate pinned staging"); err != nil {
 			return ln, err
 		}
-		if err := l.cerr(l.eventCreate(dev, &ss.ev), "create event"); err != nil {
+		if err := l.cerr(l.eventBlocking(dev, &ss.ev), "create event"); err != nil {
 			return ln, err
 		}
 	}
@@ -230,7 +232,7 @@ func (s *Streamer) Close() error {
 					l.hostFree(p)
 				}
 			}
-			for _, e := range []uintptr{sl.copied, sl.done} {
+			for _, e := range []uintptr{sl.copied, sl.done, sl.out} {
 				if e != 0 {
 					l.eventDestroy(dev, e)
 				}
@@ -548,7 +550,10 @@ func (r *run) collectUpTo(k int) error {
 			if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, res.bytes, 2, sl.stream), "copy from GPU"); err != nil {
 				return err
 			}
-			if err := l.cerr(l.streamSync(s.dev, sl.stream), "copy from GPU"); err != nil {
+			if err := l.cerr(l.eventRecord(s.dev, sl.out, sl.stream), "record event"); err != nil {
+				return err
+			}
+			if err := l.cerr(l.eventSync(s.dev, sl.out), "copy from GPU"); err != nil {
 				return err
 			}
 			if r.out == nil {
