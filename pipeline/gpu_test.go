@@ -97,3 +97,49 @@ func TestGPUDirect(t *testing.T) {
 		})
 	}
 }
+
+// TestProducerReusesSegments: with ReuseSegments the producer writes later
+// snapshots into a finished segment (same file), every snapshot is stored
+// correctly, and Close removes the spares.
+func TestProducerReusesSegments(t *testing.T) {
+	e := newEnv(t)
+	url := runInProcess(t, e, nil)
+	p := newProducer(t, url, e.ShmDir, func(o *ingest.ProducerOptions) { o.ReuseSegments = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := map[string]int{}
+	var all []*sent
+	for step := range 5 {
+		sp := specFor(0)
+		sp.Step = uint64(step)
+		s, pd := publishOne(ctx, p, sp, step)
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		names[pd.Notification().Segment]++
+		if s.res, s.err = pd.Wait(ctx); s.err != nil {
+			t.Fatal(s.err)
+		}
+		all = append(all, s)
+	}
+	if len(names) != 1 {
+		t.Fatalf("5 sequential snapshots used %d segments %v; want one, reused", len(names), names)
+	}
+	for _, s := range all {
+		k := pipeline.Key{Run: s.spec.Run, Var: s.spec.Var, Step: s.spec.Step}
+		blob, err := os.ReadFile(filepath.Join(e.StoreDir, filepath.FromSlash(k.String())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeCheck(blob, s.raw, fz.Params{DType: s.spec.DType, Dims: s.spec.Dims, Mode: s.spec.Mode, Bound: s.spec.Bound}); err != nil {
+			t.Fatalf("step %d: %v", s.spec.Step, err)
+		}
+	}
+	if ents, _ := os.ReadDir(e.ShmDir); len(ents) != 1 {
+		t.Fatalf("%d files in the shm dir while the producer keeps one spare", len(ents))
+	}
+	p.Close()
+	if ents, _ := os.ReadDir(e.ShmDir); len(ents) != 0 {
+		t.Fatalf("%d segments left after Close", len(ents))
+	}
+}
