@@ -68,7 +68,7 @@ var table = []entry{
 		parse: oneOf(func(s *Settings) *string { return &s.GPUHost }, "register", "stage"), show: sp(func(s *Settings) *string { return &s.GPUHost })},
 	{key: "gpu_lanes", flag: "gpu-lanes", help: "snapshots each GPU compresses at once (while one lane's kernels run, the others' copies keep PCIe busy)",
 		parse: intIn(func(s *Settings) *int { return &s.GPULanes }, 1, 32, "a number of lanes"), show: func(s *Settings) string { return itoa64(int64(s.GPULanes)) }},
-	{key: "gpu_arena", flag: "gpu-arena", help: "device input buffer per GPU lane; larger snapshots stream through it in two windows (auto: a quarter of the device memory over 2 lanes, at most 16GiB)",
+	{key: "gpu_arena", flag: "gpu-arena", help: "device input buffer per GPU lane; larger snapshots stream through it in two windows (auto: a quarter of the device memory over the lanes, at most 16GiB)",
 		parse: sizeOrAuto(func(s *Settings) *int64 { return &s.GPUArena }), show: func(s *Settings) string {
 			if s.GPUArena == 0 {
 				return "auto"
