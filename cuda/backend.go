@@ -55,26 +55,12 @@ func Open() (*Backend, error) { return OpenDevice(0, DefaultJobTiles) }
 // OpenDevice creates a backend on device dev whose jobs hold up to
 // jobTiles tiles (raised to a chunk when a field's chunks are larger).
 func OpenDevice(dev int, jobTiles uint64) (*Backend, error) {
-	if ok, err := Available(); !ok {
+	l, name, mem, err := openDevice(dev)
+	if err != nil {
 		return nil, err
-	}
-	l, _ := loadLibrary()
-	var n int32
-	l.deviceCount(&n)
-	if dev < 0 || int32(dev) >= n {
-		return nil, fmt.Errorf("CUDA device %d does not exist (%d present)", dev, n)
 	}
 	b := &Backend{lib: l, dev: int32(dev)}
-	var name [256]byte
-	var mem uint64
-	if err := l.cerr(l.deviceInfo(b.dev, &name[0], 256, &mem), "device info"); err != nil {
-		return nil, err
-	}
-	k := 0
-	for k < len(name) && name[k] != 0 {
-		k++
-	}
-	b.name = fmt.Sprintf("gpu (%s, %.0f GiB, %s)", name[:k], float64(mem)/(1<<30), l.path)
+	b.name = fmt.Sprintf("gpu (%s, %.0f GiB, %s)", name, float64(mem)/(1<<30), l.path)
 	if err := l.cerr(l.streamCreate(b.dev, &b.stream), "create stream"); err != nil {
 		return nil, err
 	}
@@ -229,7 +215,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 	if err := l.cerr(l.prepare(b.ctx, b.stream, &f, b.a), "GPU compress"); err != nil {
 		return nil, fz.Stats{}, err
 	}
-	hsz := uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
+	hsz := headerSize(p, g)
 	out := make([]byte, hsz, hsz+uint64(len(src))/3+4096)
 	st := fz.Stats{RawBytes: uint64(len(src))}
 	var res result
@@ -259,14 +245,29 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 			set.Progress(uint64(len(src))*end/g.Tiles, uint64(len(src)))
 		}
 	}
-	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
-	if err := indexChunks(h, g, out, hsz, set.Workers); err != nil {
+	if err := finishContainer(p, g, res, out, hsz, set.Workers, &st); err != nil {
 		return nil, fz.Stats{}, err
+	}
+	return out, st, nil
+}
+
+// headerSize is the bytes before the first chunk: header, index, CRC.
+func headerSize(p fz.Params, g fz.Geometry) uint64 {
+	return uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
+}
+
+// finishContainer writes the header and chunk index into out[:hsz] for
+// the chunks the device wrote after it (res is the last job's result) and
+// completes st.
+func finishContainer(p fz.Params, g fz.Geometry, res result, out []byte, hsz uint64, workers int, st *fz.Stats) error {
+	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	if err := indexChunks(h, g, out, hsz, workers); err != nil {
+		return err
 	}
 	h.PutHeader(out)
 	st.AbsEB = h.AbsEB
 	st.CompressedBytes = uint64(len(out))
-	return out, st, nil
+	return nil
 }
 
 // indexChunks fills h.Chunks by walking the chunks' tile tables from hsz

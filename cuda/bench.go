@@ -58,40 +58,44 @@ func median(v []float64) float64 {
 }
 
 type timer struct {
-	b      *Backend
+	lib    *library
+	dev    int32
+	stream uintptr
 	e0, e1 uintptr
 }
 
-func (b *Backend) newTimer() (*timer, error) {
-	t := &timer{b: b}
-	if err := b.lib.cerr(b.lib.eventCreate(b.dev, &t.e0), "event"); err != nil {
+// newTimer times work enqueued on stream with a pair of CUDA events.
+func newTimer(l *library, dev int32, stream uintptr) (*timer, error) {
+	t := &timer{lib: l, dev: dev, stream: stream}
+	if err := l.cerr(l.eventCreate(dev, &t.e0), "event"); err != nil {
 		return nil, err
 	}
-	if err := b.lib.cerr(b.lib.eventCreate(b.dev, &t.e1), "event"); err != nil {
+	if err := l.cerr(l.eventCreate(dev, &t.e1), "event"); err != nil {
+		l.eventDestroy(dev, t.e0)
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *timer) close() { t.b.lib.eventDestroy(t.b.dev, t.e0); t.b.lib.eventDestroy(t.b.dev, t.e1) }
+func (t *timer) close() { t.lib.eventDestroy(t.dev, t.e0); t.lib.eventDestroy(t.dev, t.e1) }
 
-// median times f (which enqueues work on the backend's stream) reps times
+// median times f (which enqueues work on the timer's stream) reps times
 // after one warm-up, in milliseconds.
 func (t *timer) median(reps int, f func() error) (float64, error) {
-	l, b := t.b.lib, t.b
+	l := t.lib
 	var ms []float64
 	for i := -1; i < reps; i++ {
-		if err := l.cerr(l.eventRecord(b.dev, t.e0, b.stream), "record"); err != nil {
+		if err := l.cerr(l.eventRecord(t.dev, t.e0, t.stream), "record"); err != nil {
 			return 0, err
 		}
 		if err := f(); err != nil {
 			return 0, err
 		}
-		if err := l.cerr(l.eventRecord(b.dev, t.e1, b.stream), "record"); err != nil {
+		if err := l.cerr(l.eventRecord(t.dev, t.e1, t.stream), "record"); err != nil {
 			return 0, err
 		}
 		var m float32
-		if err := l.cerr(l.eventElapsed(b.dev, t.e0, t.e1, &m), "elapsed"); err != nil {
+		if err := l.cerr(l.eventElapsed(t.dev, t.e0, t.e1, &m), "elapsed"); err != nil {
 			return 0, err
 		}
 		if i >= 0 {
@@ -122,7 +126,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	defer b.Close()
 	l := b.lib
 	rep := &BenchReport{Device: b.Name(), Reps: cfg.Reps, CopyBytes: cfg.Bytes}
-	tm, err := b.newTimer()
+	tm, err := newTimer(l, b.dev, b.stream)
 	if err != nil {
 		return nil, err
 	}

@@ -200,3 +200,27 @@ func (l *library) cerr(rc int32, what string) error {
 	}
 	return fmt.Errorf("%s: %s", what, buf[:n])
 }
+
+// openDevice loads the library, checks that device dev exists and returns
+// its name and memory size.
+func openDevice(dev int) (*library, string, uint64, error) {
+	if ok, err := Available(); !ok {
+		return nil, "", 0, err
+	}
+	l, _ := loadLibrary()
+	var n int32
+	l.deviceCount(&n)
+	if dev < 0 || int32(dev) >= n {
+		return nil, "", 0, fmt.Errorf("CUDA device %d does not exist (%d present)", dev, n)
+	}
+	var name [256]byte
+	var mem uint64
+	if err := l.cerr(l.deviceInfo(int32(dev), &name[0], 256, &mem), "device info"); err != nil {
+		return nil, "", 0, err
+	}
+	k := 0
+	for k < len(name) && name[k] != 0 {
+		k++
+	}
+	return l, string(name[:k]), mem, nil
+}

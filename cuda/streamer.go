@@ -105,23 +105,9 @@ var trace = os.Getenv("FZ_GPU_TRACE") != ""
 
 // NewStreamer allocates everything a device needs to compress snapshots.
 func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
-	if ok, err := Available(); !ok {
+	l, name, mem, err := openDevice(dev)
+	if err != nil {
 		return nil, err
-	}
-	l, _ := loadLibrary()
-	var n int32
-	l.deviceCount(&n)
-	if dev < 0 || int32(dev) >= n {
-		return nil, fmt.Errorf("CUDA device %d does not exist (%d present)", dev, n)
-	}
-	var name [256]byte
-	var mem uint64
-	if err := l.cerr(l.deviceInfo(int32(dev), &name[0], 256, &mem), "device info"); err != nil {
-		return nil, err
-	}
-	k := 0
-	for k < len(name) && name[k] != 0 {
-		k++
 	}
 	if o.Lanes <= 0 {
 		o.Lanes = 4
@@ -146,7 +132,7 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 		o.CopyThreads = 4
 	}
 	s := &Streamer{lib: l, dev: int32(dev), o: o, lanes: make(chan *lane, o.Lanes),
-		name: fmt.Sprintf("gpu %d (%s, %.0f GiB)", dev, name[:k], float64(mem)/(1<<30))}
+		name: fmt.Sprintf("gpu %d (%s, %.0f GiB)", dev, name, float64(mem)/(1<<30))}
 	for i := 0; i < o.Lanes; i++ {
 		ln, err := s.newLane()
 		if ln != nil {
@@ -431,7 +417,7 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 			return nil, st, err
 		}
 	}
-	r.hsz = uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
+	r.hsz = headerSize(p, g)
 	hsz := r.hsz
 	r.st = fz.Stats{RawBytes: N}
 	S := len(ln.sl)
@@ -462,13 +448,9 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		set.Progress(N, N)
 	}
 	res := r.last
-	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
-	if err := indexChunks(h, g, r.out, hsz, set.Workers); err != nil {
+	if err := finishContainer(p, g, res, r.out, hsz, set.Workers, &r.st); err != nil {
 		return nil, st, err
 	}
-	h.PutHeader(r.out)
-	r.st.AbsEB = h.AbsEB
-	r.st.CompressedBytes = uint64(len(r.out))
 	if trace {
 		now := time.Now()
 		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms index %.2fms total %.2fms\n",
@@ -662,29 +644,14 @@ func (s *Streamer) PinnedH2D(ctx context.Context, bytes uint64, reps int) (float
 		return 0, err
 	}
 	defer l.hostFree(hp)
-	var e0, e1 uintptr
-	if err := l.cerr(l.eventCreate(dev, &e0), "event"); err != nil {
+	tm, err := newTimer(l, dev, st)
+	if err != nil {
 		return 0, err
 	}
-	defer l.eventDestroy(dev, e0)
-	if err := l.cerr(l.eventCreate(dev, &e1), "event"); err != nil {
+	defer tm.close()
+	ms, err := tm.median(max(reps, 1), func() error { return l.cerr(l.copyH2D(dev, ln.arena, hp, bytes, 1, st), "H2D") })
+	if err != nil {
 		return 0, err
 	}
-	defer l.eventDestroy(dev, e1)
-	var ms []float64
-	for i := -1; i < max(reps, 1); i++ {
-		l.eventRecord(dev, e0, st)
-		if err := l.cerr(l.copyH2D(dev, ln.arena, hp, bytes, 1, st), "H2D"); err != nil {
-			return 0, err
-		}
-		l.eventRecord(dev, e1, st)
-		var m float32
-		if err := l.cerr(l.eventElapsed(dev, e0, e1, &m), "elapsed"); err != nil {
-			return 0, err
-		}
-		if i >= 0 {
-			ms = append(ms, float64(m))
-		}
-	}
-	return float64(bytes) / (median(ms) / 1e3), nil
+	return float64(bytes) / (ms / 1e3), nil
 }

@@ -235,7 +235,9 @@ func (c *pinCache) acquire(m *ingest.Mapping) (e *pinEntry, hit bool, err error)
 		return nil, false, err
 	}
 	c.mu.Lock()
-	if e := c.entries[id]; e != nil && !e.m.Stale(id) {
+	// id was read from the file just opened by name, so an entry under it
+	// maps that very inode at that size and change time.
+	if e := c.entries[id]; e != nil {
 		e.refs++
 		e.used = c.now()
 		c.mu.Unlock()
