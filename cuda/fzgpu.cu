@@ -1588,6 +1588,35 @@ extern "C" int fzgpu_compress_at(fzgpu_ctx *c, void *stream, const fzgpu_field *
     return fzgpu_compress(c, stream, f, base, first_chunk, nchunks, d_out, out_cap, h_res);
 }
 
+// The job's byte count lives in device memory; each thread moves 16-byte
+// words (both buffers come from the CUDA allocators, so they are aligned),
+// and block 0 finishes the 4-byte tail.
+__global__ void copy_out_kernel(const unsigned char *src, unsigned char *dst, const fzgpu_result *res,
+                                unsigned long long cap) {
+    unsigned long long n = res->bytes < cap ? res->bytes : cap;
+    unsigned long long n16 = n / 16;
+    const uint4 *s4 = (const uint4 *)src;
+    uint4 *d4 = (uint4 *)dst;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n16;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        d4[i] = s4[i];
+    if (blockIdx.x == 0) {
+        unsigned long long i = n16 * 16 + threadIdx.x * 4ull;
+        if (i + 4 <= n) *(unsigned *)(dst + i) = *(const unsigned *)(src + i);
+    }
+}
+
+extern "C" int fzgpu_copy_out(fzgpu_ctx *c, void *stream, const void *d_out, void *h_dst, uint64_t cap) {
+    if (!c || !d_out || !h_dst || ((uintptr_t)d_out & 15) || ((uintptr_t)h_dst & 15)) return FZGPU_E_ARG;
+    CK(cudaSetDevice(c->device));
+    void *dst = NULL;
+    CK(cudaHostGetDevicePointer(&dst, h_dst, 0));
+    copy_out_kernel<<<128, 256, 0, (cudaStream_t)stream>>>((const unsigned char *)d_out, (unsigned char *)dst,
+                                                           c->res, cap);
+    CK(cudaGetLastError());
+    return 0;
+}
+
 extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_blob,
                                 uint64_t blob_size, uint64_t index_off, uint64_t first_chunk, uint64_t nchunks,
                                 void *d_dst, fzgpu_result *h_res) {

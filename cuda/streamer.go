@@ -103,6 +103,11 @@ const stageSlots = 4
 // trace (FZ_GPU_TRACE=1) prints each snapshot's host-side phases.
 var trace = os.Getenv("FZ_GPU_TRACE") != ""
 
+// hostCopyBack (FZ_GPU_COPYOUT=host) copies each job's bytes back with a
+// host-issued cudaMemcpyAsync after its count is known (two host waits per
+// job) instead of the device-side copy-out kernel; kept to compare the two.
+var hostCopyBack = os.Getenv("FZ_GPU_COPYOUT") == "host"
+
 // NewStreamer allocates everything a device needs to compress snapshots.
 func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	l, name, mem, err := openDevice(dev)
@@ -336,6 +341,8 @@ type run struct {
 	wlo     uint64
 	copied  uint64
 	lastJob [2]int // last job index issued on each buffer (-1 none)
+	// trace: host time waiting for jobs, for copies back, appending
+	wJob, wOut, tApp time.Duration
 }
 
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
@@ -453,9 +460,10 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	}
 	if trace {
 		now := time.Now()
-		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms index %.2fms total %.2fms\n",
-			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), tParams.Sub(t0).Seconds()*1e3, tJobs.Sub(tParams).Seconds()*1e3,
-			now.Sub(tJobs).Seconds()*1e3, now.Sub(t0).Seconds()*1e3)
+		ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms waitcopy %.2fms append %.2fms index %.2fms total %.2fms\n",
+			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), ms(tParams.Sub(t0)), ms(tJobs.Sub(tParams)),
+			ms(r.wJob), ms(r.wOut), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)))
 	}
 	return r.out, r.st, nil
 }
@@ -504,6 +512,11 @@ func (r *run) issue(j int) error {
 	if err := l.cerr(l.compressAt(sl.ctx, sl.stream, &r.f, buf, r.wlo/r.es, jb.first, jb.n, sl.dOut, sl.outCap, sl.res), "GPU compress"); err != nil {
 		return err
 	}
+	if !hostCopyBack {
+		if err := l.cerr(l.copyOut(sl.ctx, sl.stream, sl.dOut, sl.hOut, sl.outCap), "GPU copy out"); err != nil {
+			return err
+		}
+	}
 	if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
 		return err
 	}
@@ -518,9 +531,12 @@ func (r *run) collectUpTo(k int) error {
 	s, l := ln.s, ln.s.lib
 	for ; r.done <= k && r.done < r.issued; r.done++ {
 		sl := ln.sl[r.done%len(ln.sl)]
+		t0 := time.Now()
 		if err := l.cerr(l.eventSync(s.dev, sl.done), "GPU compress"); err != nil {
 			return err
 		}
+		t1 := time.Now()
+		r.wJob += t1.Sub(t0)
 		res := *(*result)(sl.res)
 		if res.status != 0 {
 			return l.cerr(int32(res.status), "GPU compress")
@@ -529,28 +545,36 @@ func (r *run) collectUpTo(k int) error {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
 		}
 		if res.bytes > 0 {
-			if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, res.bytes, 2, sl.stream), "copy from GPU"); err != nil {
-				return err
+			if hostCopyBack {
+				if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, res.bytes, 2, sl.stream), "copy from GPU"); err != nil {
+					return err
+				}
+				if err := l.cerr(l.eventRecord(s.dev, sl.out, sl.stream), "record event"); err != nil {
+					return err
+				}
+				if err := l.cerr(l.eventSync(s.dev, sl.out), "copy from GPU"); err != nil {
+					return err
+				}
 			}
-			if err := l.cerr(l.eventRecord(s.dev, sl.out, sl.stream), "record event"); err != nil {
-				return err
-			}
-			if err := l.cerr(l.eventSync(s.dev, sl.out), "copy from GPU"); err != nil {
-				return err
-			}
+			t2 := time.Now()
+			r.wOut += t2.Sub(t1)
 			if r.out == nil {
-				// Large Go allocations are zeroed: size the blob from the
-				// first job's ratio (+25 %) rather than the raw size.
+				// Large Go allocations are zeroed and fault their pages in:
+				// size the blob from the first job's ratio (+25 %) rather
+				// than the raw size, and round up so a released blob fits
+				// the next snapshots of about the same ratio.
 				jb := r.jobs[r.done]
 				est := res.bytes * uint64(len(r.src.Bytes)) / max(jb.hi-jb.lo, 1)
-				if need := r.hsz + est + est/4 + 4096; uint64(cap(r.src.Out)) >= need {
+				need := r.hsz + est + est/4 + 4096
+				if uint64(cap(r.src.Out)) >= need {
 					r.out = r.src.Out[:r.hsz]
 					clear(r.out)
 				} else {
-					r.out = make([]byte, r.hsz, need)
+					r.out = make([]byte, r.hsz, (need+need/4+(1<<20)-1)&^(1<<20-1))
 				}
 			}
 			r.out = append(r.out, unsafe.Slice((*byte)(sl.hOut), res.bytes)...)
+			r.tApp += time.Since(t2)
 		}
 		r.st.Outliers += res.outliers
 		r.st.MaxAbsErr = max(r.st.MaxAbsErr, res.maxAbsErr)

@@ -45,6 +45,11 @@ type GPUOptions struct {
 // GPUStats counts how snapshots reached the GPUs.
 type GPUStats struct {
 	Registered, CacheHits, Staged, RegisterFailed uint64
+	// Snapshots compressed; LaneWait is their summed wait for a free lane,
+	// LaneBusy the summed time they held one (busy / (lanes × wall time)
+	// is the lanes' utilisation).
+	Snapshots          uint64
+	LaneWait, LaneBusy time.Duration
 }
 
 // GPU is the direct codec over one Streamer per device: each snapshot goes
@@ -55,8 +60,11 @@ type GPU struct {
 	free  chan *cuda.Streamer // one token per lane of each device
 	blobs chan []byte         // released blobs, reused as outputs
 	cache *pinCache
-	stats struct{ registered, hits, staged, failed atomic.Uint64 }
-	warn  sync.Once
+	stats struct {
+		registered, hits, staged, failed, snapshots atomic.Uint64
+		wait, busy                                  atomic.Int64 // ns
+	}
+	warn sync.Once
 }
 
 // NewGPU spreads snapshots over the streamers' lanes.
@@ -94,7 +102,8 @@ func (g *GPU) Lanes() int { return cap(g.free) }
 // Stats counts how snapshots reached the GPUs so far.
 func (g *GPU) Stats() GPUStats {
 	return GPUStats{Registered: g.stats.registered.Load(), CacheHits: g.stats.hits.Load(),
-		Staged: g.stats.staged.Load(), RegisterFailed: g.stats.failed.Load()}
+		Staged: g.stats.staged.Load(), RegisterFailed: g.stats.failed.Load(), Snapshots: g.stats.snapshots.Load(),
+		LaneWait: time.Duration(g.stats.wait.Load()), LaneBusy: time.Duration(g.stats.busy.Load())}
 }
 
 // PinnedH2D measures the pinned host-to-device bandwidth of all devices at
@@ -149,13 +158,20 @@ func (g *GPU) Close() error {
 // Direct is the pipeline's DirectCodec.
 func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byte, fz.Stats, error) {
 	var s *cuda.Streamer
+	t0 := time.Now()
 	select {
 	case s = <-g.free:
 	case <-ctx.Done():
 		m.Close()
 		return nil, fz.Stats{}, context.Cause(ctx)
 	}
-	defer func() { g.free <- s }()
+	t1 := time.Now()
+	defer func() {
+		g.stats.snapshots.Add(1)
+		g.stats.wait.Add(int64(t1.Sub(t0)))
+		g.stats.busy.Add(int64(time.Since(t1)))
+		g.free <- s
+	}()
 	if g.o.Host == HostRegister && m.Len() >= minRegister {
 		e, hit, err := g.cache.acquire(m)
 		if err == nil {

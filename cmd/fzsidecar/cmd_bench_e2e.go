@@ -53,7 +53,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	}
 	if *role == "producer" {
 		return bench.RunProducer(ctx, bench.ProducerOptions{URL: *url, ShmDir: *shm, ID: *id, Index: *index,
-			Snapshots: *snapshots, Bytes: n, Reuse: *reuse}, os.Stdout)
+			Snapshots: *snapshots, Bytes: n, Reuse: *reuse}, os.Stdin, os.Stdout)
 	}
 	if *role != "" {
 		return usageErr(fs, "--role %q: expected producer (internal)", *role)

@@ -82,12 +82,19 @@ type Report struct {
 	GPUHost     string  `json:"gpu_host,omitempty"`
 	// How snapshots reached the GPUs: registered in place (first use of a
 	// segment), found registered (a reused segment), staged.
-	GPURegistered uint64             `json:"gpu_registered,omitempty"`
-	GPUCacheHits  uint64             `json:"gpu_cache_hits,omitempty"`
-	GPUStaged     uint64             `json:"gpu_staged,omitempty"`
-	Reuse         int                `json:"producer_reused_segments"`
-	StageMeans    map[string]float64 `json:"stage_mean_seconds"`
-	Failed        int                `json:"failed"`
+	GPURegistered uint64 `json:"gpu_registered,omitempty"`
+	GPUCacheHits  uint64 `json:"gpu_cache_hits,omitempty"`
+	GPUStaged     uint64 `json:"gpu_staged,omitempty"`
+	// LaneBusy is the share of the window the GPU lanes held a snapshot
+	// (sum over lanes / lanes × seconds): near 1 the lanes are the limit,
+	// well below it the snapshots arrive too slowly. LaneWait is the mean
+	// time a snapshot waited for a free lane.
+	LaneBusy   float64            `json:"gpu_lane_busy,omitempty"`
+	LaneWait   float64            `json:"gpu_lane_wait_seconds,omitempty"`
+	Warmup     int                `json:"warmup_snapshots_per_producer"`
+	Reuse      int                `json:"producer_reused_segments"`
+	StageMeans map[string]float64 `json:"stage_mean_seconds"`
+	Failed     int                `json:"failed"`
 }
 
 // ProducerArgs are the flags the producer role of the command takes.
@@ -116,6 +123,15 @@ func (s *stageTimes) Stage(st pipeline.Stage, d time.Duration) {
 	s.n[st]++
 	s.mu.Unlock()
 }
+
+// reset forgets the warm-up.
+func (s *stageTimes) reset() {
+	s.mu.Lock()
+	clear(s.sum)
+	clear(s.n)
+	s.mu.Unlock()
+}
+
 func (s *stageTimes) Depth(pipeline.Stage, int)               {}
 func (s *stageTimes) Done(pipeline.Outcome, string, fz.Stats) {}
 
@@ -177,7 +193,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	st := &stageTimes{sum: map[pipeline.Stage]time.Duration{}, n: map[pipeline.Stage]int{}}
 	a.Pipeline.Observer = st
 	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName,
-		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: s.Pipeline.Writers, Reuse: o.Reuse}
+		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: s.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1)}
 
 	// The codec alone (CPU) or the copy ceiling (GPU) first, while nothing
 	// else runs.
@@ -190,6 +206,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("codec-only baseline: %w", err)
 	}
 
+	var gpu0 pipeline.GPUStats
 	ready := make(chan string, 1)
 	a.Ready = func(url string) { ready <- url }
 	sctx, stop := context.WithCancel(ctx)
@@ -203,18 +220,50 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("sidecar: %w", err)
 	}
 
-	reps := make([]ProducerReport, o.Producers)
-	errs := make([]error, o.Producers)
-	var wg sync.WaitGroup
+	// Every producer warms up (its reused segments created, faulted in and
+	// seen by the sidecar) and says so; only then do all start together, so
+	// the window measures the sustained rate, not process start-up, field
+	// generation or first-touch page faults.
+	procs := make([]*producerProc, o.Producers)
+	var errs []error
 	for i := range o.Producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reps[i], errs[i] = runProducerProcess(ctx, o, ProducerArgs(url, shm, fmt.Sprintf("p%d", i), i, o.Snapshots, o.Bytes, o.Reuse))
-		}()
+		if procs[i], err = startProducer(ctx, o, ProducerArgs(url, shm, fmt.Sprintf("p%d", i), i, o.Snapshots, o.Bytes, o.Reuse)); err != nil {
+			errs = append(errs, err)
+			break
+		}
 	}
-	wg.Wait()
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.ready:
+		case <-p.exited:
+		case <-ctx.Done():
+		}
+	}
+	if errs == nil && ctx.Err() == nil {
+		st.reset()
+		if a.GPU != nil {
+			gpu0 = a.GPU.Stats()
+		}
+		for _, p := range procs {
+			p.start()
+		}
+	}
+	reps := make([]ProducerReport, 0, o.Producers)
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		r, err := p.wait()
+		reps = append(reps, r)
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var first, last int64
@@ -234,7 +283,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if a.GPU != nil {
 		gs := a.GPU.Stats()
-		rep.GPURegistered, rep.GPUCacheHits, rep.GPUStaged = gs.Registered, gs.CacheHits, gs.Staged
+		rep.GPURegistered, rep.GPUCacheHits, rep.GPUStaged = gs.Registered-gpu0.Registered, gs.CacheHits-gpu0.CacheHits, gs.Staged-gpu0.Staged
+		if busy := (gs.LaneBusy - gpu0.LaneBusy).Seconds(); rep.Seconds > 0 {
+			rep.LaneBusy = busy / (rep.Seconds * float64(a.GPU.Lanes()))
+		}
+		if n := gs.Snapshots - gpu0.Snapshots; n > 0 {
+			rep.LaneWait = (gs.LaneWait - gpu0.LaneWait).Seconds() / float64(n)
+		}
 		if rep.H2DBpsAfter, err = a.GPU.PinnedH2D(ctx, uint64(max(o.Bytes, 256<<20))); err != nil {
 			return nil, fmt.Errorf("pinned H2D: %w", err)
 		}
@@ -249,36 +304,70 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func runProducerProcess(ctx context.Context, o Options, args []string) (ProducerReport, error) {
-	cmd := exec.CommandContext(ctx, o.Exe, append(append([]string(nil), o.Args...), args...)...)
-	cmd.Env = append(os.Environ(), o.Env...)
-	var stderr bytesBuf
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+// producerProc is one producer process of the run.
+type producerProc struct {
+	cmd    *exec.Cmd
+	args   []string
+	stdin  io.WriteCloser
+	stderr *bytesBuf
+	ready  chan struct{} // closed when it printed its ready line
+	exited chan struct{} // closed when its stdout ended
+	rep    ProducerReport
+	got    bool
+}
+
+func startProducer(ctx context.Context, o Options, args []string) (*producerProc, error) {
+	p := &producerProc{args: args, stderr: &bytesBuf{}, ready: make(chan struct{}), exited: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, o.Exe, append(append([]string(nil), o.Args...), args...)...)
+	p.cmd.Env = append(os.Environ(), o.Env...)
+	p.cmd.Stderr = p.stderr
+	out, err := p.cmd.StdoutPipe()
 	if err != nil {
-		return ProducerReport{}, err
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return ProducerReport{}, fmt.Errorf("start producer: %w", err)
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
 	}
-	var rep ProducerReport
-	var got bool
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if json.Unmarshal(sc.Bytes(), &rep) == nil && rep.ID != "" {
-			got = true
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start producer: %w", err)
+	}
+	go func() {
+		defer close(p.exited)
+		sc := bufio.NewScanner(out)
+		var once sync.Once
+		for sc.Scan() {
+			var rl readyLine
+			if json.Unmarshal(sc.Bytes(), &rl) == nil && rl.Ready != "" {
+				once.Do(func() { close(p.ready) })
+				continue
+			}
+			var r ProducerReport
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.ID != "" {
+				p.rep, p.got = r, true
+			}
 		}
-	}
-	werr := cmd.Wait()
+	}()
+	return p, nil
+}
+
+// start lets a ready producer publish its measured snapshots.
+func (p *producerProc) start() { _, _ = io.WriteString(p.stdin, "go\n") }
+
+// wait collects the producer's report. Closing stdin first makes a producer
+// that never got the start signal exit instead of waiting forever.
+func (p *producerProc) wait() (ProducerReport, error) {
+	<-p.exited
+	_ = p.stdin.Close()
+	werr := p.cmd.Wait()
 	switch {
-	case !got:
-		return rep, fmt.Errorf("producer %v: no report (%v): %s", args, werr, stderr.String())
-	case rep.Err != "":
-		return rep, fmt.Errorf("producer %s: %s", rep.ID, rep.Err)
+	case !p.got:
+		return p.rep, fmt.Errorf("producer %v: no report (%v): %s", p.args, werr, p.stderr.String())
+	case p.rep.Err != "":
+		return p.rep, fmt.Errorf("producer %s: %s", p.rep.ID, p.rep.Err)
 	case werr != nil:
-		return rep, fmt.Errorf("producer %s: %v: %s", rep.ID, werr, stderr.String())
+		return p.rep, fmt.Errorf("producer %s: %v: %s", p.rep.ID, werr, p.stderr.String())
 	}
-	return rep, nil
+	return p.rep, nil
 }
 
 // codecOnly is the best of 3 in-memory compressions of one snapshot.
@@ -326,6 +415,7 @@ func Print(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "bench e2e: %d producers × %d snapshots × %.1f MiB f32 (%.2f GB raw), sink %s, backend %s, %d cores\n",
 		r.Producers, r.Snapshots, float64(r.Bytes)/(1<<20), float64(r.Raw)/1e9, r.Sink, r.Backend, r.Cores)
 	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers\n", r.Compressors, r.Writers)
+	fmt.Fprintf(w, "  after %d warm-up snapshots per producer; the window starts when all producers start together\n", r.Warmup)
 	fmt.Fprintf(w, "ingest (publish → durable): %s in %.2fs = %s per core; ratio %.2f; %d failed\n",
 		gb(r.Bps), r.Seconds, gb(r.BpsPerCore), float64(r.Raw)/max(float64(r.Comp), 1), r.Failed)
 	if r.CodecBps > 0 {
@@ -337,6 +427,7 @@ func Print(w io.Writer, r *Report) {
 			gb(r.H2DBps), gb(r.H2DBpsAfter), r.IngestVsH2D)
 		fmt.Fprintf(w, "  host memory: %s; snapshots registered in place %d, already registered (reused segment) %d, staged %d; producers reuse %d segments\n",
 			r.GPUHost, r.GPURegistered, r.GPUCacheHits, r.GPUStaged, r.Reuse)
+		fmt.Fprintf(w, "  GPU lanes busy %.0f%% of the window; a snapshot waited %.1f ms for a lane on average\n", 100*r.LaneBusy, 1e3*r.LaneWait)
 	}
 	fmt.Fprintf(w, "mean per snapshot:")
 	for _, s := range []pipeline.Stage{pipeline.StageWait, pipeline.StageLoad, pipeline.StageCompress, pipeline.StageQueue, pipeline.StageStore, pipeline.StageResult, pipeline.StageTotal} {

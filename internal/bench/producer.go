@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +23,12 @@ type ProducerOptions struct {
 	Snapshots       int
 	Bytes           int64
 	Reuse           int // segments kept for reuse (ingest.ProducerOptions.ReuseSegments)
+}
+
+// readyLine is what a producer prints once it is warmed up; it then waits
+// for a line on stdin before the measured snapshots.
+type readyLine struct {
+	Ready string `json:"ready"`
 }
 
 // ProducerReport is what a producer prints (one JSON line) for the
@@ -45,14 +53,19 @@ func Dims(n int64) []uint64 {
 	return []uint64{e}
 }
 
-// RunProducer publishes Snapshots snapshots as fast as the sidecar admits
-// them (block policy) and writes its report to out. The field is generated
-// once and copied into each segment, so the producer costs one memcpy per
-// snapshot — about what a simulation pays to write its output — and the
-// sidecar, not the generator, is what gets measured.
-func RunProducer(ctx context.Context, o ProducerOptions, out io.Writer) error {
+// RunProducer first warms up — publishes max(Reuse, 1) snapshots (run
+// "bench-warmup") and waits for their results, so its reused segments exist,
+// are faulted in and the sidecar has seen them — then prints a ready line
+// to out, waits for a line on in, and publishes Snapshots snapshots as fast
+// as the sidecar admits them (block policy). Its report (one JSON line on
+// out) covers only those. The field is generated once and copied into each
+// segment, so the producer costs one memcpy per snapshot — about what a
+// simulation pays to write its output — and the sidecar, not the
+// generator, is what gets measured.
+func RunProducer(ctx context.Context, o ProducerOptions, in io.Reader, out io.Writer) error {
 	rep := ProducerReport{ID: o.ID}
-	defer func() { _ = json.NewEncoder(out).Encode(&rep) }()
+	enc := json.NewEncoder(out)
+	defer func() { _ = enc.Encode(&rep) }()
 	fail := func(err error) error { rep.Err = err.Error(); return err }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -72,16 +85,36 @@ func RunProducer(ctx context.Context, o ProducerOptions, out io.Writer) error {
 	src := make([]byte, o.Bytes)
 	synth.Fill32(fz.ViewFloats[float32](src), dims, o.Index, 0)
 
+	warm := &ProducerReport{}
+	if err := publishAll(ctx, prod, "bench-warmup", max(o.Reuse, 1), dims, src, o.ID, warm); err != nil {
+		return fail(fmt.Errorf("warm-up: %w", err))
+	}
+	if err := enc.Encode(readyLine{Ready: o.ID}); err != nil {
+		return fail(err)
+	}
+	if _, err := bufio.NewReader(in).ReadString('\n'); err != nil {
+		return fail(fmt.Errorf("waiting for the start signal on stdin: %w", err))
+	}
+	if err := publishAll(ctx, prod, "bench", o.Snapshots, dims, src, o.ID, &rep); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// publishAll publishes n snapshots of src under run and waits for every
+// result, counting them in rep.
+func publishAll(ctx context.Context, prod *ingest.Producer, run string, n int, dims []uint64, src []byte, id string, rep *ProducerReport) error {
 	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
 	)
-	for i := range o.Snapshots {
-		spec := ingest.Spec{Run: "bench", Var: o.ID, Step: uint64(i), DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}
+	for i := range n {
+		spec := ingest.Spec{Run: run, Var: id, Step: uint64(i), DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}
 		snap, err := prod.Begin(ctx, spec)
 		if err != nil {
 			wg.Wait()
-			return fail(fmt.Errorf("snapshot %d: %w", i, err))
+			return fmt.Errorf("snapshot %d: %w", i, err)
 		}
 		copy(snap.Bytes(), src)
 		if i == 0 {
@@ -90,7 +123,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, out io.Writer) error {
 		pd, err := snap.Publish(ctx)
 		if err != nil {
 			wg.Wait()
-			return fail(fmt.Errorf("snapshot %d: %w", i, err))
+			return fmt.Errorf("snapshot %d: %w", i, err)
 		}
 		wg.Add(1)
 		go func() {
@@ -101,9 +134,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, out io.Writer) error {
 			defer mu.Unlock()
 			if err != nil {
 				rep.Failed++
-				if rep.Err == "" {
-					rep.Err = err.Error()
-				}
+				errs = append(errs, err)
 				return
 			}
 			rep.OK++
@@ -114,7 +145,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, out io.Writer) error {
 	}
 	wg.Wait()
 	if rep.Failed > 0 {
-		return fmt.Errorf("%d snapshots failed: %s", rep.Failed, rep.Err)
+		return fmt.Errorf("%d snapshots failed: %w", rep.Failed, errors.Join(errs...))
 	}
 	return nil
 }
