@@ -162,18 +162,20 @@ func (p *Producer) Close() error {
 	return err
 }
 
-// segment returns a spare segment of exactly size bytes, or a new one.
-func (p *Producer) segment(size int64) (*Segment, error) {
+// segment returns a spare segment of exactly size bytes (reused), or a new
+// one.
+func (p *Producer) segment(size int64) (seg *Segment, reused bool, err error) {
 	p.mu.Lock()
 	for i, seg := range p.spare {
 		if int64(len(seg.Bytes())) == size {
 			p.spare = append(p.spare[:i], p.spare[i+1:]...)
 			p.mu.Unlock()
-			return seg, nil
+			return seg, true, nil
 		}
 	}
 	p.mu.Unlock()
-	return CreateSegment(p.opts.ShmDir, p.opts.ID, size)
+	seg, err = CreateSegment(p.opts.ShmDir, p.opts.ID, size)
+	return seg, false, err
 }
 
 // recycle keeps a segment whose result has arrived for reuse, or removes
@@ -204,6 +206,7 @@ type Snapshot struct {
 	seg    *Segment
 	policy Policy
 	used   bool
+	reused bool
 }
 
 // Begin asks the sidecar for budget (per the producer's policy) and creates
@@ -239,14 +242,19 @@ func (p *Producer) BeginWithPolicy(ctx context.Context, s Spec, pol Policy) (*Sn
 	if err := p.admit(ctx, n.MsgID, n.Length, pol); err != nil {
 		return nil, err
 	}
-	seg, err := p.segment(n.Length)
+	seg, reused, err := p.segment(n.Length)
 	if err != nil {
 		p.releaseLease(n.MsgID)
 		return nil, err
 	}
 	n.Segment = seg.Name()
-	return &Snapshot{p: p, n: n, seg: seg, policy: pol}, nil
+	return &Snapshot{p: p, n: n, seg: seg, policy: pol, reused: reused}, nil
 }
+
+// Reused says the segment is one of the producer's spares
+// (ReuseSegments): it still holds what was last written into it, where a
+// new segment is all zeros.
+func (s *Snapshot) Reused() bool { return s.reused }
 
 // Notification is what Publish will send (segment and sizes filled in).
 func (s *Snapshot) Notification() Notification { return s.n }

@@ -125,6 +125,11 @@ func TestProducerReusesSegments(t *testing.T) {
 	if len(names) != 1 {
 		t.Fatalf("5 sequential snapshots used %d segments %v; want one, reused", len(names), names)
 	}
+	for i, s := range all {
+		if s.reused != (i > 0) {
+			t.Fatalf("snapshot %d: Reused() = %v, want %v (the first segment is new, the rest reuse it)", i, s.reused, i > 0)
+		}
+	}
 	for _, s := range all {
 		k := pipeline.Key{Run: s.spec.Run, Var: s.spec.Var, Step: s.spec.Step}
 		blob, err := os.ReadFile(filepath.Join(e.StoreDir, filepath.FromSlash(k.String())))

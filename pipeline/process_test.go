@@ -45,6 +45,8 @@ type sent struct {
 	raw  []byte
 	res  *ingest.Result
 	err  error
+	// reused: the producer handed out a spare segment (Snapshot.Reused)
+	reused bool
 }
 
 // publishOne does what a simulation does: admission, fill in place, then
@@ -56,6 +58,7 @@ func publishOne(ctx context.Context, p *ingest.Producer, spec ingest.Spec, seed 
 		s.err = fmt.Errorf("begin: %w", err)
 		return s, nil
 	}
+	s.reused = snap.Reused()
 	if spec.DType == fz.Float32 {
 		fillField(snap.Float32(), seed, int(spec.Step))
 	} else {

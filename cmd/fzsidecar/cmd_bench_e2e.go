@@ -29,6 +29,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	gpuArena := fs.String("gpu-arena", "auto", "device input buffer per GPU lane")
 	gpuLanes := fs.String("gpu-lanes", "4", "snapshots each GPU compresses at once")
 	reuse := fs.Int("reuse-segments", 3, "segments each producer keeps for its next snapshots (0: a new file per snapshot)")
+	fill := fs.String("fill", "copy", "what producers do per snapshot: copy (memcpy the field into the segment, as a simulation writes its output) or none (publish the reused segment as it is: the sidecar's own limit)")
 	compressors := fs.Int("compressors", 0, "snapshots compressed at once (default: as serve)")
 	writers := fs.Int("writers", 0, "concurrent sink writes (default: as serve)")
 	threads := fs.Int("codec-threads", 0, "CPU codec threads per snapshot (0: all cores)")
@@ -51,9 +52,12 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	if err != nil || n%4 != 0 {
 		return usageErr(fs, "--size %q: expected a size that is a multiple of 4 bytes, e.g. 64MiB", *size)
 	}
+	if *fill != "copy" && *fill != "none" {
+		return usageErr(fs, "--fill %q: expected copy or none", *fill)
+	}
 	if *role == "producer" {
 		return bench.RunProducer(ctx, bench.ProducerOptions{URL: *url, ShmDir: *shm, ID: *id, Index: *index,
-			Snapshots: *snapshots, Bytes: n, Reuse: *reuse}, os.Stdin, os.Stdout)
+			Snapshots: *snapshots, Bytes: n, Reuse: *reuse, NoFill: *fill == "none"}, os.Stdin, os.Stdout)
 	}
 	if *role != "" {
 		return usageErr(fs, "--role %q: expected producer (internal)", *role)
@@ -81,7 +85,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	rep, err := bench.Run(ctx, bench.Options{Producers: *producers, Snapshots: *snapshots, Bytes: n, Sink: *sink,
-		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
+		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, NoFill: *fill == "none", Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
 		// The producers are this binary again; FZSIDECAR_TEST_EXEC makes
 		// that work from the test binary too.
 		Exe: exe, Args: []string{"bench-e2e"}, Env: []string{"FZSIDECAR_TEST_EXEC=1"},

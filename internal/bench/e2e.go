@@ -41,7 +41,10 @@ type Options struct {
 	// Reuse is how many finished segments each producer keeps for its next
 	// snapshots (ingest.ProducerOptions.ReuseSegments); 0 creates a new
 	// file per snapshot.
-	Reuse        int
+	Reuse int
+	// NoFill: producers publish their reused segments without rewriting
+	// them (ProducerOptions.NoFill); needs Reuse > 0.
+	NoFill       bool
 	Compressors  int
 	Writers      int
 	Queue        int
@@ -89,19 +92,65 @@ type Report struct {
 	// (sum over lanes / lanes × seconds): near 1 the lanes are the limit,
 	// well below it the snapshots arrive too slowly. LaneWait is the mean
 	// time a snapshot waited for a free lane.
-	LaneBusy   float64            `json:"gpu_lane_busy,omitempty"`
-	LaneWait   float64            `json:"gpu_lane_wait_seconds,omitempty"`
-	Warmup     int                `json:"warmup_snapshots_per_producer"`
-	Reuse      int                `json:"producer_reused_segments"`
-	StageMeans map[string]float64 `json:"stage_mean_seconds"`
-	Failed     int                `json:"failed"`
+	LaneBusy float64 `json:"gpu_lane_busy,omitempty"`
+	LaneWait float64 `json:"gpu_lane_wait_seconds,omitempty"`
+	Warmup   int     `json:"warmup_snapshots_per_producer"`
+	Reuse    int     `json:"producer_reused_segments"`
+	// Fill says whether producers wrote each snapshot ("copy") or published
+	// their reused segments as they were ("none"). FillBps is one
+	// producer's mean memcpy rate into its segment, HostCopyBps what K
+	// threads copying at once reach on this host before the run (the
+	// producers' ceiling), ProducerBegin the mean wait in Begin.
+	Fill          string             `json:"producer_fill"`
+	FillBps       float64            `json:"producer_fill_bytes_per_second,omitempty"`
+	HostCopyBps   float64            `json:"host_memcpy_k_threads_bytes_per_second"`
+	ProducerBegin float64            `json:"producer_begin_mean_seconds"`
+	Filled        int                `json:"producer_filled_snapshots"`
+	StageMeans    map[string]float64 `json:"stage_mean_seconds"`
+	Failed        int                `json:"failed"`
 }
 
 // ProducerArgs are the flags the producer role of the command takes.
-func ProducerArgs(url, shm, id string, index, snapshots int, bytes int64, reuse int) []string {
+func ProducerArgs(url, shm, id string, index, snapshots int, bytes int64, reuse int, noFill bool) []string {
+	fill := "copy"
+	if noFill {
+		fill = "none"
+	}
 	return []string{"--role", "producer", "--nats-url", url, "--shm-dir", shm, "--id", id,
 		"--index", strconv.Itoa(index), "--snapshots", strconv.Itoa(snapshots), "--size", strconv.FormatInt(bytes, 10),
-		"--reuse-segments", strconv.Itoa(reuse)}
+		"--reuse-segments", strconv.Itoa(reuse), "--fill", fill}
+}
+
+// hostCopy is what k threads copying n bytes each at once reach (bytes
+// per second, best of 3 after a first touch): the ceiling of k producers
+// that memcpy their snapshots, since the host's memory bandwidth is shared.
+func hostCopy(k int, n int64) float64 {
+	n = min(n, 256<<20)
+	src, dst := make([][]byte, k), make([][]byte, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src[i], dst[i] = make([]byte, n), make([]byte, n)
+			for j := range src[i] {
+				src[i][j] = byte(j)
+			}
+			copy(dst[i], src[i])
+		}()
+	}
+	wg.Wait()
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		t := time.Now()
+		for i := range k {
+			wg.Add(1)
+			go func() { defer wg.Done(); copy(dst[i], src[i]) }()
+		}
+		wg.Wait()
+		best = min(best, time.Since(t))
+	}
+	return float64(int64(k)*n) / best.Seconds()
 }
 
 // nullStore discards blobs: durable in the sense that nothing is lost that
@@ -193,7 +242,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	st := &stageTimes{sum: map[pipeline.Stage]time.Duration{}, n: map[pipeline.Stage]int{}}
 	a.Pipeline.Observer = st
 	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName,
-		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: s.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1)}
+		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: s.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1), Fill: "copy"}
+	if o.NoFill {
+		if o.Reuse < 1 {
+			return nil, fmt.Errorf("producers that do not fill their snapshots must reuse segments (--reuse-segments ≥ 1)")
+		}
+		rep.Fill = "none"
+	}
+	rep.HostCopyBps = hostCopy(o.Producers, o.Bytes)
 
 	// The codec alone (CPU) or the copy ceiling (GPU) first, while nothing
 	// else runs.
@@ -227,7 +283,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	procs := make([]*producerProc, o.Producers)
 	var errs []error
 	for i := range o.Producers {
-		if procs[i], err = startProducer(ctx, o, ProducerArgs(url, shm, fmt.Sprintf("p%d", i), i, o.Snapshots, o.Bytes, o.Reuse)); err != nil {
+		if procs[i], err = startProducer(ctx, o, ProducerArgs(url, shm, fmt.Sprintf("p%d", i), i, o.Snapshots, o.Bytes, o.Reuse, o.NoFill)); err != nil {
 			errs = append(errs, err)
 			break
 		}
@@ -266,8 +322,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var first, last int64
+	var first, last, fillNs, beginNs int64
+	var published, filled int
 	for i, r := range reps {
+		fillNs += r.FillNs
+		filled += r.Filled
+		beginNs += r.BeginNs
+		published += r.OK + r.Failed
 		if i == 0 || r.FirstPublish < first {
 			first = r.FirstPublish
 		}
@@ -277,6 +338,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Failed += r.Failed
 	}
 	rep.Seconds = float64(last-first) / 1e9
+	rep.Filled = filled
+	if fillNs > 0 && filled > 0 {
+		rep.FillBps = float64(int64(filled)*o.Bytes) / (float64(fillNs) / 1e9)
+	}
+	if published > 0 {
+		rep.ProducerBegin = float64(beginNs) / 1e9 / float64(published)
+	}
 	if rep.Seconds > 0 {
 		rep.Bps = float64(rep.Raw) / rep.Seconds
 		rep.BpsPerCore = rep.Bps / float64(rep.Cores)
@@ -416,6 +484,12 @@ func Print(w io.Writer, r *Report) {
 		r.Producers, r.Snapshots, float64(r.Bytes)/(1<<20), float64(r.Raw)/1e9, r.Sink, r.Backend, r.Cores)
 	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers\n", r.Compressors, r.Writers)
 	fmt.Fprintf(w, "  after %d warm-up snapshots per producer; the window starts when all producers start together\n", r.Warmup)
+	if r.Fill == "none" {
+		fmt.Fprintf(w, "  producers publish their reused segments without rewriting them (--fill none; %d written anyway: new segments); mean wait in Begin %.1f ms\n", r.Filled, 1e3*r.ProducerBegin)
+	} else {
+		fmt.Fprintf(w, "  producers memcpy each snapshot: %s each (mean), mean wait in Begin %.1f ms\n", gb(r.FillBps), 1e3*r.ProducerBegin)
+	}
+	fmt.Fprintf(w, "  host memcpy, %d threads at once (before the run): %s\n", r.Producers, gb(r.HostCopyBps))
 	fmt.Fprintf(w, "ingest (publish → durable): %s in %.2fs = %s per core; ratio %.2f; %d failed\n",
 		gb(r.Bps), r.Seconds, gb(r.BpsPerCore), float64(r.Raw)/max(float64(r.Comp), 1), r.Failed)
 	if r.CodecBps > 0 {

@@ -23,6 +23,11 @@ type ProducerOptions struct {
 	Snapshots       int
 	Bytes           int64
 	Reuse           int // segments kept for reuse (ingest.ProducerOptions.ReuseSegments)
+	// NoFill publishes the measured snapshots without writing them: a
+	// reused segment still holds the warm-up's field. It measures what the
+	// sidecar can take when the producers' own memcpy is not the limit
+	// (on hosts where K memcpys saturate memory bandwidth).
+	NoFill bool
 }
 
 // readyLine is what a producer prints once it is warmed up; it then waits
@@ -39,9 +44,14 @@ type ProducerReport struct {
 	LastResult   int64  `json:"last_result_ns"`
 	Raw          uint64 `json:"raw_bytes"`
 	Comp         uint64 `json:"compressed_bytes"`
-	OK           int    `json:"ok"`
-	Failed       int    `json:"failed"`
-	Err          string `json:"error,omitempty"`
+	// FillNs is the time spent writing snapshots into segments (the
+	// producer's memcpy), BeginNs waiting in Begin (admission, segment).
+	FillNs  int64  `json:"fill_ns"`
+	Filled  int    `json:"filled"` // snapshots written (all of them unless NoFill)
+	BeginNs int64  `json:"begin_ns"`
+	OK      int    `json:"ok"`
+	Failed  int    `json:"failed"`
+	Err     string `json:"error,omitempty"`
 }
 
 // Dims is the field shape used for a snapshot of n bytes of f32.
@@ -86,7 +96,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, in io.Reader, out io.Wr
 	synth.Fill32(fz.ViewFloats[float32](src), dims, o.Index, 0)
 
 	warm := &ProducerReport{}
-	if err := publishAll(ctx, prod, "bench-warmup", max(o.Reuse, 1), dims, src, o.ID, warm); err != nil {
+	if err := publishAll(ctx, prod, "bench-warmup", max(o.Reuse, 1), dims, src, o.ID, o.Reuse, false, warm); err != nil {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
 	if err := enc.Encode(readyLine{Ready: o.ID}); err != nil {
@@ -95,28 +105,49 @@ func RunProducer(ctx context.Context, o ProducerOptions, in io.Reader, out io.Wr
 	if _, err := bufio.NewReader(in).ReadString('\n'); err != nil {
 		return fail(fmt.Errorf("waiting for the start signal on stdin: %w", err))
 	}
-	if err := publishAll(ctx, prod, "bench", o.Snapshots, dims, src, o.ID, &rep); err != nil {
+	if err := publishAll(ctx, prod, "bench", o.Snapshots, dims, src, o.ID, o.Reuse, o.NoFill, &rep); err != nil {
 		return fail(err)
 	}
 	return nil
 }
 
 // publishAll publishes n snapshots of src under run and waits for every
-// result, counting them in rep.
-func publishAll(ctx context.Context, prod *ingest.Producer, run string, n int, dims []uint64, src []byte, id string, rep *ProducerReport) error {
+// result, counting them in rep. With reuse > 0 at most reuse snapshots are
+// in flight, like a simulation with that many output buffers: Begin then
+// always finds a spare segment. noFill skips writing a reused segment (it
+// already holds src); a new one is always written.
+func publishAll(ctx context.Context, prod *ingest.Producer, run string, n int, dims []uint64, src []byte, id string, reuse int, noFill bool, rep *ProducerReport) error {
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
 		errs []error
 	)
+	limit := n
+	if reuse > 0 {
+		limit = reuse
+	}
+	slots := make(chan struct{}, limit)
 	for i := range n {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return context.Cause(ctx)
+		}
 		spec := ingest.Spec{Run: run, Var: id, Step: uint64(i), DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}
+		t0 := time.Now()
 		snap, err := prod.Begin(ctx, spec)
 		if err != nil {
 			wg.Wait()
 			return fmt.Errorf("snapshot %d: %w", i, err)
 		}
-		copy(snap.Bytes(), src)
+		t1 := time.Now()
+		if !noFill || !snap.Reused() {
+			copy(snap.Bytes(), src)
+			rep.Filled++
+		}
+		rep.BeginNs += int64(t1.Sub(t0))
+		rep.FillNs += int64(time.Since(t1))
 		if i == 0 {
 			rep.FirstPublish = time.Now().UnixNano()
 		}
@@ -129,6 +160,7 @@ func publishAll(ctx context.Context, prod *ingest.Producer, run string, n int, d
 		go func() {
 			defer wg.Done()
 			res, err := pd.Wait(ctx)
+			<-slots
 			now := time.Now().UnixNano()
 			mu.Lock()
 			defer mu.Unlock()
