@@ -67,10 +67,19 @@ type Streamer struct {
 	o     StreamOptions
 	lanes chan *lane
 	all   []*lane
+	// up is the device's one upload stream: every lane's host-to-device
+	// copies queue on it in order, so the link serves one snapshot at a
+	// time at full rate and each lane's kernels and host-side tail overlap
+	// the next lane's copy. Copies issued on the lanes' own streams share
+	// the link instead: all lanes finish uploading late and together, then
+	// leave it idle while they all compute.
+	up   uintptr
+	upMu sync.Mutex
 }
 
 type lane struct {
 	s        *Streamer
+	upEv     uintptr // event: this lane's last copy on the upload stream
 	arena    uintptr
 	arenaCap uint64
 	sl       []*slot
@@ -102,6 +111,10 @@ const stageSlots = 4
 
 // trace (FZ_GPU_TRACE=1) prints each snapshot's host-side phases.
 var trace = os.Getenv("FZ_GPU_TRACE") != ""
+
+// laneUpload (FZ_GPU_UPLOAD=lane) issues uploads on the lanes' own streams
+// instead of the device's upload stream; kept to compare the two.
+var laneUpload = os.Getenv("FZ_GPU_UPLOAD") == "lane"
 
 // hostCopyBack (FZ_GPU_COPYOUT=host) copies each job's bytes back with a
 // host-issued cudaMemcpyAsync after its count is known (two host waits per
@@ -138,6 +151,9 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	}
 	s := &Streamer{lib: l, dev: int32(dev), o: o, lanes: make(chan *lane, o.Lanes),
 		name: fmt.Sprintf("gpu %d (%s, %.0f GiB)", dev, name, float64(mem)/(1<<30))}
+	if err := l.cerr(l.streamCreate(s.dev, &s.up), "create upload stream"); err != nil {
+		return nil, fmt.Errorf("GPU %d: %w", dev, err)
+	}
 	for i := 0; i < o.Lanes; i++ {
 		ln, err := s.newLane()
 		if ln != nil {
@@ -156,6 +172,9 @@ func (s *Streamer) newLane() (*lane, error) {
 	l, dev := s.lib, s.dev
 	ln := &lane{s: s, arenaCap: s.o.ArenaBytes}
 	if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
+		return ln, err
+	}
+	if err := l.cerr(l.eventBlocking(dev, &ln.upEv), "create event"); err != nil {
 		return ln, err
 	}
 	outCap := l.compressBound(2, s.o.JobTiles)
@@ -240,8 +259,16 @@ func (s *Streamer) Close() error {
 		if ln.arena != 0 {
 			l.free(dev, ln.arena)
 		}
+		if ln.upEv != 0 {
+			l.eventDestroy(dev, ln.upEv)
+		}
 	}
 	s.all = nil
+	if s.up != 0 {
+		l.streamSync(dev, s.up)
+		l.streamDestroy(dev, s.up)
+		s.up = 0
+	}
 	return nil
 }
 
@@ -372,10 +399,14 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	}
 	defer func() {
 		if err != nil { // nothing may still be using the lane's buffers
+			l.eventSync(s.dev, ln.upEv)
 			for _, sl := range ln.sl {
 				l.streamSync(s.dev, sl.stream)
 			}
-			for _, ss := range ln.stage {
+			for _, ss := range ln.stage { // copies from it may sit on the upload stream
+				if ss.used {
+					l.eventSync(s.dev, ss.ev)
+				}
 				ss.used = false
 			}
 		}
@@ -384,7 +415,7 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	// Parameters: the range needs every value before any tile is encoded.
 	if p.Mode == fz.Rel {
 		if resident {
-			if err := r.upload(ln.arena, src.Bytes, s0.stream); err != nil {
+			if err := r.upload(ln.arena, src.Bytes, s0.stream, true); err != nil {
 				return nil, st, err
 			}
 			r.copied = N
@@ -395,7 +426,9 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 			piece := ln.arenaCap / r.es * r.es
 			for off := uint64(0); off < N; off += piece {
 				n := min(piece, N-off)
-				if err := r.upload(ln.arena, src.Bytes[off:off+n], s0.stream); err != nil {
+				// On the lane's stream: the next piece overwrites what
+				// this piece's range kernel reads.
+				if err := r.upload(ln.arena, src.Bytes[off:off+n], s0.stream, false); err != nil {
 					return nil, st, err
 				}
 				acc := int32(0)
@@ -500,7 +533,7 @@ func (r *run) issue(j int) error {
 		}
 	}
 	if jb.hi > r.copied {
-		if err := r.upload(buf+uintptr(r.copied-r.wlo), r.src.Bytes[r.copied:jb.hi], sl.stream); err != nil {
+		if err := r.upload(buf+uintptr(r.copied-r.wlo), r.src.Bytes[r.copied:jb.hi], sl.stream, true); err != nil {
 			return err
 		}
 		r.copied = jb.hi
@@ -583,17 +616,36 @@ func (r *run) collectUpTo(k int) error {
 	return nil
 }
 
-// upload copies src to device address dst on stream: straight from src if
-// it is page-locked, else through the lane's pinned staging ring, each
-// slot filled by CopyThreads goroutines.
-func (r *run) upload(dst uintptr, src []byte, stream uintptr) error {
+// upload copies src to device address dst and makes stream wait for it:
+// straight from src if it is page-locked, else through the lane's pinned
+// staging ring, each slot filled by CopyThreads goroutines. With shared the
+// copies queue on the device's upload stream (see Streamer.up): only for
+// destinations no kernel still reads, since the copy no longer follows
+// stream's earlier work.
+func (r *run) upload(dst uintptr, src []byte, stream uintptr, shared bool) error {
 	ln := r.ln
 	s, l := ln.s, ln.s.lib
 	if len(src) == 0 {
 		return nil
 	}
+	cs := stream
+	if shared && !laneUpload {
+		cs = s.up
+	}
 	if r.src.Pinned {
-		return l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, stream), "copy to GPU")
+		if cs == stream {
+			return l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, stream), "copy to GPU")
+		}
+		s.upMu.Lock()
+		err := l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, cs), "copy to GPU")
+		if err == nil {
+			err = l.cerr(l.eventRecord(s.dev, ln.upEv, cs), "record event")
+		}
+		s.upMu.Unlock()
+		if err != nil {
+			return err
+		}
+		return l.cerr(l.streamWait(s.dev, stream, ln.upEv), "stream wait")
 	}
 	cp := r.src.Copy
 	if cp == nil {
@@ -611,14 +663,25 @@ func (r *run) upload(dst uintptr, src []byte, stream uintptr) error {
 		if err := parallelCopy(unsafe.Slice((*byte)(ss.buf), n), src[off:off+n], s.o.CopyThreads, cp); err != nil {
 			return err
 		}
-		if err := l.cerr(l.copyH2D(s.dev, dst+uintptr(off), ss.buf, n, 1, stream), "copy to GPU"); err != nil {
-			return err
+		if cs != stream {
+			s.upMu.Lock()
 		}
-		if err := l.cerr(l.eventRecord(s.dev, ss.ev, stream), "record event"); err != nil {
+		err := l.cerr(l.copyH2D(s.dev, dst+uintptr(off), ss.buf, n, 1, cs), "copy to GPU")
+		if err == nil {
+			err = l.cerr(l.eventRecord(s.dev, ss.ev, cs), "record event")
+		}
+		if cs != stream {
+			s.upMu.Unlock()
+		}
+		if err != nil {
 			return err
 		}
 		ss.used = true
 		off += n
+	}
+	if cs != stream {
+		// The last slot's event follows every earlier piece on cs.
+		return l.cerr(l.streamWait(s.dev, stream, ln.stage[(ln.next+len(ln.stage)-1)%len(ln.stage)].ev), "stream wait")
 	}
 	return nil
 }
