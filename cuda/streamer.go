@@ -533,7 +533,10 @@ func (r *run) issue(j int) error {
 		}
 	}
 	if jb.hi > r.copied {
-		if err := r.upload(buf+uintptr(r.copied-r.wlo), r.src.Bytes[r.copied:jb.hi], sl.stream, true); err != nil {
+		// A window reuses device memory that earlier kernels of this
+		// snapshot (range pass, earlier jobs) read: only the lane's
+		// streams order the copy after them.
+		if err := r.upload(buf+uintptr(r.copied-r.wlo), r.src.Bytes[r.copied:jb.hi], sl.stream, r.buf[1] == 0); err != nil {
 			return err
 		}
 		r.copied = jb.hi

@@ -30,6 +30,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	gpuLanes := fs.String("gpu-lanes", "4", "snapshots each GPU compresses at once")
 	reuse := fs.Int("reuse-segments", 3, "segments each producer keeps for its next snapshots (0: a new file per snapshot)")
 	fill := fs.String("fill", "copy", "what producers do per snapshot: copy (memcpy the field into the segment, as a simulation writes its output) or none (publish the reused segment as it is: the sidecar's own limit)")
+	shmBase := fs.String("shm", "", "directory for the run's segments (default /dev/shm); e.g. a tmpfs mounted with huge=always")
 	compressors := fs.Int("compressors", 0, "snapshots compressed at once (default: as serve)")
 	writers := fs.Int("writers", 0, "concurrent sink writes (default: as serve)")
 	threads := fs.Int("codec-threads", 0, "CPU codec threads per snapshot (0: all cores)")
@@ -85,7 +86,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	rep, err := bench.Run(ctx, bench.Options{Producers: *producers, Snapshots: *snapshots, Bytes: n, Sink: *sink,
-		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, NoFill: *fill == "none", Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b,
+		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, NoFill: *fill == "none", Compressors: *compressors, Writers: *writers, CodecThreads: *threads, Budget: b, ShmBase: *shmBase,
 		// The producers are this binary again; FZSIDECAR_TEST_EXEC makes
 		// that work from the test binary too.
 		Exe: exe, Args: []string{"bench-e2e"}, Env: []string{"FZSIDECAR_TEST_EXEC=1"},

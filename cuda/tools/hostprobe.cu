@@ -9,7 +9,13 @@
 //   * memcpy from the mapping into pinned memory with 1..16 threads (the
 //     staging-ring fallback).
 //
-// Build and run:  nvcc -O2 -std=c++17 -o hostprobe cuda/tools/hostprobe.cu && ./hostprobe [MiB]
+//   * H2D on every GPU at once, from registered tmpfs mappings (one per GPU)
+//     and from cudaHostAlloc memory: whether DMA from a producer's 4 KiB
+//     pages scales like DMA from the driver's own pinned memory. With a
+//     second argument, the same for a mapping in that directory (e.g. a
+//     tmpfs mounted with huge=always, 2 MiB pages).
+//
+// Build and run:  nvcc -O2 -std=c++17 -o hostprobe cuda/tools/hostprobe.cu && ./hostprobe [MiB [DIR]]
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -68,6 +74,81 @@ static double h2d(void *d, const void *h, size_t n, cudaStream_t s) {
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return median(r);
+}
+
+// allGPUs copies n bytes from hosts[g] to devs[g] on every GPU g at once,
+// 5 times after a warm-up, and returns the median aggregate GB/s.
+static double allGPUs(const std::vector<void *> &hosts, const std::vector<void *> &devs, size_t n) {
+    int g = (int)hosts.size();
+    std::vector<cudaStream_t> st(g);
+    for (int i = 0; i < g; i++) {
+        CK(cudaSetDevice(i));
+        CK(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
+    }
+    std::vector<double> r;
+    for (int rep = 0; rep < 6; rep++) {
+        double t0 = now();
+        for (int i = 0; i < g; i++) {
+            CK(cudaSetDevice(i));
+            CK(cudaMemcpyAsync(devs[i], hosts[i], n, cudaMemcpyHostToDevice, st[i]));
+        }
+        for (int i = 0; i < g; i++) {
+            CK(cudaSetDevice(i));
+            CK(cudaStreamSynchronize(st[i]));
+        }
+        if (rep > 0) r.push_back(g * n / (now() - t0) / 1e9);
+    }
+    for (int i = 0; i < g; i++) {
+        CK(cudaSetDevice(i));
+        cudaStreamDestroy(st[i]);
+    }
+    CK(cudaSetDevice(0));
+    return median(r);
+}
+
+// mapped creates a filled file of n bytes in dir and maps it read-only.
+static char *mapped(const char *dir, int i, size_t n, const std::vector<char> &src) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/fz-hostprobe-%d", dir, i);
+    unlink(path);
+    int fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, n)) perror(path), exit(1);
+    char *w = (char *)mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    memcpy(w, src.data(), n);
+    munmap(w, n);
+    char *m = (char *)mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    unlink(path);  // the mapping keeps the pages
+    return m;
+}
+
+static void concurrency(const char *dir, size_t n, const std::vector<char> &src) {
+    int g = 0;
+    CK(cudaGetDeviceCount(&g));
+    std::vector<void *> devs(g), pins(g), regs(g);
+    for (int i = 0; i < g; i++) {
+        CK(cudaSetDevice(i));
+        CK(cudaMalloc(&devs[i], n));
+        CK(cudaHostAlloc(&pins[i], n, cudaHostAllocPortable));
+        memcpy(pins[i], src.data(), n);
+        regs[i] = mapped(dir, i, n, src);
+        CK(cudaHostRegister(regs[i], n, cudaHostRegisterPortable | cudaHostRegisterReadOnly));
+    }
+    CK(cudaSetDevice(0));
+    for (int k = 1; k <= g; k++) {
+        std::vector<void *> p(pins.begin(), pins.begin() + k), r(regs.begin(), regs.begin() + k),
+            d(devs.begin(), devs.begin() + k);
+        printf("H2D on %d GPU(s) at once: from cudaHostAlloc %6.2f GB/s, from registered mappings in %s %6.2f GB/s\n", k,
+               allGPUs(p, d, n), dir, allGPUs(r, d, n));
+    }
+    for (int i = 0; i < g; i++) {
+        CK(cudaSetDevice(i));
+        CK(cudaHostUnregister(regs[i]));
+        munmap(regs[i], n);
+        cudaFreeHost(pins[i]);
+        cudaFree(devs[i]);
+    }
+    CK(cudaSetDevice(0));
 }
 
 int main(int argc, char **argv) {
@@ -228,5 +309,7 @@ int main(int argc, char **argv) {
     }
     close(fd);
     unlink(path);
+    concurrency("/dev/shm", n, src);
+    if (argc > 2) concurrency(argv[2], n, src);
     return 0;
 }

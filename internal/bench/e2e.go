@@ -50,6 +50,9 @@ type Options struct {
 	Queue        int
 	CodecThreads int
 	Budget       int64
+	// ShmBase is where the run's segment directory is made (default
+	// /dev/shm, else the temp directory).
+	ShmBase string
 	// Exe and Args start one producer process; the orchestrator appends
 	// the producer's flags (see ProducerArgs).
 	Exe  string
@@ -190,7 +193,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	shm, err := os.MkdirTemp(shmBase(), "fzsidecar-bench-")
+	base := o.ShmBase
+	if base == "" {
+		base = shmBase()
+	}
+	shm, err := os.MkdirTemp(base, "fzsidecar-bench-")
 	if err != nil {
 		return nil, err
 	}
