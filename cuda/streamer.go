@@ -80,6 +80,9 @@ type Streamer struct {
 type lane struct {
 	s        *Streamer
 	upEv     uintptr // event: this lane's last copy on the upload stream
+	// trace: timing events around the lane's last shared upload
+	upT0, upT1 uintptr
+	upBytes    uint64
 	arena    uintptr
 	arenaCap uint64
 	sl       []*slot
@@ -177,6 +180,14 @@ func (s *Streamer) newLane() (*lane, error) {
 	if err := l.cerr(l.eventBlocking(dev, &ln.upEv), "create event"); err != nil {
 		return ln, err
 	}
+	if trace {
+		if err := l.cerr(l.eventCreate(dev, &ln.upT0), "create event"); err != nil {
+			return ln, err
+		}
+		if err := l.cerr(l.eventCreate(dev, &ln.upT1), "create event"); err != nil {
+			return ln, err
+		}
+	}
 	outCap := l.compressBound(2, s.o.JobTiles)
 	for i := 0; i < s.o.Streams; i++ {
 		sl := &slot{outCap: outCap}
@@ -259,8 +270,10 @@ func (s *Streamer) Close() error {
 		if ln.arena != 0 {
 			l.free(dev, ln.arena)
 		}
-		if ln.upEv != 0 {
-			l.eventDestroy(dev, ln.upEv)
+		for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1} {
+			if e != 0 {
+				l.eventDestroy(dev, e)
+			}
 		}
 	}
 	s.all = nil
@@ -494,6 +507,14 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	if trace {
 		now := time.Now()
 		ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+		// The lane's last shared upload (a rel snapshot's only one): on the
+		// FIFO upload stream its events bracket the transfer itself.
+		var upMs float32
+		if ln.upT1 != 0 && ln.upBytes > 0 {
+			l.eventElapsed(s.dev, ln.upT0, ln.upT1, &upMs)
+			fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: upload %d MB %.2fms = %.1f GB/s\n", s.dev, ln.upBytes>>20, upMs, float64(ln.upBytes)/float64(upMs)/1e6)
+			ln.upBytes = 0
+		}
 		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms waitcopy %.2fms append %.2fms index %.2fms total %.2fms\n",
 			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), ms(tParams.Sub(t0)), ms(tJobs.Sub(tParams)),
 			ms(r.wJob), ms(r.wOut), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)))
@@ -640,9 +661,16 @@ func (r *run) upload(dst uintptr, src []byte, stream uintptr, shared bool) error
 			return l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, stream), "copy to GPU")
 		}
 		s.upMu.Lock()
+		if ln.upT0 != 0 {
+			l.eventRecord(s.dev, ln.upT0, cs)
+		}
 		err := l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, cs), "copy to GPU")
 		if err == nil {
 			err = l.cerr(l.eventRecord(s.dev, ln.upEv, cs), "record event")
+		}
+		if ln.upT1 != 0 {
+			l.eventRecord(s.dev, ln.upT1, cs)
+			ln.upBytes = uint64(len(src))
 		}
 		s.upMu.Unlock()
 		if err != nil {
