@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,9 +97,6 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), blobs: make(chan []byte, 2*n+8), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
 	if o.OutBuffers == 0 {
 		o.OutBuffers = 2 * n
-	}
-	if os.Getenv("FZ_GPU_PINNED_OUT") == "off" { // to measure what they bring
-		o.OutBuffers = -1
 	}
 	if o.OutBufferBytes <= 0 {
 		o.OutBufferBytes = 64 << 20
