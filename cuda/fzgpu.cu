@@ -1617,40 +1617,6 @@ extern "C" int fzgpu_copy_out(fzgpu_ctx *c, void *stream, const void *d_out, voi
     return 0;
 }
 
-// The offset is only 4-byte aligned (tiles are multiples of 4 bytes), so
-// words are 4 bytes; a warp still writes 128 contiguous bytes per store.
-__global__ void copy_out_at_kernel(const unsigned *src, unsigned char *blob, const fzgpu_result *res,
-                                   unsigned long long cap, unsigned long long *curs, unsigned ring,
-                                   unsigned long long job) {
-    __shared__ unsigned long long base_s;
-    if (threadIdx.x == 0) base_s = *(volatile unsigned long long *)&curs[job % ring];
-    __syncthreads();
-    unsigned long long base = base_s, n = res->bytes;
-    bool fits = res->status == 0 && base <= cap && n <= cap - base;
-    if (blockIdx.x == 0 && threadIdx.x == 0) curs[(job + 1) % ring] = fits ? base + n : ~0ull;
-    if (!fits) return;
-    unsigned *dst = (unsigned *)(blob + base);
-    unsigned long long words = n / 4;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < words;
-         i += (unsigned long long)gridDim.x * blockDim.x)
-        dst[i] = src[i];
-}
-
-extern "C" int fzgpu_copy_out_at(fzgpu_ctx *c, void *stream, const void *d_out, void *h_blob, uint64_t cap,
-                                 uint64_t *curs, uint32_t ring, uint64_t job) {
-    if (!c || !d_out || !h_blob || !curs || ring < 2 || ((uintptr_t)d_out & 3) || ((uintptr_t)h_blob & 3) ||
-        ((uintptr_t)curs & 7))
-        return FZGPU_E_ARG;
-    CK(cudaSetDevice(c->device));
-    void *blob = NULL, *dc = NULL;
-    CK(cudaHostGetDevicePointer(&blob, h_blob, 0));
-    CK(cudaHostGetDevicePointer(&dc, curs, 0));
-    copy_out_at_kernel<<<128, 256, 0, (cudaStream_t)stream>>>((const unsigned *)d_out, (unsigned char *)blob, c->res,
-                                                              cap, (unsigned long long *)dc, ring, job);
-    CK(cudaGetLastError());
-    return 0;
-}
-
 extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_blob,
                                 uint64_t blob_size, uint64_t index_off, uint64_t first_chunk, uint64_t nchunks,
                                 void *d_dst, fzgpu_result *h_res) {

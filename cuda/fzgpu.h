@@ -132,14 +132,6 @@ int fzgpu_compress_at(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const 
  * before asking for its bytes: one wait per job instead of two. At most cap
  * bytes are copied; the result still reports the full count. */
 int fzgpu_copy_out(fzgpu_ctx *ctx, void *stream, const void *d_out, void *h_dst, uint64_t cap);
-/* fzgpu_copy_out into a whole snapshot's pinned blob h_blob (cap bytes),
- * at an offset the device keeps: curs is a pinned ring of `ring` u64; the
- * copy reads its offset from curs[job % ring] and writes the end to
- * curs[(job+1) % ring], or UINT64_MAX when the bytes do not fit (then
- * nothing is copied, and every later job sees UINT64_MAX too). The caller
- * orders job's call after job-1's (events) and sets curs[0] before job 0. */
-int fzgpu_copy_out_at(fzgpu_ctx *ctx, void *stream, const void *d_out, void *h_blob, uint64_t cap,
-                      uint64_t *curs, uint32_t ring, uint64_t job);
 
 /* Decodes chunks [first_chunk, first_chunk+nchunks) of a whole container
  * d_blob (blob_size bytes, 4-byte aligned; the index starts at index_off)

@@ -53,43 +53,7 @@ type Source struct {
 	// zeroing and page faults of a fresh allocation (~30 MB per 256 MiB
 	// snapshot, which cost more host time than the GPU work).
 	Out []byte
-	// OutPinned says Out is page-locked (AllocPinned): the device then
-	// writes each job's bytes straight to their place in it, and the host
-	// copies nothing. If the blob outgrows cap(Out), the rest goes through
-	// a Go allocation as without it (and Out is not part of the result).
-	OutPinned bool
 }
-
-// AllocPinned allocates n bytes of page-locked host memory (for
-// Source.OutPinned); FreePinned frees it.
-func AllocPinned(n uint64) ([]byte, error) {
-	l, err := loadLibrary()
-	if err != nil {
-		return nil, err
-	}
-	var p unsafe.Pointer
-	if err := l.cerr(l.hostAlloc(n, &p), fmt.Sprintf("allocate %d bytes of pinned memory", n)); err != nil {
-		return nil, err
-	}
-	return unsafe.Slice((*byte)(p), n), nil
-}
-
-// FreePinned frees memory from AllocPinned.
-func FreePinned(b []byte) error {
-	l, err := loadLibrary()
-	if err != nil {
-		return err
-	}
-	if cap(b) == 0 {
-		return nil
-	}
-	return l.cerr(l.hostFree(unsafe.Pointer(unsafe.SliceData(b[:1]))), "free pinned memory")
-}
-
-// cursRing is the length of a lane's ring of device-kept blob offsets
-// (fzgpu_copy_out_at): job j reads slot j and writes slot j+1, and while the
-// host collects job j at most jobs j+1 and j+2 can have run.
-const cursRing = 8
 
 // Streamer compresses snapshots on one GPU from host memory, overlapping
 // host-to-device copies, kernels and device-to-host copies over several
@@ -114,17 +78,16 @@ type Streamer struct {
 }
 
 type lane struct {
-	s    *Streamer
-	upEv uintptr // event: this lane's last copy on the upload stream
+	s        *Streamer
+	upEv     uintptr // event: this lane's last copy on the upload stream
 	// trace: timing events around the lane's last shared upload
 	upT0, upT1 uintptr
 	upBytes    uint64
-	curs       unsafe.Pointer // pinned [cursRing]uint64 for fzgpu_copy_out_at
-	arena      uintptr
-	arenaCap   uint64
-	sl         []*slot
-	stage      []*stageSlot
-	next       int // next staging slot
+	arena    uintptr
+	arenaCap uint64
+	sl       []*slot
+	stage    []*stageSlot
+	next     int // next staging slot
 }
 
 // slot is one CUDA stream of a lane and what a job on it needs.
@@ -217,9 +180,6 @@ func (s *Streamer) newLane() (*lane, error) {
 	if err := l.cerr(l.eventBlocking(dev, &ln.upEv), "create event"); err != nil {
 		return ln, err
 	}
-	if err := l.cerr(l.hostAlloc(8*cursRing, &ln.curs), "allocate pinned offsets"); err != nil {
-		return ln, err
-	}
 	if trace {
 		if err := l.cerr(l.eventCreate(dev, &ln.upT0), "create event"); err != nil {
 			return ln, err
@@ -309,9 +269,6 @@ func (s *Streamer) Close() error {
 		}
 		if ln.arena != 0 {
 			l.free(dev, ln.arena)
-		}
-		if ln.curs != nil {
-			l.hostFree(ln.curs)
 		}
 		for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1} {
 			if e != 0 {
@@ -426,12 +383,6 @@ type run struct {
 	lastJob [2]int // last job index issued on each buffer (-1 none)
 	// trace: host time waiting for jobs, for copies back, appending
 	wJob, wOut, tApp time.Duration
-	// pinned: jobs are being written by the device into blob (Source.
-	// OutPinned) up to end; viaBlob[j]: job j was issued that way.
-	pinned  bool
-	blob    []byte
-	end     uint64
-	viaBlob []bool
 }
 
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
@@ -521,12 +472,6 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	}
 	r.hsz = headerSize(p, g)
 	hsz := r.hsz
-	r.viaBlob = make([]bool, len(r.jobs))
-	if src.OutPinned && uint64(cap(src.Out)) > hsz && !hostCopyBack {
-		r.pinned, r.blob, r.end = true, src.Out[:cap(src.Out)], hsz
-		clear(r.blob[:hsz]) // the header is written over zeros, as in a fresh blob
-		*(*uint64)(ln.curs) = hsz
-	}
 	r.st = fz.Stats{RawBytes: N}
 	S := len(ln.sl)
 	for j := range r.jobs {
@@ -547,9 +492,6 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	}
 	if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
 		return nil, st, err
-	}
-	if r.pinned {
-		r.out = r.blob[:r.end]
 	}
 	if r.out == nil {
 		r.out = make([]byte, hsz)
@@ -627,22 +569,7 @@ func (r *run) issue(j int) error {
 	if err := l.cerr(l.compressAt(sl.ctx, sl.stream, &r.f, buf, r.wlo/r.es, jb.first, jb.n, sl.dOut, sl.outCap, sl.res), "GPU compress"); err != nil {
 		return err
 	}
-	switch {
-	case r.pinned:
-		// Job j's offset is where job j-1's copy ended: order the copies.
-		if j > 0 {
-			if err := l.cerr(l.streamWait(s.dev, sl.stream, ln.sl[(j-1)%len(ln.sl)].out), "stream wait"); err != nil {
-				return err
-			}
-		}
-		if err := l.cerr(l.copyOutAt(sl.ctx, sl.stream, sl.dOut, unsafe.Pointer(unsafe.SliceData(r.blob)), uint64(len(r.blob)), ln.curs, cursRing, uint64(j)), "GPU copy out"); err != nil {
-			return err
-		}
-		if err := l.cerr(l.eventRecord(s.dev, sl.out, sl.stream), "record event"); err != nil {
-			return err
-		}
-		r.viaBlob[j] = true
-	case !hostCopyBack:
+	if !hostCopyBack {
 		if err := l.cerr(l.copyOut(sl.ctx, sl.stream, sl.dOut, sl.hOut, sl.outCap), "GPU copy out"); err != nil {
 			return err
 		}
@@ -674,26 +601,8 @@ func (r *run) collectUpTo(k int) error {
 		if res.bytes > sl.outCap {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
 		}
-		curs := unsafe.Slice((*uint64)(ln.curs), cursRing)
-		if r.viaBlob[r.done] {
-			if end := curs[(r.done+1)%cursRing]; end != ^uint64(0) {
-				r.end = end // in place in the blob
-				r.st.Outliers += res.outliers
-				r.st.MaxAbsErr = max(r.st.MaxAbsErr, res.maxAbsErr)
-				r.last = res
-				continue
-			}
-			if r.pinned { // the blob is full: go on in a Go allocation
-				base := curs[r.done%cursRing]
-				est := base - r.hsz + res.bytes
-				est = est * uint64(len(r.src.Bytes)) / max(r.jobs[r.done].hi, 1)
-				r.out = make([]byte, base, max(base+est+est/4+4096, base+res.bytes))
-				copy(r.out, r.blob[:base])
-				r.pinned, r.blob, r.src.Out = false, nil, nil
-			}
-		}
 		if res.bytes > 0 {
-			if hostCopyBack || r.viaBlob[r.done] { // not copied by the device
+			if hostCopyBack {
 				if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, res.bytes, 2, sl.stream), "copy from GPU"); err != nil {
 					return err
 				}

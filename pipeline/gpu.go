@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/fzsidecar/fzsidecar/cuda"
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -41,13 +40,6 @@ type GPUOptions struct {
 	PinCacheBytes int64
 	Log           *slog.Logger
 	Codec         []fz.Option
-	// OutBuffers pinned output buffers of OutBufferBytes each (defaults:
-	// two per lane, 64 MiB) receive blobs straight from the devices, so
-	// the host copies no compressed bytes; a blob that does not fit, or a
-	// snapshot that finds none free, goes through Go memory instead.
-	// OutBuffers < 0 turns them off.
-	OutBuffers     int
-	OutBufferBytes int64
 }
 
 // GPUStats counts how snapshots reached the GPUs.
@@ -67,12 +59,8 @@ type GPU struct {
 	devs  []*cuda.Streamer
 	free  chan *cuda.Streamer // one token per lane of each device
 	blobs chan []byte         // released blobs, reused as outputs
-	// pinned output buffers (OutBuffers): free ones, and all of them by
-	// their first byte, to recognise them in Release
-	pinned    chan []byte
-	pinnedAll map[*byte][]byte
-	cache     *pinCache
-	stats     struct {
+	cache *pinCache
+	stats struct {
 		registered, hits, staged, failed, snapshots atomic.Uint64
 		wait, busy                                  atomic.Int64 // ns
 	}
@@ -95,22 +83,6 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 		n += s.Lanes()
 	}
 	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), blobs: make(chan []byte, 2*n+8), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
-	if o.OutBuffers == 0 {
-		o.OutBuffers = 2 * n
-	}
-	if o.OutBufferBytes <= 0 {
-		o.OutBufferBytes = 64 << 20
-	}
-	g.pinned, g.pinnedAll = make(chan []byte, max(o.OutBuffers, 0)), map[*byte][]byte{}
-	for range max(o.OutBuffers, 0) {
-		b, err := cuda.AllocPinned(uint64(o.OutBufferBytes))
-		if err != nil {
-			o.Log.Warn("cannot allocate pinned output buffers; blobs go through Go memory (slower)", "err", err)
-			break
-		}
-		g.pinnedAll[unsafe.SliceData(b)] = b
-		g.pinned <- b[:0]
-	}
 	// Interleave devices so a lone snapshot goes to the first device and
 	// two go to different ones.
 	for i := 0; len(g.free) < n; i++ {
@@ -162,12 +134,6 @@ func (g *GPU) PinnedH2D(ctx context.Context, bytes uint64) (float64, error) {
 // Release takes a blob back once the pipeline is done with it (the
 // pipeline's Config.Release): the next snapshot's output reuses it.
 func (g *GPU) Release(blob []byte) {
-	if cap(blob) > 0 {
-		if b, ok := g.pinnedAll[unsafe.SliceData(blob[:1])]; ok {
-			g.pinned <- b[:0]
-			return
-		}
-	}
 	select {
 	case g.blobs <- blob[:0]:
 	default:
@@ -183,32 +149,10 @@ func (g *GPU) outBuf() []byte {
 	}
 }
 
-// Close drops every cached registration and frees the pinned output
-// buffers (no Direct call may be running, no blob of theirs still in use).
+// Close drops every cached registration (no Direct call may be running).
 func (g *GPU) Close() error {
 	g.cache.close()
-	for _, b := range g.pinnedAll {
-		cuda.FreePinned(b)
-	}
-	g.pinnedAll = nil
 	return nil
-}
-
-// compress runs one snapshot on s with a free pinned output buffer if
-// there is one, and takes the buffer back if the blob did not end up in it.
-func (g *GPU) compress(ctx context.Context, s *cuda.Streamer, src cuda.Source, p fz.Params) ([]byte, fz.Stats, error) {
-	var pb []byte
-	select {
-	case pb = <-g.pinned:
-		src.Out, src.OutPinned = pb, true
-	default:
-		src.Out = g.outBuf()
-	}
-	blob, st, err := s.Compress(ctx, src, p, g.o.Codec...)
-	if pb != nil && (err != nil || cap(blob) == 0 || unsafe.SliceData(blob[:1]) != unsafe.SliceData(pb[:1])) {
-		g.pinned <- pb
-	}
-	return blob, st, err
 }
 
 // Direct is the pipeline's DirectCodec.
@@ -237,7 +181,7 @@ func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byt
 			} else {
 				g.stats.registered.Add(1)
 			}
-			return g.compress(ctx, s, cuda.Source{Bytes: e.m.Bytes(), Pinned: true}, p)
+			return s.Compress(ctx, cuda.Source{Bytes: e.m.Bytes(), Pinned: true, Out: g.outBuf()}, p, g.o.Codec...)
 		}
 		g.stats.failed.Add(1)
 		g.warn.Do(func() {
@@ -246,7 +190,7 @@ func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byt
 	}
 	defer m.Close()
 	g.stats.staged.Add(1)
-	return g.compress(ctx, s, cuda.Source{Bytes: m.Bytes(), Copy: ingest.GuardedCopy}, p)
+	return s.Compress(ctx, cuda.Source{Bytes: m.Bytes(), Copy: ingest.GuardedCopy, Out: g.outBuf()}, p, g.o.Codec...)
 }
 
 // pinCache keeps segments' mappings registered between snapshots, keyed by
