@@ -409,11 +409,14 @@ func startProducer(ctx context.Context, o Options, args []string) (*producerProc
 	go func() {
 		defer close(p.exited)
 		sc := bufio.NewScanner(out)
-		var once sync.Once
+		ready := false
 		for sc.Scan() {
 			var rl readyLine
 			if json.Unmarshal(sc.Bytes(), &rl) == nil && rl.Ready != "" {
-				once.Do(func() { close(p.ready) })
+				if !ready {
+					ready = true
+					close(p.ready)
+				}
 				continue
 			}
 			var r ProducerReport
@@ -431,8 +434,8 @@ func (p *producerProc) start() { _, _ = io.WriteString(p.stdin, "go\n") }
 // wait collects the producer's report. Closing stdin first makes a producer
 // that never got the start signal exit instead of waiting forever.
 func (p *producerProc) wait() (ProducerReport, error) {
-	<-p.exited
 	_ = p.stdin.Close()
+	<-p.exited
 	werr := p.cmd.Wait()
 	switch {
 	case !p.got:
