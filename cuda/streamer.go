@@ -78,16 +78,16 @@ type Streamer struct {
 }
 
 type lane struct {
-	s        *Streamer
-	upEv     uintptr // event: this lane's last copy on the upload stream
+	s    *Streamer
+	upEv uintptr // event: this lane's last copy on the upload stream
 	// trace: timing events around the lane's last shared upload
 	upT0, upT1 uintptr
 	upBytes    uint64
-	arena    uintptr
-	arenaCap uint64
-	sl       []*slot
-	stage    []*stageSlot
-	next     int // next staging slot
+	arena      uintptr
+	arenaCap   uint64
+	sl         []*slot
+	stage      []*stageSlot
+	next       int // next staging slot
 }
 
 // slot is one CUDA stream of a lane and what a job on it needs.
@@ -100,7 +100,6 @@ type slot struct {
 	res    unsafe.Pointer
 	copied uintptr // event: this stream's last input copy
 	done   uintptr // event: this stream's last job
-	out    uintptr // event: this stream's last copy back
 }
 
 type stageSlot struct {
@@ -118,11 +117,6 @@ var trace = os.Getenv("FZ_GPU_TRACE") != ""
 // laneUpload (FZ_GPU_UPLOAD=lane) issues uploads on the lanes' own streams
 // instead of the device's upload stream; kept to compare the two.
 var laneUpload = os.Getenv("FZ_GPU_UPLOAD") == "lane"
-
-// hostCopyBack (FZ_GPU_COPYOUT=host) copies each job's bytes back with a
-// host-issued cudaMemcpyAsync after its count is known (two host waits per
-// job) instead of the device-side copy-out kernel; kept to compare the two.
-var hostCopyBack = os.Getenv("FZ_GPU_COPYOUT") == "host"
 
 // NewStreamer allocates everything a device needs to compress snapshots.
 func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
@@ -203,7 +197,6 @@ func (s *Streamer) newLane() (*lane, error) {
 			{l.hostAlloc(uint64(unsafe.Sizeof(result{})), &sl.res), "allocate pinned result"},
 			{l.eventBlocking(dev, &sl.copied), "create event"},
 			{l.eventBlocking(dev, &sl.done), "create event"},
-			{l.eventBlocking(dev, &sl.out), "create event"},
 		} {
 			if err := l.cerr(step.rc, step.what); err != nil {
 				return ln, err
@@ -253,7 +246,7 @@ func (s *Streamer) Close() error {
 					l.hostFree(p)
 				}
 			}
-			for _, e := range []uintptr{sl.copied, sl.done, sl.out} {
+			for _, e := range []uintptr{sl.copied, sl.done} {
 				if e != 0 {
 					l.eventDestroy(dev, e)
 				}
@@ -381,8 +374,8 @@ type run struct {
 	wlo     uint64
 	copied  uint64
 	lastJob [2]int // last job index issued on each buffer (-1 none)
-	// trace: host time waiting for jobs, for copies back, appending
-	wJob, wOut, tApp time.Duration
+	// trace: host time waiting for jobs, appending their bytes
+	wJob, tApp time.Duration
 }
 
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
@@ -515,9 +508,9 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 			fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: upload %d MB %.2fms = %.1f GB/s\n", s.dev, ln.upBytes>>20, upMs, float64(ln.upBytes)/float64(upMs)/1e6)
 			ln.upBytes = 0
 		}
-		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms waitcopy %.2fms append %.2fms index %.2fms total %.2fms\n",
+		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms append %.2fms index %.2fms total %.2fms\n",
 			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), ms(tParams.Sub(t0)), ms(tJobs.Sub(tParams)),
-			ms(r.wJob), ms(r.wOut), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)))
+			ms(r.wJob), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)))
 	}
 	return r.out, r.st, nil
 }
@@ -569,10 +562,8 @@ func (r *run) issue(j int) error {
 	if err := l.cerr(l.compressAt(sl.ctx, sl.stream, &r.f, buf, r.wlo/r.es, jb.first, jb.n, sl.dOut, sl.outCap, sl.res), "GPU compress"); err != nil {
 		return err
 	}
-	if !hostCopyBack {
-		if err := l.cerr(l.copyOut(sl.ctx, sl.stream, sl.dOut, sl.hOut, sl.outCap), "GPU copy out"); err != nil {
-			return err
-		}
+	if err := l.cerr(l.copyOut(sl.ctx, sl.stream, sl.dOut, sl.hOut, sl.outCap), "GPU copy out"); err != nil {
+		return err
 	}
 	if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
 		return err
@@ -601,20 +592,8 @@ func (r *run) collectUpTo(k int) error {
 		if res.bytes > sl.outCap {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
 		}
-		if res.bytes > 0 {
-			if hostCopyBack {
-				if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, res.bytes, 2, sl.stream), "copy from GPU"); err != nil {
-					return err
-				}
-				if err := l.cerr(l.eventRecord(s.dev, sl.out, sl.stream), "record event"); err != nil {
-					return err
-				}
-				if err := l.cerr(l.eventSync(s.dev, sl.out), "copy from GPU"); err != nil {
-					return err
-				}
-			}
+		if res.bytes > 0 { // the copy-out kernel put them in hOut
 			t2 := time.Now()
-			r.wOut += t2.Sub(t1)
 			if r.out == nil {
 				// Large Go allocations are zeroed and fault their pages in:
 				// size the blob from the first job's ratio (+25 %) rather
@@ -657,14 +636,17 @@ func (r *run) upload(dst uintptr, src []byte, stream uintptr, shared bool) error
 		cs = s.up
 	}
 	if r.src.Pinned {
+		copyIn := func() error {
+			return l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, cs), "copy to GPU")
+		}
 		if cs == stream {
-			return l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, stream), "copy to GPU")
+			return copyIn()
 		}
 		s.upMu.Lock()
 		if ln.upT0 != 0 {
 			l.eventRecord(s.dev, ln.upT0, cs)
 		}
-		err := l.cerr(l.copyH2DHost(s.dev, dst, uintptr(unsafe.Pointer(unsafe.SliceData(src))), uint64(len(src)), 1, cs), "copy to GPU")
+		err := copyIn()
 		if err == nil {
 			err = l.cerr(l.eventRecord(s.dev, ln.upEv, cs), "record event")
 		}
