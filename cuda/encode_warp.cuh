@@ -1,0 +1,731 @@
+// Encoder v6: one warp per tile, persistent (included by fzgpu.cu).
+//
+// Why a warp and not a block: the v1-v5 block encoder spent most of its time
+// waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
+// with 15 warps parked). A warp needs no barriers (__syncwarp only), keeps
+// the Lorenzo neighbours in registers instead of shared memory, and each SM
+// holds 24 independent tiles in flight to hide latency.
+//
+// Per tile:
+//   fast path (full tiles of the rank-1, -2 or -3 shapes of FORMAT.md, no
+//     fill or raw value): the tile is walked in slot order, 32 slots (one
+//     u32 word of each bit plane) per step, lane l = bit l of the word.
+//     Quantize + exact check, Lorenzo with neighbours from shuffles and
+//     carried registers, codes, and a 32x32 bit transpose per two words
+//     straight into the tile's bit planes in shared memory (8.4 KiB per
+//     warp). Escapes (rare) go to per-warp scratch in element order.
+//   slow path (anything else: clipped tiles, other shapes, fill or raw
+//     values): the generic algorithm, one element per lane at a time,
+//     through per-warp scratch in global memory (L1-resident).
+//   tail (both): zero-block masks, layout, decoupled look-back for the
+//     tile's output offset, then the writes.
+// Tiles are taken in ticket order, so every tile a warp looks back at
+// belongs to a warp already running: the look-back always finishes.
+
+#ifndef ENC_W
+#define ENC_W 8                 // warps per block
+#endif
+#ifndef ENC_MINB_W
+#define ENC_MINB_W 3            // blocks per SM the register budget is cut for
+#endif
+#define PW_STRIDE 132           // words per plane row in shared memory (LDS.128-aligned)
+#define PW_WORDS (16 * PW_STRIDE)
+#define ENC_SMEM (ENC_W * PW_WORDS * 4)
+// Per-warp scratch in global memory (bytes).
+#define SC_Q 0          // int32 q, then residuals, in element order (16 KiB)
+#define SC_CODE 16384   // u16 codes in slot order (8 KiB)
+#define SC_FL 24576     // u8 element flags: 1 has q, 2 fill, 4 raw, 8 escape (4 KiB)
+#define SC_ESC 28672    // u32[128] element-order escape bits
+#define SC_RAW 29184    // u32[128] element-order raw bits
+#define SC_MF 29696     // u32[128] fill mask, slot order
+#define SC_MR 30208     // u32[128] raw mask, slot order
+#define SC_BYTES 30720
+
+struct TileSum {
+    unsigned nesc, nraw, nfill;
+    int origin;
+    double merr;
+};
+
+// Quantize + check of one value (FORMAT.md section 4), branch-free.
+// Returns true for a hole (fill, |s| >= 2^28, NaN, Inf: no q; only the
+// slow path handles those). raw: q is valid but the check failed, so the
+// value is stored raw and keeps its q (FORMAT.md 4.3): the fast paths
+// handle that, since with step = 2 eb it happens to about ulp(x)/eb of
+// all values (one or more per tile at tight bounds).
+template <typename T>
+__device__ __forceinline__ bool quant1(T v, double inv, double step, double eb, int has_fill,
+                                       unsigned long long fill_bits, int &q, double &er, bool &raw) {
+    const double X = (double)v;
+    const double s = __dmul_rn(X, inv);
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    q = __double2loint(sr);
+    er = fabs(__dsub_rn(X, (double)Bits<T>::recd(qd, step)));
+    bool hole = !(fabs(s) < 268435456.0);
+    if (has_fill) hole = hole || Bits<T>::of(v) == fill_bits;
+    raw = !(er <= eb);
+    return hole;
+}
+
+// The 16-bit code of a residual; sets esc for |d| > 32767.
+__device__ __forceinline__ unsigned code_of(int d, bool &esc) {
+    const int sg = d >> 31;
+    const unsigned mag = (unsigned)((d ^ sg) - sg);
+    esc = mag > 32767u;
+    return esc ? 0x8000u : (mag | ((unsigned)sg & 0x8000u));
+}
+
+// Stores a transposed pair of words: lanes 0-15 hold plane (lane) of word
+// w0, lanes 16-31 plane (lane-16) of word w1.
+__device__ __forceinline__ void put_planes(unsigned *pw, unsigned t, int w0, int w1, int lane) {
+    pw[(lane & 15) * PW_STRIDE + (lane < 16 ? w0 : w1)] = t;
+}
+
+// Records the escapes and raw values of one step (rare): an escape's
+// residual into scratch q and its bit into the element-order escape
+// bitmap; a raw value's bit into the element-order raw bitmap.
+__device__ __forceinline__ void note_rare(bool esc, bool raw, int d, int e, int *sq, unsigned *sesc,
+                                          unsigned *sraw) {
+    if (esc) {
+        sq[e] = d;
+        atomicOr(&sesc[e >> 5], 1u << (e & 31));
+    }
+    if (raw) atomicOr(&sraw[e >> 5], 1u << (e & 31));
+}
+
+// ---- fast paths. Each returns false (and leaves partial state that the
+// slow path overwrites) as soon as a hole shows up.
+
+// Rank 3: tile 8x16x32, sub-blocks 4x4x8. Word w = 64i + 16j + 4k + a holds
+// slots of sub-block (i, j, k) at dz = a: lane l = (dy, dx) = (l/8, l%8),
+// element (4i+a, 4j+dy, 8k+dx). Walk: z outer (runtime), k, then j inner
+// (unrolled), so the neighbour at x-1 for dx = 0 is the previous k's word
+// (carry cx[j]), at y-1 for dy = 0 the previous j's word (carry cy) and at
+// z-1 the previous z's word (carry cz[j][k]). d = Dz(Dy(Dx q)).
+template <typename T>
+__device__ __forceinline__ bool enc_fast3(const T *__restrict__ src, const Geo &g, unsigned long long base,
+                                          double inv, double step, double eb, int has_fill,
+                                          unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw,
+                                          int lane, TileSum &ts) {
+    const int dy = lane >> 3, dx = lane & 7;
+    const unsigned long long nx = g.nx, nx4 = 4 * g.nx, plane = g.ny * g.nx;
+    const T *p0 = src + base + (unsigned long long)dy * nx + dx;
+    const int srcx = dx ? lane - 1 : lane + 7, srcy = dy ? lane - 8 : lane + 24;
+    int cz[4][4], cx[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        cx[j] = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) cz[j][k] = 0;
+    }
+    double merr = 0;
+    unsigned nesc = 0, nraw = 0;
+    int origin = 0;
+#pragma unroll 1
+    for (int z = 0; z < 8; z++) {
+        // rows 4j + dy of this z: k and the lane add immediate offsets
+        const T *r0 = p0 + z * plane, *r1 = r0 + nx4, *r2 = r1 + nx4, *r3 = r2 + nx4;
+        bool bad = false;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const T v[4] = {__ldcs(r0 + 8 * k), __ldcs(r1 + 8 * k), __ldcs(r2 + 8 * k), __ldcs(r3 + 8 * k)};
+            int cy = 0;
+            unsigned c[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int q;
+                double er;
+                bool raw;
+                bad |= quant1<T>(v[j], inv, step, eb, has_fill, fill_bits, q, er, raw);
+                merr = !raw && er > merr ? er : merr;
+                const int gx = __shfl_sync(0xffffffffu, dx == 7 ? cx[j] : q, srcx);
+                const int A = (int)((unsigned)q - (unsigned)((k > 0 || dx > 0) ? gx : 0));
+                cx[j] = q;
+                const int gy = __shfl_sync(0xffffffffu, dy == 3 ? cy : A, srcy);
+                const int B = (int)((unsigned)A - (unsigned)((j > 0 || dy > 0) ? gy : 0));
+                cy = A;
+                const int d = (int)((unsigned)B - (unsigned)cz[j][k]);
+                cz[j][k] = B;
+                bool esc;
+                c[j] = code_of(d, esc);
+                if (k == 0 && j == 0 && z == 0) {
+                    origin = __shfl_sync(0xffffffffu, q, 0);
+                    if (lane == 0) {
+                        c[j] = 0;
+                        esc = false;
+                    }
+                }
+                if (__any_sync(0xffffffffu, esc || raw)) {
+                    nesc += __popc(__ballot_sync(0xffffffffu, esc));
+                    nraw += __popc(__ballot_sync(0xffffffffu, raw));
+                    note_rare(esc, raw, d, z * 512 + (4 * j + dy) * 32 + 8 * k + dx, sq, sesc, sraw);
+                }
+            }
+            const int wz = (z >> 2) * 64 + 4 * k + (z & 3);
+            put_planes(pw, transpose32(c[0] | c[1] << 16, lane), wz, wz + 16, lane);
+            put_planes(pw, transpose32(c[2] | c[3] << 16, lane), wz + 32, wz + 48, lane);
+        }
+        if (__any_sync(0xffffffffu, bad)) return false;
+    }
+    ts.nesc = nesc;
+    ts.nraw = nraw;
+    ts.origin = origin;
+    ts.merr = merr;
+    return true;
+}
+
+// Rank 1: tile 1x1x4096, sub-blocks of 128: slot = element. Word w holds
+// elements 32w..32w+31; d = q - q(x-1), the left neighbour of lane 0 is
+// lane 31 of the previous word (carry).
+template <typename T>
+__device__ __forceinline__ bool enc_fast1(const T *__restrict__ src, unsigned long long base, double inv,
+                                          double step, double eb, int has_fill, unsigned long long fill_bits,
+                                          unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
+                                          TileSum &ts) {
+    const T *p0 = src + base + lane;
+    const int srcx = lane ? lane - 1 : 31;
+    int carry = 0;
+    double merr = 0;
+    unsigned nesc = 0, nraw = 0;
+    int origin = 0;
+#pragma unroll 1
+    for (int w0 = 0; w0 < 128; w0 += 8) {
+        T v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) v[u] = __ldcs(p0 + 32 * (w0 + u));
+        bool bad = false;
+        unsigned c[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int q;
+            double er;
+            bool raw;
+            bad |= quant1<T>(v[u], inv, step, eb, has_fill, fill_bits, q, er, raw);
+            merr = !raw && er > merr ? er : merr;
+            const int gx = __shfl_sync(0xffffffffu, lane == 31 ? carry : q, srcx);
+            const int d = (int)((unsigned)q - (unsigned)((w0 + u > 0 || lane > 0) ? gx : 0));
+            carry = q;
+            bool esc;
+            c[u] = code_of(d, esc);
+            if (w0 + u == 0) {
+                origin = __shfl_sync(0xffffffffu, q, 0);
+                if (lane == 0) {
+                    c[u] = 0;
+                    esc = false;
+                }
+            }
+            if (__any_sync(0xffffffffu, esc || raw)) {
+                nesc += __popc(__ballot_sync(0xffffffffu, esc));
+                nraw += __popc(__ballot_sync(0xffffffffu, raw));
+                note_rare(esc, raw, d, 32 * (w0 + u) + lane, sq, sesc, sraw);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u += 2)
+            put_planes(pw, transpose32(c[u] | c[u + 1] << 16, lane), w0 + u, w0 + u + 1, lane);
+        if (__any_sync(0xffffffffu, bad)) return false;
+    }
+    ts.nesc = nesc;
+    ts.nraw = nraw;
+    ts.origin = origin;
+    ts.merr = merr;
+    return true;
+}
+
+// Rank 2: tile 64x64 (y, x), sub-blocks 16x8. Word w = 4(8j + k) + a holds
+// rows 16j + 4a + dy (dy = l/8 < 4), columns 8k + dx. Walk: j outer
+// (runtime), k, then a inner (unrolled). x-1 for dx = 0: the previous k's
+// word (carry cx[a]); y-1 for dy = 0: the previous a's word (cy), or for
+// a = 0 the previous j's last word (cj[k]). d = Dy(Dx q).
+template <typename T>
+__device__ __forceinline__ bool enc_fast2(const T *__restrict__ src, const Geo &g, unsigned long long base,
+                                          double inv, double step, double eb, int has_fill,
+                                          unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw,
+                                          int lane, TileSum &ts) {
+    const int dy = lane >> 3, dx = lane & 7;
+    const unsigned long long nx = g.nx;
+    const T *p0 = src + base + (unsigned long long)dy * nx + dx;
+    const int srcx = dx ? lane - 1 : lane + 7, srcy = dy ? lane - 8 : lane + 24;
+    int cj[8], cx[4];
+#pragma unroll
+    for (int k = 0; k < 8; k++) cj[k] = 0;
+#pragma unroll
+    for (int a = 0; a < 4; a++) cx[a] = 0;
+    double merr = 0;
+    unsigned nesc = 0, nraw = 0;
+    int origin = 0;
+#pragma unroll 1
+    for (int j = 0; j < 4; j++) {
+        const T *pj = p0 + (unsigned long long)(16 * j) * nx;
+        bool bad = false;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            T v[4];
+#pragma unroll
+            for (int a = 0; a < 4; a++) v[a] = __ldcs(pj + (unsigned long long)(4 * a) * nx + 8 * k);
+            unsigned c[4];
+            int cy = cj[k];
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                int q;
+                double er;
+                bool raw;
+                bad |= quant1<T>(v[a], inv, step, eb, has_fill, fill_bits, q, er, raw);
+                merr = !raw && er > merr ? er : merr;
+                const int gx = __shfl_sync(0xffffffffu, dx == 7 ? cx[a] : q, srcx);
+                const int A = (int)((unsigned)q - (unsigned)((k > 0 || dx > 0) ? gx : 0));
+                cx[a] = q;
+                const int gy = __shfl_sync(0xffffffffu, dy == 3 ? cy : A, srcy);
+                const int d = (int)((unsigned)A - (unsigned)((j > 0 || a > 0 || dy > 0) ? gy : 0));
+                cy = A;
+                bool esc;
+                c[a] = code_of(d, esc);
+                if (j == 0 && k == 0 && a == 0) {
+                    origin = __shfl_sync(0xffffffffu, q, 0);
+                    if (lane == 0) {
+                        c[a] = 0;
+                        esc = false;
+                    }
+                }
+                if (__any_sync(0xffffffffu, esc || raw)) {
+                    nesc += __popc(__ballot_sync(0xffffffffu, esc));
+                    nraw += __popc(__ballot_sync(0xffffffffu, raw));
+                    note_rare(esc, raw, d, (16 * j + 4 * a + dy) * 64 + 8 * k + dx, sq, sesc, sraw);
+                }
+            }
+            cj[k] = cy;
+            const int w = 4 * (8 * j + k);
+            put_planes(pw, transpose32(c[0] | c[1] << 16, lane), w, w + 1, lane);
+            put_planes(pw, transpose32(c[2] | c[3] << 16, lane), w + 2, w + 3, lane);
+        }
+        if (__any_sync(0xffffffffu, bad)) return false;
+    }
+    ts.nesc = nesc;
+    ts.nraw = nraw;
+    ts.origin = origin;
+    ts.merr = merr;
+    return true;
+}
+
+// ---- slow path: any tile, holes included (FORMAT.md sections 3-5 as
+// written), through the warp's scratch. Latency matters more than
+// instructions here: a slow tile holds up the look-back of every later
+// tile, so each round works on four elements per lane with independent
+// loads, and coordinates come from multiply-high division.
+
+// e / d for e < 2^12, d <= 2^12: m = ceil(2^24 / d) is exact there.
+__device__ __forceinline__ int div12(int e, unsigned m) { return (int)__umulhi((unsigned)e << 8, m); }
+static __host__ __device__ __forceinline__ unsigned magic12(int d) { return (unsigned)((0xFFFFFFull + d) / d); }
+
+// Slot of element (z, y, x) of a tile clipped to (lz, ly, lx) (FORMAT.md
+// section 3), with the sub-block shape known at compile time for the
+// standard shapes (FAST = rank) and read from g otherwise.
+template <int FAST>
+__device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int lx, const Geo &g) {
+    if (FAST == 0) return slot_of(z, y, x, lz, ly, lx, g);
+    constexpr int BZ = FAST == 3 ? 4 : 1, BY = FAST == 3 ? 4 : FAST == 2 ? 16 : 1, BX = FAST == 1 ? 128 : 8;
+    const int i = z / BZ, dz = z % BZ, ez = min(BZ, lz - i * BZ);
+    const int j = y / BY, dy = y % BY, ey = min(BY, ly - j * BY);
+    const int k = x / BX, dx = x % BX, ex = min(BX, lx - k * BX);
+    return i * BZ * ly * lx + ez * j * BY * lx + ez * ey * k * BX + (dz * ey + dy) * ex + dx;
+}
+
+template <typename T, int FAST>
+__device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
+                         unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
+                         int has_fill, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
+                         TileSum &ts) {
+    int *sq = (int *)(sc + SC_Q);
+    unsigned short *scode = (unsigned short *)(sc + SC_CODE);
+    unsigned char *sfl = sc + SC_FL;
+    unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
+    unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
+    const int n = lz * ly * lx, P = ly * lx;
+    const unsigned mP = magic12(P), mX = magic12(lx);
+    // a fast path may have set bits before it gave up
+    for (int i = lane; i < 128; i += 32) {
+        sesc[i] = 0;
+        sraw[i] = 0;
+    }
+    for (int i = lane; i < TILE / 8; i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);  // slots >= n: 0
+    __syncwarp();
+    // 1. quantize + check
+    unsigned nraw = 0, nfill = 0, cnt = 0;
+    long long sum = 0;
+    double merr = 0;
+    for (int e0 = 0; e0 < n; e0 += 128) {
+        T v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = e0 + 32 * u + lane;
+            if (e < n) {
+                const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
+                v[u] = src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = e0 + 32 * u + lane;
+            if (e >= n) continue;
+            unsigned char f = 0;
+            int q = 0;
+            if (has_fill && Bits<T>::of(v[u]) == fill_bits) {
+                f = 2;
+                nfill++;
+            } else {
+                const double sv = __dmul_rn((double)v[u], inv);
+                if (!(fabs(sv) < 268435456.0)) {
+                    f = 4;
+                    nraw++;
+                } else {
+                    const double sr = __dadd_rn(sv, 6755399441055744.0);
+                    const double qd = __dsub_rn(sr, 6755399441055744.0);
+                    q = __double2loint(sr);
+                    const double er = fabs(__dsub_rn((double)v[u], (double)Bits<T>::recd(qd, step)));
+                    f = 1;
+                    sum += q;
+                    cnt++;
+                    if (!(er <= eb)) {
+                        f = 5;
+                        nraw++;
+                    } else {
+                        merr = fmax(merr, er);
+                    }
+                }
+            }
+            if (f & 4) atomicOr(&sraw[e >> 5], 1u << (e & 31));
+            sq[e] = q;
+            sfl[e] = f;
+        }
+    }
+    const unsigned NR = __reduce_add_sync(0xffffffffu, nraw);
+    const unsigned NF = __reduce_add_sync(0xffffffffu, nfill);
+    const unsigned C = __reduce_add_sync(0xffffffffu, cnt);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        merr = fmax(merr, __shfl_xor_sync(0xffffffffu, merr, o));
+    }
+    __syncwarp();
+    if (NR | NF) {
+        // holes take the placeholder: trunc(mean of the tile's q)
+        const int ph = C ? (int)(sum / (long long)C) : 0;
+        for (int e = lane; e < n; e += 32)
+            if (!(sfl[e] & 1)) sq[e] = ph;
+    }
+    __syncwarp();
+    ts.origin = sq[0];
+    // 2. Lorenzo + codes, 128 elements a round from the top down: each
+    //    residual overwrites its q once every lane has read its neighbours
+    //    (all at lower indices), so lower rounds still see q.
+    unsigned nesc = 0;
+    for (int c0 = (n - 1) & ~127; c0 >= 0; c0 -= 128) {
+        int d[4], zz[4], yy[4], xx[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = c0 + 32 * u + lane;
+            d[u] = 0;
+            zz[u] = yy[u] = xx[u] = 0;
+            if (e < n) {
+                const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
+                zz[u] = z;
+                yy[u] = y;
+                xx[u] = x;
+                unsigned v = (unsigned)sq[e];
+                if (x) v -= (unsigned)sq[e - 1];
+                if (y) v -= (unsigned)sq[e - lx];
+                if (x && y) v += (unsigned)sq[e - lx - 1];
+                if (z) {
+                    v -= (unsigned)sq[e - P];
+                    if (x) v += (unsigned)sq[e - P - 1];
+                    if (y) v += (unsigned)sq[e - P - lx];
+                    if (x && y) v -= (unsigned)sq[e - P - lx - 1];
+                }
+                d[u] = (int)v;
+            }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = c0 + 32 * u + lane;
+            if (e < n) {
+                sq[e] = d[u];
+                bool esc;
+                unsigned c = code_of(d[u], esc);
+                if (e == 0) {
+                    c = 0;
+                    esc = false;
+                }
+                if (esc) {
+                    sfl[e] |= 8;
+                    nesc++;
+                    atomicOr(&sesc[e >> 5], 1u << (e & 31));
+                }
+                scode[slot_std<FAST>(zz[u], yy[u], xx[u], lz, ly, lx, g)] = (unsigned short)c;
+            }
+        }
+    }
+    __syncwarp();
+    // 3. fill / raw masks: parity Lorenzo of the element bitmaps, slot order
+    if (NR | NF) {
+        for (int i = lane; i < 128; i += 32) {
+            smf[i] = 0;
+            smr[i] = 0;
+        }
+        __syncwarp();
+        for (int e = lane; e < n; e += 32) {
+            const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
+            const unsigned m = (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14;
+            const int sl = slot_std<FAST>(z, y, x, lz, ly, lx, g);
+            if (NF && xor_corners(sfl, e, m, P, lx, 2)) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
+            if (NR && xor_corners(sfl, e, m, P, lx, 4)) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
+        }
+    }
+    __syncwarp();
+    // 4. bit planes by warp transpose, two words at a time
+    for (int m = 0; m < 64; m += 4) {
+        unsigned c[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            c[u] = (unsigned)scode[64 * (m + u) + lane] | (unsigned)scode[64 * (m + u) + 32 + lane] << 16;
+#pragma unroll
+        for (int u = 0; u < 4; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
+    }
+    ts.nesc = __reduce_add_sync(0xffffffffu, nesc);
+    ts.nraw = NR;
+    ts.nfill = NF;
+    ts.merr = merr;
+}
+
+// The raw mask of a tile whose raw values all kept their q (a fast path):
+// the parity Lorenzo transform of the element-order raw bitmap, by
+// toggling the 2^3 forward corners of each raw element (they are few).
+__device__ __forceinline__ void raw_mask_sparse(const unsigned *sraw, unsigned *smr, int lz, int ly, int lx,
+                                                const Geo &g, int lane) {
+    for (int i = lane; i < 128; i += 32) smr[i] = 0;
+    __syncwarp();
+    const int P = ly * lx;
+    for (int w = lane; w < 128; w += 32) {
+        unsigned b = sraw[w];
+        while (b) {
+            const int e = 32 * w + __ffs(b) - 1;
+            b &= b - 1;
+            const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+            for (int c = 0; c < 8; c++) {
+                const int zc = z + (c >> 2), yc = y + ((c >> 1) & 1), xc = x + (c & 1);
+                if (zc < lz && yc < ly && xc < lx) {
+                    const int sl = slot_of(zc, yc, xc, lz, ly, lx, g);
+                    atomicXor(&smr[sl >> 5], 1u << (sl & 31));
+                }
+            }
+        }
+    }
+    __syncwarp();
+}
+
+// Zero-block mask of a slot-order bitmap of 128 words (lane k: block k).
+__device__ __forceinline__ unsigned block_mask128(const unsigned *m, int lane) {
+    const uint4 b = ((const uint4 *)m)[lane];
+    return __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+}
+
+// Writes a zero-block coded bitmap (mask word, then the non-zero blocks).
+__device__ __forceinline__ void put_blocks(unsigned *o, unsigned at, unsigned bm, uint4 b, int lane) {
+    if (lane == 0) o[at] = bm;
+    if ((bm >> lane) & 1) {
+        unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
+        dst[0] = b.x;
+        dst[1] = b.y;
+        dst[2] = b.z;
+        dst[3] = b.w;
+    }
+}
+
+// Writes the set bits' values of an element-order bitmap (128 words) in
+// element order: val(e) for each e with its bit set, `wpv` words each.
+template <typename F>
+__device__ __forceinline__ void put_listed(unsigned *o, const unsigned *bits, int wpv, int lane, F val) {
+    unsigned pos = 0;
+    for (int w0 = 0; w0 < 128; w0 += 32) {
+        unsigned b = bits[w0 + lane];
+        const unsigned cntb = __popc(b);
+        unsigned inc = cntb;
+#pragma unroll
+        for (int o2 = 1; o2 < 32; o2 <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, inc, o2);
+            if (lane >= o2) inc += y;
+        }
+        unsigned k = pos + inc - cntb;
+        while (b) {
+            const int bit = __ffs(b) - 1;
+            b &= b - 1;
+            val((w0 + lane) * 32 + bit, o + (unsigned long long)k * wpv);
+            k++;
+        }
+        pos += __shfl_sync(0xffffffffu, inc, 31);
+    }
+}
+
+// Decoupled look-back over tile sizes: publishes this tile's size and
+// returns the sum of the sizes of tiles 0..rel-1 (whole warp).
+__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
+                                                       unsigned size, int lane) {
+    if (lane == 0)
+        *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
+    if (rel == 0) return 0;
+    unsigned long long excl = 0;
+    long long look = (long long)rel - 1;
+    while (true) {
+        const long long idx = look - lane;
+        unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
+        while (__any_sync(0xffffffffu, (v >> 62) == 0)) {
+            if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
+        }
+        const unsigned inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
+        const int stop = inc ? __ffs(inc) - 1 : 31;
+        unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
+        excl += val;
+        if (inc) break;
+        look -= 32;
+    }
+    if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
+    return excl;
+}
+
+// FAST: the one fast path compiled in (0 none, else the rank of the shape),
+// so each instantiation's registers are allocated for one walk only.
+template <typename T, int FAST>
+__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W)
+    encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
+                       unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
+                       unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
+                       unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
+                       unsigned *ticket, unsigned *err, unsigned char *scratch) {
+    extern __shared__ __align__(16) unsigned enc_smem[];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    unsigned *pw = enc_smem + wib * PW_WORDS;
+    unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
+    int *sq = (int *)(sc + SC_Q);
+    unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
+    const double eb = prm->eb, step = prm->step, inv = prm->inv;
+    for (int i = lane; i < 128; i += 32) {  // the fast paths only set bits
+        sesc[i] = 0;
+        sraw[i] = 0;
+    }
+    __syncwarp();
+    for (;;) {
+        unsigned long long rel = 0;
+        if (lane == 0) rel = atomicAdd(ticket, 1u);
+        rel = __shfl_sync(0xffffffffu, rel, 0);
+        if (rel >= ntiles) break;
+        const unsigned long long t = tile0 + rel;
+        unsigned long long z0, y0, x0;
+        int lz, ly, lx;
+        tile_box(g, t, z0, y0, x0, lz, ly, lx);
+        const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
+        const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
+        TileSum ts;
+        ts.nraw = ts.nfill = 0;
+        bool done = false;
+        if (FAST == 3 && full)
+            done = enc_fast3<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        else if (FAST == 2 && full)
+            done = enc_fast2<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        else if (FAST == 1 && full)
+            done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        __syncwarp();
+        if (!done)
+            enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+        else if (ts.nraw)
+            raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
+        __syncwarp();
+        const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
+
+        // Layout: plane p's mask and offset are kept by lane p.
+        unsigned my_bm = 0, my_at = 0, at = 2, pm = 0;
+#pragma unroll 4
+        for (int p = 0; p < 16; p++) {
+            const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
+            const unsigned bm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+            if (lane == p) {
+                my_bm = bm;
+                my_at = at;
+            }
+            if (bm) {
+                pm |= 1u << p;
+                at += 1 + 4 * __popc(bm);
+            }
+        }
+        const unsigned esc_at = at;
+        if (E) at += 1 + E;
+        const unsigned fill_at = at;
+        unsigned fbm = 0, rbm = 0;
+        if (NF) {
+            fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
+            at += 1 + 4 * __popc(fbm);
+        }
+        const unsigned raw_at = at;
+        if (NR) {
+            rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
+            at += 1 + 4 * __popc(rbm) + 1 + NR * (sizeof(T) / 4);
+        }
+        const unsigned size = at * 4;
+        double M = ts.merr;
+#pragma unroll
+        for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
+        if (lane == 0) {
+            tsize[rel] = size;
+            touts[rel] = NR;
+            terr[rel] = M;
+        }
+        const unsigned long long excl = lookback(status, rel, size, lane);
+        const unsigned long long chunk = t / g.per_chunk;
+        const unsigned long long cend = min((chunk + 1) * g.per_chunk, g.tiles) - tile0;
+        const unsigned long long off = excl + 4 * cend;  // bytes
+        if (lane == 0) tprefix[rel] = excl;
+        if (off + size > cap) {
+            if (lane == 0) atomicOr(err, 1u);
+        } else {
+            unsigned *o = out + off / 4;
+            if (lane == 0) {
+                o[0] = pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
+                o[1] = (unsigned)ts.origin;
+            }
+            for (unsigned rest = pm; rest; rest &= rest - 1) {
+                const int p = __ffs(rest) - 1;
+                const unsigned bm = __shfl_sync(0xffffffffu, my_bm, p), pat = __shfl_sync(0xffffffffu, my_at, p);
+                put_blocks(o, pat, bm, *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane], lane);
+            }
+            if (E) {
+                if (lane == 0) o[esc_at] = E;
+                put_listed(o + esc_at + 1, sesc, 1, lane, [&](int e, unsigned *dst) { dst[0] = (unsigned)sq[e]; });
+            }
+            if (NF) put_blocks(o, fill_at, fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+            if (NR) {
+                put_blocks(o, raw_at, rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
+                const unsigned rv = raw_at + 1 + 4 * __popc(rbm);
+                if (lane == 0) o[rv] = NR;
+                const int P = ly * lx;
+                put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane,
+                           [&](int e, unsigned *dst) {
+                               const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                               const unsigned long long b =
+                                   Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
+                               dst[0] = (unsigned)b;
+                               if (sizeof(T) == 8) dst[1] = (unsigned)(b >> 32);
+                           });
+            }
+        }
+        if (E | NR) {
+            __syncwarp();
+            for (int i = lane; i < 128; i += 32) {
+                sesc[i] = 0;
+                sraw[i] = 0;
+            }
+        }
+        __syncwarp();  // pw and scratch are reused by the next tile
+    }
+}
