@@ -26,7 +26,18 @@
 #define ENC_W 8                 // warps per block
 #endif
 #ifndef ENC_MINB_W
-#define ENC_MINB_W 3            // blocks per SM the register budget is cut for
+// Blocks per SM the register budget is cut for, per walk. Rank 3 needs
+// ~115 registers: with 2 (128 registers, 16 warps/SM) it does not spill;
+// with 3 (80 registers, 24 warps) it spills 200-300 bytes. The rank-1/2
+// walks and the generic path prefer more warps. Measured on an H200, 1 GiB,
+// rel 1e-2, 3 vs 2: smooth3d 597 vs 627 GB/s, hst (rank 2) 589 vs 507,
+// hyg (rank 1) 863 vs 800.
+#define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
+#endif
+#ifndef ENC_PREFETCH
+// 0 none, 1 each tile into L2 at its start, 2 also the next tile (ticket
+// taken early). Measured (smooth3d 1 GiB, 1e-2): 594 / 597 / 420 GB/s.
+#define ENC_PREFETCH 1
 #endif
 #define PW_STRIDE 132           // words per plane row in shared memory (LDS.128-aligned)
 #define PW_WORDS (16 * PW_STRIDE)
@@ -92,6 +103,22 @@ __device__ __forceinline__ void note_rare(bool esc, bool raw, int d, int e, int 
         atomicOr(&sesc[e >> 5], 1u << (e & 31));
     }
     if (raw) atomicOr(&sraw[e >> 5], 1u << (e & 31));
+}
+
+// Asks L2 for every line of a tile before the walk reads it. The walks
+// read a few rows per step and use them at once, so without this each step
+// waits for DRAM; with it most steps hit L2. Costs no registers.
+template <typename T>
+__device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsigned long long base, int lz, int ly,
+                                              int lx, int lane) {
+    const unsigned long long plane = g.ny * g.nx;
+    const unsigned bytes = (unsigned)(lx * sizeof(T));
+    for (int r = lane; r < lz * ly; r += 32) {
+        const int z = r / ly, y = r - z * ly;
+        const char *row = (const char *)(src + base + z * plane + (unsigned long long)y * g.nx);
+        for (unsigned off = 0; off < bytes; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + bytes - 1));
+    }
 }
 
 // ---- fast paths. Each returns false (and leaves partial state that the
@@ -598,7 +625,7 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 template <typename T, int FAST>
-__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W)
+__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
@@ -616,11 +643,29 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W)
         sraw[i] = 0;
     }
     __syncwarp();
-    for (;;) {
-        unsigned long long rel = 0;
-        if (lane == 0) rel = atomicAdd(ticket, 1u);
-        rel = __shfl_sync(0xffffffffu, rel, 0);
-        if (rel >= ntiles) break;
+    auto take = [&]() -> unsigned long long {
+        unsigned long long r = 0;
+        if (lane == 0) r = atomicAdd(ticket, 1u);
+        return __shfl_sync(0xffffffffu, r, 0);
+    };
+    auto fetch = [&](unsigned long long r) {
+        unsigned long long fz0, fy0, fx0;
+        int flz, fly, flx;
+        tile_box(g, tile0 + r, fz0, fy0, fx0, flz, fly, flx);
+        prefetch_tile(src, g, (fz0 * g.ny + fy0) * g.nx + fx0, flz, fly, flx, lane);
+    };
+    unsigned long long rel = take();
+    if (ENC_PREFETCH == 2 && rel < ntiles) fetch(rel);
+    for (; rel < ntiles;) {
+        unsigned long long next = ntiles;
+        if (ENC_PREFETCH == 2) {
+            // claimed before this tile is done: safe, since this tile never
+            // waits on a later one
+            next = take();
+            if (next < ntiles) fetch(next);
+        } else if (ENC_PREFETCH == 1) {
+            fetch(rel);
+        }
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
         int lz, ly, lx;
@@ -727,5 +772,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W)
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
+        rel = ENC_PREFETCH == 2 ? next : take();
     }
 }
