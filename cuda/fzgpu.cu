@@ -2,14 +2,18 @@
 //
 // Compress, per job (a run of whole chunks):
 //   range_kernel + params_kernel  (once per field: min/max, then eb, step)
-//   encode_kernel                 one block per tile: load, quantize + check,
-//                                 placeholder, Lorenzo, codes, ballot
-//                                 bitshuffle, zero blocks, masks; the tile's
-//                                 output offset comes from a decoupled
-//                                 look-back over the sizes of earlier tiles,
-//                                 so every value is read once and the output
-//                                 written once, at a place that depends only
-//                                 on the sizes (never on scheduling order).
+//   encode_warp_kernel (v6)       one warp per tile, persistent
+//                                 (encode_warp.cuh): the default.
+//   encode_kernel (v5)            one block per tile: kept for fields
+//                                 where most tiles are clipped (use_v5).
+//                                 Both: load, quantize + check,
+//                                 placeholder, Lorenzo, codes, bitshuffle,
+//                                 zero blocks, masks; the tile's output
+//                                 offset comes from a decoupled look-back
+//                                 over the sizes of earlier tiles, so every
+//                                 value is read once and the output written
+//                                 once, at a place that depends only on the
+//                                 sizes (never on scheduling order).
 //   tables_kernel + finish_kernel tile-size tables, stats, the result.
 // Decompress, per job:
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
