@@ -4,23 +4,26 @@
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
 // with 15 warps parked). A warp needs no barriers (__syncwarp only), keeps
 // the Lorenzo neighbours in registers instead of shared memory, and each SM
-// holds 24 independent tiles in flight to hide latency.
+// holds 16-24 independent tiles in flight to hide latency.
 //
 // Per tile:
 //   fast path (full tiles of the rank-1, -2 or -3 shapes of FORMAT.md, no
-//     fill or raw value): the tile is walked in slot order, 32 slots (one
-//     u32 word of each bit plane) per step, lane l = bit l of the word.
-//     Quantize + exact check, Lorenzo with neighbours from shuffles and
+//     fill, NaN, Inf or |s| >= 2^28): the tile is walked in slot order, 32
+//     slots (one u32 word of each bit plane) per step, lane l = bit l of the
+//     word. Quantize + exact check, Lorenzo with neighbours from shuffles and
 //     carried registers, codes, and a 32x32 bit transpose per two words
 //     straight into the tile's bit planes in shared memory (8.4 KiB per
-//     warp). Escapes (rare) go to per-warp scratch in element order.
-//   slow path (anything else: clipped tiles, other shapes, fill or raw
-//     values): the generic algorithm, one element per lane at a time,
-//     through per-warp scratch in global memory (L1-resident).
+//     warp). Escapes and check-failed raw values (rare; they keep q) go to
+//     per-warp scratch in element order.
+//   slow path (anything else: clipped tiles, other shapes, values without
+//     q): the generic algorithm, four elements per lane per round, through
+//     per-warp scratch in global memory (L1-resident). It must stay fast:
+//     a slow tile holds up the look-back of every later tile.
 //   tail (both): zero-block masks, layout, decoupled look-back for the
 //     tile's output offset, then the writes.
 // Tiles are taken in ticket order, so every tile a warp looks back at
 // belongs to a warp already running: the look-back always finishes.
+// Numbers and the versions tried: cuda/PERF.md.
 
 #ifndef ENC_W
 #define ENC_W 8                 // warps per block
