@@ -108,6 +108,61 @@ __device__ __forceinline__ void note_rare(bool esc, bool raw, int d, int e, int 
     if (raw) atomicOr(&sraw[e >> 5], 1u << (e & 31));
 }
 
+// What the three fast walks share per value: the quantize bookkeeping,
+// the code (element 0's is 0 and its q the tile's origin) and the rare
+// escapes and raw values, plus the tile's totals.
+template <typename T>
+struct FastWalk {
+    double inv, step, eb;
+    int has_fill;
+    unsigned long long fill_bits;
+    int *sq;
+    unsigned *sesc, *sraw;
+    int lane;
+    double merr = 0;
+    unsigned nesc = 0, nraw = 0;
+    int origin = 0;
+    bool bad = false;  // a value without q: the tile goes to the slow path
+
+    __device__ __forceinline__ int quant(T v, bool &raw) {
+        int q;
+        double er;
+        bad |= quant1<T>(v, inv, step, eb, has_fill, fill_bits, q, er, raw);
+        merr = !raw && er > merr ? er : merr;
+        return q;
+    }
+    // e: the lane's element; first: this step holds element 0 (lane 0).
+    __device__ __forceinline__ unsigned code(int d, int q, bool raw, bool first, int e) {
+        bool esc;
+        unsigned c = code_of(d, esc);
+        if (first) {
+            origin = __shfl_sync(0xffffffffu, q, 0);
+            if (lane == 0) {
+                c = 0;
+                esc = false;
+            }
+        }
+        if (__any_sync(0xffffffffu, esc || raw)) {
+            nesc += __popc(__ballot_sync(0xffffffffu, esc));
+            nraw += __popc(__ballot_sync(0xffffffffu, raw));
+            note_rare(esc, raw, d, e, sq, sesc, sraw);
+        }
+        return c;
+    }
+    // false (and a reset) if a hole showed up since the last call
+    __device__ __forceinline__ bool clean() {
+        const bool b = __any_sync(0xffffffffu, bad);
+        bad = false;
+        return !b;
+    }
+    __device__ __forceinline__ void done(TileSum &ts) const {
+        ts.nesc = nesc;
+        ts.nraw = nraw;
+        ts.origin = origin;
+        ts.merr = merr;
+    }
+};
+
 // Asks L2 for every line of a tile before the walk reads it. The walks
 // read a few rows per step and use them at once, so without this each step
 // waits for DRAM; with it most steps hit L2. Costs no registers.
@@ -149,14 +204,11 @@ __device__ __forceinline__ bool enc_fast3(const T *__restrict__ src, const Geo &
 #pragma unroll
         for (int k = 0; k < 4; k++) cz[j][k] = 0;
     }
-    double merr = 0;
-    unsigned nesc = 0, nraw = 0;
-    int origin = 0;
+    FastWalk<T> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         // rows 4j + dy of this z: k and the lane add immediate offsets
         const T *r0 = p0 + z * plane, *r1 = r0 + nx4, *r2 = r1 + nx4, *r3 = r2 + nx4;
-        bool bad = false;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const T v[4] = {__ldcs(r0 + 8 * k), __ldcs(r1 + 8 * k), __ldcs(r2 + 8 * k), __ldcs(r3 + 8 * k)};
@@ -164,11 +216,8 @@ __device__ __forceinline__ bool enc_fast3(const T *__restrict__ src, const Geo &
             unsigned c[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                int q;
-                double er;
                 bool raw;
-                bad |= quant1<T>(v[j], inv, step, eb, has_fill, fill_bits, q, er, raw);
-                merr = !raw && er > merr ? er : merr;
+                const int q = W.quant(v[j], raw);
                 const int gx = __shfl_sync(0xffffffffu, dx == 7 ? cx[j] : q, srcx);
                 const int A = (int)((unsigned)q - (unsigned)((k > 0 || dx > 0) ? gx : 0));
                 cx[j] = q;
@@ -177,31 +226,15 @@ __device__ __forceinline__ bool enc_fast3(const T *__restrict__ src, const Geo &
                 cy = A;
                 const int d = (int)((unsigned)B - (unsigned)cz[j][k]);
                 cz[j][k] = B;
-                bool esc;
-                c[j] = code_of(d, esc);
-                if (k == 0 && j == 0 && z == 0) {
-                    origin = __shfl_sync(0xffffffffu, q, 0);
-                    if (lane == 0) {
-                        c[j] = 0;
-                        esc = false;
-                    }
-                }
-                if (__any_sync(0xffffffffu, esc || raw)) {
-                    nesc += __popc(__ballot_sync(0xffffffffu, esc));
-                    nraw += __popc(__ballot_sync(0xffffffffu, raw));
-                    note_rare(esc, raw, d, z * 512 + (4 * j + dy) * 32 + 8 * k + dx, sq, sesc, sraw);
-                }
+                c[j] = W.code(d, q, raw, k == 0 && j == 0 && z == 0, z * 512 + (4 * j + dy) * 32 + 8 * k + dx);
             }
             const int wz = (z >> 2) * 64 + 4 * k + (z & 3);
             put_planes(pw, transpose32(c[0] | c[1] << 16, lane), wz, wz + 16, lane);
             put_planes(pw, transpose32(c[2] | c[3] << 16, lane), wz + 32, wz + 48, lane);
         }
-        if (__any_sync(0xffffffffu, bad)) return false;
+        if (!W.clean()) return false;
     }
-    ts.nesc = nesc;
-    ts.nraw = nraw;
-    ts.origin = origin;
-    ts.merr = merr;
+    W.done(ts);
     return true;
 }
 
@@ -216,50 +249,28 @@ __device__ __forceinline__ bool enc_fast1(const T *__restrict__ src, unsigned lo
     const T *p0 = src + base + lane;
     const int srcx = lane ? lane - 1 : 31;
     int carry = 0;
-    double merr = 0;
-    unsigned nesc = 0, nraw = 0;
-    int origin = 0;
+    FastWalk<T> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
 #pragma unroll 1
     for (int w0 = 0; w0 < 128; w0 += 8) {
         T v[8];
 #pragma unroll
         for (int u = 0; u < 8; u++) v[u] = __ldcs(p0 + 32 * (w0 + u));
-        bool bad = false;
         unsigned c[8];
 #pragma unroll
         for (int u = 0; u < 8; u++) {
-            int q;
-            double er;
             bool raw;
-            bad |= quant1<T>(v[u], inv, step, eb, has_fill, fill_bits, q, er, raw);
-            merr = !raw && er > merr ? er : merr;
+            const int q = W.quant(v[u], raw);
             const int gx = __shfl_sync(0xffffffffu, lane == 31 ? carry : q, srcx);
             const int d = (int)((unsigned)q - (unsigned)((w0 + u > 0 || lane > 0) ? gx : 0));
             carry = q;
-            bool esc;
-            c[u] = code_of(d, esc);
-            if (w0 + u == 0) {
-                origin = __shfl_sync(0xffffffffu, q, 0);
-                if (lane == 0) {
-                    c[u] = 0;
-                    esc = false;
-                }
-            }
-            if (__any_sync(0xffffffffu, esc || raw)) {
-                nesc += __popc(__ballot_sync(0xffffffffu, esc));
-                nraw += __popc(__ballot_sync(0xffffffffu, raw));
-                note_rare(esc, raw, d, 32 * (w0 + u) + lane, sq, sesc, sraw);
-            }
+            c[u] = W.code(d, q, raw, w0 + u == 0, 32 * (w0 + u) + lane);
         }
 #pragma unroll
         for (int u = 0; u < 8; u += 2)
             put_planes(pw, transpose32(c[u] | c[u + 1] << 16, lane), w0 + u, w0 + u + 1, lane);
-        if (__any_sync(0xffffffffu, bad)) return false;
+        if (!W.clean()) return false;
     }
-    ts.nesc = nesc;
-    ts.nraw = nraw;
-    ts.origin = origin;
-    ts.merr = merr;
+    W.done(ts);
     return true;
 }
 
@@ -282,13 +293,10 @@ __device__ __forceinline__ bool enc_fast2(const T *__restrict__ src, const Geo &
     for (int k = 0; k < 8; k++) cj[k] = 0;
 #pragma unroll
     for (int a = 0; a < 4; a++) cx[a] = 0;
-    double merr = 0;
-    unsigned nesc = 0, nraw = 0;
-    int origin = 0;
+    FastWalk<T> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
 #pragma unroll 1
     for (int j = 0; j < 4; j++) {
         const T *pj = p0 + (unsigned long long)(16 * j) * nx;
-        bool bad = false;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             T v[4];
@@ -298,43 +306,24 @@ __device__ __forceinline__ bool enc_fast2(const T *__restrict__ src, const Geo &
             int cy = cj[k];
 #pragma unroll
             for (int a = 0; a < 4; a++) {
-                int q;
-                double er;
                 bool raw;
-                bad |= quant1<T>(v[a], inv, step, eb, has_fill, fill_bits, q, er, raw);
-                merr = !raw && er > merr ? er : merr;
+                const int q = W.quant(v[a], raw);
                 const int gx = __shfl_sync(0xffffffffu, dx == 7 ? cx[a] : q, srcx);
                 const int A = (int)((unsigned)q - (unsigned)((k > 0 || dx > 0) ? gx : 0));
                 cx[a] = q;
                 const int gy = __shfl_sync(0xffffffffu, dy == 3 ? cy : A, srcy);
                 const int d = (int)((unsigned)A - (unsigned)((j > 0 || a > 0 || dy > 0) ? gy : 0));
                 cy = A;
-                bool esc;
-                c[a] = code_of(d, esc);
-                if (j == 0 && k == 0 && a == 0) {
-                    origin = __shfl_sync(0xffffffffu, q, 0);
-                    if (lane == 0) {
-                        c[a] = 0;
-                        esc = false;
-                    }
-                }
-                if (__any_sync(0xffffffffu, esc || raw)) {
-                    nesc += __popc(__ballot_sync(0xffffffffu, esc));
-                    nraw += __popc(__ballot_sync(0xffffffffu, raw));
-                    note_rare(esc, raw, d, (16 * j + 4 * a + dy) * 64 + 8 * k + dx, sq, sesc, sraw);
-                }
+                c[a] = W.code(d, q, raw, j == 0 && k == 0 && a == 0, (16 * j + 4 * a + dy) * 64 + 8 * k + dx);
             }
             cj[k] = cy;
             const int w = 4 * (8 * j + k);
             put_planes(pw, transpose32(c[0] | c[1] << 16, lane), w, w + 1, lane);
             put_planes(pw, transpose32(c[2] | c[3] << 16, lane), w + 2, w + 3, lane);
         }
-        if (__any_sync(0xffffffffu, bad)) return false;
+        if (!W.clean()) return false;
     }
-    ts.nesc = nesc;
-    ts.nraw = nraw;
-    ts.origin = origin;
-    ts.merr = merr;
+    W.done(ts);
     return true;
 }
 
@@ -595,34 +584,6 @@ __device__ __forceinline__ void put_listed(unsigned *o, const unsigned *bits, in
         }
         pos += __shfl_sync(0xffffffffu, inc, 31);
     }
-}
-
-// Decoupled look-back over tile sizes: publishes this tile's size and
-// returns the sum of the sizes of tiles 0..rel-1 (whole warp).
-__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
-                                                       unsigned size, int lane) {
-    if (lane == 0)
-        *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
-    if (rel == 0) return 0;
-    unsigned long long excl = 0;
-    long long look = (long long)rel - 1;
-    while (true) {
-        const long long idx = look - lane;
-        unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
-        while (__any_sync(0xffffffffu, (v >> 62) == 0)) {
-            if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
-        }
-        const unsigned inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
-        const int stop = inc ? __ffs(inc) - 1 : 31;
-        unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
-        excl += val;
-        if (inc) break;
-        look -= 32;
-    }
-    if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
-    return excl;
 }
 
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),

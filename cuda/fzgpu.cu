@@ -362,6 +362,34 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
+// Decoupled look-back over tile sizes: publishes this tile's size and
+// returns the sum of the sizes of tiles 0..rel-1 (whole warp).
+__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
+                                                       unsigned size, int lane) {
+    if (lane == 0)
+        *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
+    if (rel == 0) return 0;
+    unsigned long long excl = 0;
+    long long look = (long long)rel - 1;
+    while (true) {
+        const long long idx = look - lane;
+        unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
+        while (__any_sync(0xffffffffu, (v >> 62) == 0)) {
+            if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
+        }
+        const unsigned inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
+        const int stop = inc ? __ffs(inc) - 1 : 31;
+        unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
+        excl += val;
+        if (inc) break;
+        look -= 32;
+    }
+    if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
+    return excl;
+}
+
 struct EncShared {
     int q[TILE];                    // q, then residuals
     unsigned short code[TILE];      // slot order
@@ -683,39 +711,11 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
             tsize[rel] = (unsigned)sz;
             touts[rel] = NR;
             terr[rel] = M;
-            if (rel == 0) {
-                *(volatile unsigned long long *)&status[0] = ST_INC | sz;
-                s.excl = 0;
-            } else {
-                *(volatile unsigned long long *)&status[rel] = ST_AGG | sz;
-            }
         }
-        __syncwarp();
-    }
-
-    // 5. Decoupled look-back: the sum of the sizes of tiles 0..rel-1.
-    if (wid == 0 && rel > 0) {
-        // (warp 0 only: lane 0's stores above are ordered by __syncwarp)
-        unsigned long long excl = 0;
-        long long look = (long long)rel - 1;
-        while (true) {
-            long long idx = look - lane;
-            unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
-            while (__any_sync(0xffffffffu, (v >> 62) == 0)) {
-                if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
-            }
-            unsigned inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
-            int stop = inc ? __ffs(inc) - 1 : 31;
-            unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
-            for (int o = 16; o > 0; o >>= 1) val += __shfl_down_sync(0xffffffffu, val, o);
-            excl += __shfl_sync(0xffffffffu, val, 0);
-            if (inc) break;
-            look -= 32;
-        }
-        if (lane == 0) {
-            *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + s.size);
-            s.excl = excl;
-        }
+        // the size as lane 0 computed it
+        const unsigned size = __shfl_sync(0xffffffffu, at * 4, 0);
+        const unsigned long long excl = lookback(status, rel, size, lane);
+        if (lane == 0) s.excl = excl;
     }
     __syncthreads();
     const unsigned long long chunk = t / g.per_chunk;
