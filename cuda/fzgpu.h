@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define FZGPU_ABI_VERSION 3
+#define FZGPU_ABI_VERSION 4
 
 enum {
     FZGPU_OK = 0,
@@ -130,13 +130,6 @@ int fzgpu_params_copy(fzgpu_ctx *dst, const fzgpu_ctx *src, void *stream);
 int fzgpu_compress_at(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src,
                       uint64_t src_elem0, uint64_t first_chunk, uint64_t nchunks, void *d_out,
                       uint64_t out_cap, fzgpu_result *h_res);
-
-/* ABI 3: copies the bytes the last fzgpu_compress on ctx wrote to d_out
- * into h_dst (pinned host memory, cap bytes), in stream order. The count is
- * read on the device, so the host need not wait for the job to learn it
- * before asking for its bytes: one wait per job instead of two. At most cap
- * bytes are copied; the result still reports the full count. */
-int fzgpu_copy_out(fzgpu_ctx *ctx, void *stream, const void *d_out, void *h_dst, uint64_t cap);
 
 /* Decodes chunks [first_chunk, first_chunk+nchunks) of a whole container
  * d_blob (blob_size bytes, 4-byte aligned; the index starts at index_off)

@@ -75,10 +75,14 @@ type Streamer struct {
 	// leave it idle while they all compute.
 	up   uintptr
 	upMu sync.Mutex
+	// trRef (trace only): an event on the upload stream before its first
+	// traced copy, so the trace can place every upload on one time line
+	trRef uintptr
 }
 
 type lane struct {
 	s    *Streamer
+	id   int // index in Streamer.all (trace)
 	upEv uintptr // event: this lane's last copy on the upload stream
 	// trace: timing events around the lane's last shared upload
 	upT0, upT1 uintptr
@@ -88,6 +92,9 @@ type lane struct {
 	sl         []*slot
 	stage      []*stageSlot
 	next       int // next staging slot
+	// perTile: compressed bytes per tile of the last job collected, the
+	// basis of the next jobs' copy-back estimate (0: none yet)
+	perTile float64
 }
 
 // slot is one CUDA stream of a lane and what a job on it needs.
@@ -113,6 +120,9 @@ const stageSlots = 4
 
 // trace (FZ_GPU_TRACE=1) prints each snapshot's host-side phases.
 var trace = os.Getenv("FZ_GPU_TRACE") != ""
+
+// traceEpoch is the origin of the trace's host times.
+var traceEpoch = time.Now()
 
 // laneUpload (FZ_GPU_UPLOAD=lane) issues uploads on the lanes' own streams
 // instead of the device's upload stream; kept to compare the two.
@@ -167,7 +177,7 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 
 func (s *Streamer) newLane() (*lane, error) {
 	l, dev := s.lib, s.dev
-	ln := &lane{s: s, arenaCap: s.o.ArenaBytes}
+	ln := &lane{s: s, arenaCap: s.o.ArenaBytes, id: len(s.all)}
 	if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
 		return ln, err
 	}
@@ -275,6 +285,10 @@ func (s *Streamer) Close() error {
 		l.streamDestroy(dev, s.up)
 		s.up = 0
 	}
+	if s.trRef != 0 {
+		l.eventDestroy(dev, s.trRef)
+		s.trRef = 0
+	}
 	return nil
 }
 
@@ -333,6 +347,7 @@ func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts .
 type job struct {
 	first, n uint64 // chunks
 	lo, hi   uint64 // bytes of the field
+	back     uint64 // bytes copied back with the job (copyBackEstimate)
 }
 
 // jobSpan is the element range [lo, hi) the tiles of chunks [first,
@@ -374,8 +389,10 @@ type run struct {
 	wlo     uint64
 	copied  uint64
 	lastJob [2]int // last job index issued on each buffer (-1 none)
-	// trace: host time waiting for jobs, appending their bytes
+	// trace: host time waiting for jobs, appending their bytes; jobs whose
+	// copy-back estimate fell short
 	wJob, tApp time.Duration
+	shortBack  int
 }
 
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
@@ -504,13 +521,17 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		// FIFO upload stream its events bracket the transfer itself.
 		var upMs float32
 		if ln.upT1 != 0 && ln.upBytes > 0 {
+			var atMs float32
 			l.eventElapsed(s.dev, ln.upT0, ln.upT1, &upMs)
-			fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: upload %d MB %.2fms = %.1f GB/s\n", s.dev, ln.upBytes>>20, upMs, float64(ln.upBytes)/float64(upMs)/1e6)
+			l.eventElapsed(s.dev, s.trRef, ln.upT0, &atMs)
+			fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: upload %d MB %.2fms = %.1f GB/s at %.3fms\n", s.dev, ln.upBytes>>20, upMs, float64(ln.upBytes)/float64(upMs)/1e6, atMs)
 			ln.upBytes = 0
 		}
-		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms append %.2fms index %.2fms total %.2fms\n",
+		at := func(t time.Time) float64 { return ms(t.Sub(traceEpoch)) }
+		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d lane %d: host start %.3fms params %.3fms end %.3fms\n", s.dev, ln.id, at(t0), at(tParams), at(now))
+		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms append %.2fms index %.2fms total %.2fms short-copy-backs %d\n",
 			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), ms(tParams.Sub(t0)), ms(tJobs.Sub(tParams)),
-			ms(r.wJob), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)))
+			ms(r.wJob), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)), r.shortBack)
 	}
 	return r.out, r.st, nil
 }
@@ -562,7 +583,10 @@ func (r *run) issue(j int) error {
 	if err := l.cerr(l.compressAt(sl.ctx, sl.stream, &r.f, buf, r.wlo/r.es, jb.first, jb.n, sl.dOut, sl.outCap, sl.res), "GPU compress"); err != nil {
 		return err
 	}
-	if err := l.cerr(l.copyOut(sl.ctx, sl.stream, sl.dOut, sl.hOut, sl.outCap), "GPU copy out"); err != nil {
+	// The job's byte count is only known on the device: copy back an
+	// estimate now and the rest, if any, when the job is collected.
+	r.jobs[j].back = ln.copyBackEstimate(jb.n, sl.outCap)
+	if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, r.jobs[j].back, 2, sl.stream), "copy from GPU"); err != nil {
 		return err
 	}
 	if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
@@ -571,6 +595,23 @@ func (r *run) issue(j int) error {
 	r.lastJob[r.cur] = j
 	r.issued = j + 1
 	return nil
+}
+
+// copyBackEstimate is how many bytes of a job of n tiles to copy back
+// with it, before its size is known: the last job's bytes per tile plus a
+// quarter and 64 KiB, or the whole slot for a lane's first job. A short
+// estimate costs a second, synchronous copy at collection; a long one only
+// idle device-to-host bandwidth. A copy engine does this rather than a
+// kernel writing into mapped host memory: measured on an H200
+// (cuda/tools/loadprobe.cu), such a kernel's PCIe writes slow concurrent
+// uploads from 55.4 to 51.8 GB/s, a cudaMemcpyAsync of the same bytes to
+// 55.1.
+func (ln *lane) copyBackEstimate(n, slotCap uint64) uint64 {
+	if ln.perTile == 0 {
+		return slotCap
+	}
+	est := uint64(ln.perTile*1.25*float64(n)) + 64<<10
+	return min(slotCap, (est+4095)&^4095)
 }
 
 // collectUpTo waits for jobs up to k (in order) and appends their bytes.
@@ -592,7 +633,17 @@ func (r *run) collectUpTo(k int) error {
 		if res.bytes > sl.outCap {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
 		}
-		if res.bytes > 0 { // the copy-out kernel put them in hOut
+		if back := r.jobs[r.done].back; res.bytes > back { // the estimate fell short
+			if err := l.cerr(l.copyD2H(s.dev, unsafe.Add(sl.hOut, back), sl.dOut+uintptr(back), res.bytes-back, 2, sl.stream), "copy from GPU"); err != nil {
+				return err
+			}
+			if err := l.cerr(l.streamSync(s.dev, sl.stream), "copy from GPU"); err != nil {
+				return err
+			}
+			r.shortBack++
+		}
+		ln.perTile = float64(res.bytes) / float64(r.jobs[r.done].n)
+		if res.bytes > 0 {
 			t2 := time.Now()
 			if r.out == nil {
 				// Large Go allocations are zeroed and fault their pages in:
@@ -644,6 +695,9 @@ func (r *run) upload(dst uintptr, src []byte, stream uintptr, shared bool) error
 		}
 		s.upMu.Lock()
 		if ln.upT0 != 0 {
+			if s.trRef == 0 && l.eventCreate(s.dev, &s.trRef) == 0 {
+				l.eventRecord(s.dev, s.trRef, cs)
+			}
 			l.eventRecord(s.dev, ln.upT0, cs)
 		}
 		err := copyIn()

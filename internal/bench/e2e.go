@@ -233,10 +233,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	s.Pipeline.CodecThreads = o.CodecThreads
 	// Enough budget for every stage to hold a snapshot and producers to
-	// fill the next ones meanwhile; bounded so memory stays predictable.
+	// fill the next ones meanwhile — each producer up to all its reused
+	// segments at once, as its warm-up begins them all before publishing;
+	// bounded so memory stays predictable.
 	s.Budget = o.Budget
+	if warm := int64(o.Producers*max(o.Reuse, 1)) * o.Bytes; s.Budget > 0 && s.Budget < warm {
+		return nil, fmt.Errorf("--budget %d is below what the producers' warm-up holds at once (%d producers × %d segments × %d bytes = %d): raise it or leave it unset", s.Budget, o.Producers, max(o.Reuse, 1), o.Bytes, warm)
+	}
 	if s.Budget <= 0 {
-		s.Budget = int64(s.Pipeline.Compressors+s.Pipeline.Queue+s.Pipeline.Writers+o.Producers) * o.Bytes
+		s.Budget = int64(s.Pipeline.Compressors+s.Pipeline.Queue+s.Pipeline.Writers+o.Producers*max(o.Reuse, 1)) * o.Bytes
 	}
 	a, err := sidecar.FromSettings(ctx, s, o.Log)
 	if err != nil {

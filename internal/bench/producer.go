@@ -95,8 +95,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, in io.Reader, out io.Wr
 	src := make([]byte, o.Bytes)
 	synth.Fill32(fz.ViewFloats[float32](src), dims, o.Index, 0)
 
-	warm := &ProducerReport{}
-	if err := publishAll(ctx, prod, "bench-warmup", max(o.Reuse, 1), dims, src, o.ID, o.Reuse, false, warm); err != nil {
+	if err := warmUp(ctx, prod, max(o.Reuse, 1), dims, src, o.ID); err != nil {
 		return fail(fmt.Errorf("warm-up: %w", err))
 	}
 	if err := enc.Encode(readyLine{Ready: o.ID}); err != nil {
@@ -109,6 +108,47 @@ func RunProducer(ctx context.Context, o ProducerOptions, in io.Reader, out io.Wr
 		return fail(err)
 	}
 	return nil
+}
+
+// warmUp begins n snapshots before publishing any, so the producer ends up
+// with n distinct segments — all it will use — written, faulted in and seen
+// by the sidecar (registered, for a GPU). Published one after another, a
+// fast result would hand the first segment back before the next Begin and
+// the run itself would create, fill and register the missing ones (seen:
+// one per producer, ~5 % of a GPU run's window).
+func warmUp(ctx context.Context, prod *ingest.Producer, n int, dims []uint64, src []byte, id string) error {
+	snaps := make([]*ingest.Snapshot, 0, n)
+	for i := range n {
+		snap, err := prod.Begin(ctx, ingest.Spec{Run: "bench-warmup", Var: id, Step: uint64(i), DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3})
+		if err != nil {
+			for _, s := range snaps {
+				s.Abort()
+			}
+			return fmt.Errorf("snapshot %d: %w", i, err)
+		}
+		copy(snap.Bytes(), src)
+		snaps = append(snaps, snap)
+	}
+	pds := make([]*ingest.Pending, 0, n)
+	var first error
+	for i, snap := range snaps {
+		if first != nil {
+			snap.Abort()
+			continue
+		}
+		pd, err := snap.Publish(ctx)
+		if err != nil {
+			first = fmt.Errorf("snapshot %d: %w", i, err)
+			continue
+		}
+		pds = append(pds, pd)
+	}
+	for i, pd := range pds {
+		if _, err := pd.Wait(ctx); err != nil && first == nil {
+			first = fmt.Errorf("snapshot %d: %w", i, err)
+		}
+	}
+	return first
 }
 
 // publishAll publishes n snapshots of src under run and waits for every
