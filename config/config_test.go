@@ -155,3 +155,22 @@ func TestValuesParsed(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+func TestSet(t *testing.T) {
+	s := Defaults()
+	if s.IsSet("pipeline.writers") {
+		t.Fatal("a default counts as set")
+	}
+	if err := s.Set("pipeline.writers", "9", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if s.Pipeline.Writers != 9 || !s.IsSet("pipeline.writers") || s.Source("pipeline.writers") != "test" {
+		t.Fatalf("after Set: writers %d, set %v, source %q", s.Pipeline.Writers, s.IsSet("pipeline.writers"), s.Source("pipeline.writers"))
+	}
+	if err := s.Set("pipeline.writers", "lots", "test"); err == nil || !strings.Contains(err.Error(), "pipeline.writers") {
+		t.Fatalf("bad value: %v", err)
+	}
+	if err := s.Set("no.such.key", "1", "test"); err == nil || !strings.Contains(err.Error(), "no.such.key") {
+		t.Fatalf("unknown key: %v", err)
+	}
+}

@@ -10,7 +10,10 @@
 // and what was expected.
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Settings is everything `fzsidecar serve` can be told.
 type Settings struct {
@@ -132,3 +135,13 @@ func (s *Settings) Source(key string) string {
 
 // IsSet reports whether key was given by a file, the environment or a flag.
 func (s *Settings) IsSet(key string) bool { _, ok := s.set[key]; return ok }
+
+// Set parses value into key as a file, the environment or a flag would,
+// recording source; for programs that build Settings themselves (bench).
+func (s *Settings) Set(key, value, source string) error {
+	e := lookup(key)
+	if e == nil {
+		return fmt.Errorf("unknown setting %q", key)
+	}
+	return set(s, e, value, source)
+}

@@ -23,6 +23,7 @@
 extern "C" {
 #endif
 
+/* ABI 4 removed fzgpu_copy_out (the copy back is the caller's cudaMemcpyAsync). */
 #define FZGPU_ABI_VERSION 4
 
 enum {

@@ -67,6 +67,13 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 	if cc.lanes > compressors && !s.IsSet("pipeline.compressors") {
 		compressors = cc.lanes // keep every GPU lane busy
 	}
+	// A GPU stores a snapshot every few milliseconds: with 4 writers a
+	// tmpfs sink held one H200 to 0.73 of its PCIe rate, with 8 it kept up
+	// (0.96; bench e2e, docs/PIPELINE.md).
+	writers := s.Pipeline.Writers
+	if 2*cc.lanes > writers && !s.IsSet("pipeline.writers") {
+		writers = 2 * cc.lanes
+	}
 	sinkLog := log.With("component", "sink")
 	sink, err := sinks.Open(ctx, s.Sink, sinks.WithLogger(sinkLog), sinks.WithS3(sinks.S3Config{
 		Endpoint: s.S3.Endpoint, Region: s.S3.Region, PartSize: uint64(s.S3.PartSize), Threads: uint(s.S3.Threads),
@@ -89,7 +96,7 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 		},
 		Pipeline: pipeline.Config{
 			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct, Release: cc.release,
-			Compressors: compressors, Writers: s.Pipeline.Writers, Queue: s.Pipeline.Queue,
+			Compressors: compressors, Writers: writers, Queue: s.Pipeline.Queue,
 			DrainTimeout: s.Pipeline.DrainTimeout,
 		},
 		Log:            log,

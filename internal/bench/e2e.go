@@ -222,11 +222,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Sink == "null" {
 		s.Sink = state // opened but unused; the null store replaces it
 	}
-	if o.Compressors > 0 {
-		s.Pipeline.Compressors = o.Compressors
-	}
-	if o.Writers > 0 {
-		s.Pipeline.Writers = o.Writers
+	// Through Set, so the sidecar's GPU defaults (compressors and writers
+	// per lane) leave explicit values alone.
+	for _, kv := range []struct {
+		key string
+		v   int
+	}{{"pipeline.compressors", o.Compressors}, {"pipeline.writers", o.Writers}} {
+		if kv.v > 0 {
+			if err := s.Set(kv.key, strconv.Itoa(kv.v), "bench flag"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if o.Queue > 0 {
 		s.Pipeline.Queue = o.Queue
@@ -254,7 +260,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	st := &stageTimes{sum: map[pipeline.Stage]time.Duration{}, n: map[pipeline.Stage]int{}}
 	a.Pipeline.Observer = st
 	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName,
-		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: s.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1), Fill: "copy"}
+		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: a.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1), Fill: "copy"}
 	if o.NoFill {
 		if o.Reuse < 1 {
 			return nil, fmt.Errorf("producers that do not fill their snapshots must reuse segments (--reuse-segments ≥ 1)")
