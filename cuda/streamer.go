@@ -82,7 +82,7 @@ type Streamer struct {
 
 type lane struct {
 	s    *Streamer
-	id   int // index in Streamer.all (trace)
+	id   int     // index in Streamer.all (trace)
 	upEv uintptr // event: this lane's last copy on the upload stream
 	// trace: timing events around the lane's last shared upload
 	upT0, upT1 uintptr
