@@ -994,15 +994,17 @@ struct DecShared {
     int bad;
 };
 
+// One tile (rel, relative to tile0) by the whole block: every return is
+// block-uniform.
 template <typename T>
-__global__ void __launch_bounds__(NT, DEC_MINB)
-    decode_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
-                  int has_fill, unsigned long long fill_bits, const unsigned long long *toff, const unsigned *tsz,
-                  T *__restrict__ dst, unsigned long long *err, const unsigned *__restrict__ emeta,
-                  const unsigned long long *__restrict__ eoff) {
-    __shared__ DecShared s;
+__device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *__restrict__ blob,
+                                            unsigned long long tile0, double step, int has_fill,
+                                            unsigned long long fill_bits, const unsigned long long *toff,
+                                            const unsigned *tsz, T *__restrict__ dst, unsigned long long *err,
+                                            const unsigned *__restrict__ emeta,
+                                            const unsigned long long *__restrict__ eoff, DecShared &s,
+                                            const unsigned long long rel) {
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    const unsigned long long rel = blockIdx.x;
     const unsigned sz = tsz[rel];
     if (sz == 0) return;  // its size was invalid, already reported
     const unsigned long long t = tile0 + rel;
@@ -1373,6 +1375,38 @@ __global__ void __launch_bounds__(NT, DEC_MINB)
     (void)has_fill;
 }
 
+template <typename T>
+__global__ void __launch_bounds__(NT, DEC_MINB)
+    decode_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
+                  int has_fill, unsigned long long fill_bits, const unsigned long long *toff, const unsigned *tsz,
+                  T *__restrict__ dst, unsigned long long *err, const unsigned *__restrict__ emeta,
+                  const unsigned long long *__restrict__ eoff) {
+    __shared__ DecShared s;
+    decode_tile<T>(g, blob, tile0, step, has_fill, fill_bits, toff, tsz, dst, err, emeta, eoff, s, blockIdx.x);
+}
+
+// The tiles the warp decoder left (list[0 .. *count)), grid-strided: their
+// number is only known on the device.
+#ifndef DEC_LIST_MINB
+#define DEC_LIST_MINB 3  // as decode_kernel (the loop around decode_tile spills a little at 40 registers)
+#endif
+template <typename T>
+__global__ void __launch_bounds__(NT, DEC_LIST_MINB)
+    decode_list_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
+                       int has_fill, unsigned long long fill_bits, const unsigned long long *toff,
+                       const unsigned *tsz, T *__restrict__ dst, unsigned long long *err,
+                       const unsigned *__restrict__ emeta, const unsigned long long *__restrict__ eoff,
+                       const unsigned *list, const unsigned *count) {
+    __shared__ DecShared s;
+    const unsigned n = *count;
+    for (unsigned i = blockIdx.x; i < n; i += gridDim.x) {
+        __syncthreads();  // the previous tile is done with s
+        decode_tile<T>(g, blob, tile0, step, has_fill, fill_bits, toff, tsz, dst, err, emeta, eoff, s, list[i]);
+    }
+}
+
+#include "decode_warp.cuh"
+
 __global__ void decode_finish_kernel(const unsigned long long *err, fzgpu_result *res) {
     fzgpu_result r;
     memset(&r, 0, sizeof r);
@@ -1399,6 +1433,9 @@ struct fzgpu_ctx {
     unsigned char *scratch;       // warp encoder: SC_BYTES per resident warp
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
     int enc_force;                 // FZGPU_ENCODER: 5 or 6 forces that encoder, 0 lets use_v5 choose
+    unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
+    unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
+    int dec_force;                 // FZGPU_DECODER=v5: the block decoder takes every tile
 };
 
 #define CK(x)                                         \
@@ -1486,6 +1523,8 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(res, 1);
     AL(emeta, TILE);
     AL(eoff, TILE);
+    AL(dlist, max_tiles);
+    AL(dcount, 1);
 #undef AL
     // The warp encoder is persistent: as many blocks as fit on the device
     // (or as the largest job needs), each warp with its own scratch.
@@ -1507,6 +1546,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->scratch, (size_t)slots * ENC_W * SC_BYTES);
     const char *ev = getenv("FZGPU_ENCODER");
     c->enc_force = ev && strcmp(ev, "v5") == 0 ? 5 : ev && strcmp(ev, "v6") == 0 ? 6 : 0;
+    const char *dv = getenv("FZGPU_DECODER");
+    c->dec_force = dv && strcmp(dv, "v5") == 0 ? 5 : 0;
+    c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
         return FZGPU_E_CUDA + (int)e;
@@ -1534,6 +1576,8 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->res);
     cudaFree(c->emeta);
     cudaFree(c->eoff);
+    cudaFree(c->dlist);
+    cudaFree(c->dcount);
     cudaFree(c->scratch);
     free(c);
 }
@@ -1580,6 +1624,15 @@ static int use_v5(const fzgpu_ctx *c, const Geo &g) {
     if (c->enc_force) return c->enc_force == 5;
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
+}
+
+// Whether the warp decoder goes first (decode_warp.cuh): for the rank-1
+// and rank-3 shapes where most tiles are full. Elsewhere every tile would
+// end on its list, so the block decoder takes them all directly.
+static int warp_decode(const fzgpu_ctx *c, const Geo &g) {
+    if (c->dec_force == 5 || !(g.fast3 || g.fast1)) return 0;
+    const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
+    return full >= 0.5 * (double)g.tiles;
 }
 
 // Tiles of chunks [first, first+n), or 0 if out of range.
@@ -1730,14 +1783,35 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     chunk_scan_kernel<<<(unsigned)nchunks, NT, 0, st>>>(g, (const unsigned char *)d_blob, blob_size, index_off,
                                                         first_chunk, tile0, c->toff, c->tsize, c->derr);
     CK(cudaGetLastError());
-    if (f->dtype == 1)
-        decode_kernel<float><<<(unsigned)nt, NT, 0, st>>>(g, (const unsigned char *)d_blob, tile0, f->step,
-                                                         f->has_fill, f->fill_bits, c->toff, c->tsize,
-                                                         (float *)d_dst, c->derr, c->emeta, c->eoff);
+    const unsigned char *b = (const unsigned char *)d_blob;
+    if (warp_decode(c, g)) {
+        // warp decoder first; what it leaves, the block decoder
+        CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
+        const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
+        if (f->dtype == 1) {
+            decode_warp_kernel<float><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
+                                                                 (float *)d_dst, c->dlist, c->dcount);
+            CK(cudaGetLastError());
+            decode_list_kernel<float><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
+                                                                      f->fill_bits, c->toff, c->tsize,
+                                                                      (float *)d_dst, c->derr, c->emeta, c->eoff,
+                                                                      c->dlist, c->dcount);
+        } else {
+            decode_warp_kernel<double><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
+                                                                  (double *)d_dst, c->dlist, c->dcount);
+            CK(cudaGetLastError());
+            decode_list_kernel<double><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
+                                                                       f->fill_bits, c->toff, c->tsize,
+                                                                       (double *)d_dst, c->derr, c->emeta, c->eoff,
+                                                                       c->dlist, c->dcount);
+        }
+    } else if (f->dtype == 1)
+        decode_kernel<float><<<(unsigned)nt, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, c->toff,
+                                                         c->tsize, (float *)d_dst, c->derr, c->emeta, c->eoff);
     else
-        decode_kernel<double><<<(unsigned)nt, NT, 0, st>>>(g, (const unsigned char *)d_blob, tile0, f->step,
-                                                          f->has_fill, f->fill_bits, c->toff, c->tsize,
-                                                          (double *)d_dst, c->derr, c->emeta, c->eoff);
+        decode_kernel<double><<<(unsigned)nt, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits,
+                                                          c->toff, c->tsize, (double *)d_dst, c->derr, c->emeta,
+                                                          c->eoff);
     CK(cudaGetLastError());
     decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
     CK(cudaGetLastError());
