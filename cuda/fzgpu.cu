@@ -17,7 +17,12 @@
 //   tables_kernel + finish_kernel tile-size tables, stats, the result.
 // Decompress, per job:
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
-//   decode_kernel                 one block per tile: the mirror.
+//   decode_warp_kernel            one warp per full rank-1/3 tile without
+//                                 flags (decode_warp.cuh); the rest go on
+//   decode_list_kernel            a list for the block decoder (decode_tile,
+//                                 one block per tile, as decode_kernel).
+//   decode_kernel                 every tile, where few are full (or
+//                                 FZGPU_DECODER=v5).
 //
 // Bit-exactness with the CPU: the build uses -fmad=false and every floating
 // step is an explicit round-to-nearest intrinsic.
