@@ -24,13 +24,6 @@
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (64 spill)
 #endif
 
-// The word of plane (lane & 15) at word index W of the tile, 0 when the
-// plane or its zero-block is absent (bm = 0 for an absent plane).
-__device__ __forceinline__ unsigned plane_word(const unsigned *tb, unsigned bm, unsigned pat, int W) {
-    const int kb = W >> 2;
-    return ((bm >> kb) & 1) ? tb[pat + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)] : 0u;
-}
-
 // Sign-magnitude code to residual; an escape code (0x8000) sets bad.
 __device__ __forceinline__ int resid_of(unsigned c, bool &bad) {
     const int mag = (int)(c & 0x7FFFu);
@@ -67,8 +60,8 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         for (int k = 0; k < 4; k++) {
             const int wz = (z >> 2) * 64 + 4 * k + (z & 3);
             // lanes 0-15 load word wz + 16j for j = 0, 2; lanes 16-31 for j = 1, 3
-            const unsigned t0 = transpose32(plane_word(tb, bm, pat, wz + hsel), lane);
-            const unsigned t1 = transpose32(plane_word(tb, bm, pat, wz + 32 + hsel), lane);
+            const unsigned t0 = transpose32(zb_word(tb, bm, pat, wz + hsel), lane);
+            const unsigned t1 = transpose32(zb_word(tb, bm, pat, wz + 32 + hsel), lane);
             const unsigned c[4] = {t0 & 0xFFFFu, t0 >> 16, t1 & 0xFFFFu, t1 >> 16};
             int cy = 0;
 #pragma unroll
@@ -115,7 +108,7 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
     bool bad = false;
 #pragma unroll 2
     for (int w = 0; w < 128; w += 2) {
-        const unsigned t = transpose32(plane_word(tb, bm, pat, w + hsel), lane);
+        const unsigned t = transpose32(zb_word(tb, bm, pat, w + hsel), lane);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const unsigned c = h ? t >> 16 : t & 0xFFFFu;

@@ -906,6 +906,23 @@ __device__ __forceinline__ void report(unsigned long long *err, unsigned long lo
     atomicMin(err, (rel << 8) | code);
 }
 
+// Word W (0-127) of a zero-block coded 512-byte bitmap (FORMAT.md section
+// 5) whose block mask is bm and whose blocks start at word at of p: 0 for
+// an absent block (bm = 0 stands for an absent plane).
+__device__ __forceinline__ unsigned zb_word(const unsigned *p, unsigned bm, unsigned at, int W) {
+    const int kb = W >> 2;
+    return ((bm >> kb) & 1) ? p[at + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)] : 0u;
+}
+
+// Slot of element e of a tile (n elements, P = ly * lx per z): from the
+// per-job table for full tiles, by FORMAT.md's formula for clipped ones.
+__device__ __forceinline__ int elem_slot(int e, int n, int P, int lz, int ly, int lx, const unsigned *emeta,
+                                         const Geo &g) {
+    if (n == TILE) return emeta[e] & 4095;
+    const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+    return slot_of(z, y, x, lz, ly, lx, g);
+}
+
 __device__ __forceinline__ unsigned ld32(const unsigned char *p) {
     return (unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24;
 }
@@ -1096,10 +1113,7 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
         const unsigned bm = has ? s.bm[pl] : 0u;
         const unsigned pat = has ? s.plane_at[pl] + 1 : 0u;
         for (int m = wid; m < 64; m += NWARPS) {
-            const int W = 2 * m + (lane >> 4), kb = W >> 2;
-            unsigned word = 0;
-            if ((bm >> kb) & 1) word = p[pat + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)];
-            const unsigned c = transpose32(word, lane);
+            const unsigned c = transpose32(zb_word(p, bm, pat, 2 * m + (lane >> 4)), lane);
             s.code[64 * m + lane] = (unsigned short)c;
             s.code[64 * m + 32 + lane] = (unsigned short)(c >> 16);
         }
@@ -1162,14 +1176,7 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
     for (int k = 0; k < KPT; k++) {
         int e = k * NT + tid;
         if (e < n) {
-            int sl;
-            if (n == TILE) {
-                sl = emeta[e] & 4095;
-            } else {
-                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                sl = slot_of(z, y, x, lz, ly, lx, g);
-            }
-            unsigned c = s.code[sl];
+            unsigned c = s.code[elem_slot(e, n, P, lz, ly, lx, emeta, g)];
             int dv = (int)(c & 0x7FFFu);
             if (c & 0x8000u) {
                 if (dv == 0) {
@@ -1209,29 +1216,16 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
                 for (int k = 0; k < KPT; k++) {
                     int e = k * NT + tid;
                     if (e < n) {
-                        int sl;
-                        if (n == TILE) {
-                            sl = emeta[e] & 4095;
-                        } else {
-                            int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                            sl = slot_of(z, y, x, lz, ly, lx, g);
-                        }
-                        int kb = sl >> 7;
-                        if ((bm >> kb) & 1) {
-                            unsigned word = p[at + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + ((sl >> 5) & 3)];
-                            if ((word >> (sl & 31)) & 1) {
-                                s.fl[e] |= bit;
-                                set++;
-                            }
+                        const int sl = elem_slot(e, n, P, lz, ly, lx, emeta, g);
+                        if ((zb_word(p, bm, at + 1, sl >> 5) >> (sl & 31)) & 1) {
+                            s.fl[e] |= bit;
+                            set++;
                         }
                     }
                 }
                 // total bits in the mask
                 unsigned total = 0;
-                if (tid < 128) {
-                    int kb = tid >> 2;
-                    if ((bm >> kb) & 1) total = __popc(p[at + 1 + 4 * __popc(bm & ((1u << kb) - 1)) + (tid & 3)]);
-                }
+                if (tid < 128) total = __popc(zb_word(p, bm, at + 1, tid));
                 unsigned tt, ts;
                 block_excl_scan(total, &tt, s.scan);
                 block_excl_scan(set, &ts, s.scan);

@@ -16,7 +16,7 @@
 //     tmpfs mounted with huge=always, 2 MiB pages).
 //
 // Build and run:  nvcc -O2 -std=c++17 -o hostprobe cuda/tools/hostprobe.cu && ./hostprobe [MiB [DIR]]
-#include <cuda_runtime.h>
+#include "probe.h"
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,24 +28,6 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 static void pcopy(char *dst, const char *src, size_t n, int threads) {
     std::vector<std::thread> ts;

@@ -19,7 +19,7 @@
 // stream) and the window rate (bytes / wall time of all copies).
 //
 // Build and run:  nvcc -O2 -std=c++17 -o loadprobe cuda/tools/loadprobe.cu && ./loadprobe [MiB [DIR [K]]]
-#include <cuda_runtime.h>
+#include "probe.h"
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -33,19 +33,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Sum-reads n16 16-byte words; the result only keeps the loads alive.
 __global__ void hbm_read(const uint4 *p, unsigned long long n16, unsigned *sink) {
