@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"unsafe"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -20,6 +21,7 @@ type BenchConfig struct {
 	Reps    int       // timed runs per measurement (median reported)
 	DataDir string    // real fields; "" skips them
 	Rels    []float64 // relative bounds
+	Fields  []string  // only fields whose name starts with one of these ("smooth3d", "hyg"); nil: all
 	Log     io.Writer // progress lines; nil for none
 }
 
@@ -165,6 +167,17 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	logf("device %s: D2D %.1f GB/s, pinned H2D %.1f GB/s, D2H %.1f GB/s", b.Name(), rep.D2DBps/1e9, rep.H2DBps/1e9, rep.D2HBps/1e9)
 
+	want := func(name string) bool {
+		if len(cfg.Fields) == 0 {
+			return true
+		}
+		for _, p := range cfg.Fields {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		}
+		return false
+	}
 	type input struct {
 		name string
 		dt   fz.DType
@@ -172,7 +185,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		raw  []byte
 	}
 	var inputs []func() (input, error)
-	inputs = append(inputs, func() (input, error) {
+	smooth := func() (input, error) {
 		nz, ny, nx := uint64(256), uint64(1024), S/4/(256*1024)
 		raw := make([]byte, 4*nz*ny*nx)
 		parallelChunks(int(nz), 0, func(z int) {
@@ -185,9 +198,15 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 			}
 		})
 		return input{"smooth3d", fz.Float32, []uint64{nz, ny, nx}, raw}, nil
-	})
+	}
+	if want("smooth3d") {
+		inputs = append(inputs, smooth)
+	}
 	if cfg.DataDir != "" {
 		for _, f := range benchFields {
+			if !want(f.name) {
+				continue
+			}
 			inputs = append(inputs, func() (input, error) {
 				one, err := os.ReadFile(filepath.Join(cfg.DataDir, f.name))
 				if err != nil {
@@ -203,6 +222,9 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				return input{f.name, f.dtype, dims, raw}, nil
 			})
 		}
+	}
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("no bench field matches %q (smooth3d, or a real field's name with --data)", cfg.Fields)
 	}
 	for _, mk := range inputs {
 		if err := ctx.Err(); err != nil {

@@ -19,6 +19,9 @@
 // depend on which decoder took a tile.
 
 #define DEC_W 4         // warps per block
+#ifndef DEC_SHFL
+#define DEC_SHFL 0  // 1: the v6 walks (prefix sums by shuffles), for A/B
+#endif
 #define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
 #ifndef DEC_MINB_W
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (64 spill)
@@ -40,7 +43,7 @@ __device__ __forceinline__ int wadd(int a, int b) { return (int)((unsigned)a + (
 // previous j), q = A + q(x-1) (scan over dx, carry cx[j] from the previous
 // k).
 template <typename T>
-__device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+__device__ __forceinline__ bool dec_fast3_shfl(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int lane) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
@@ -99,7 +102,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 // Rank 1: tile 1x1x4096, slot = element. Words w, w+1 per transpose; q is
 // an inclusive scan over the warp plus the previous word's last q.
 template <typename T>
-__device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsigned pat, int origin,
+__device__ __forceinline__ bool dec_fast1_shfl(const unsigned *tb, unsigned bm, unsigned pat, int origin,
                                           unsigned long long base, double step, T *__restrict__ dst, int lane) {
     const unsigned F = 0xffffffffu;
     const int hsel = lane >> 4;
@@ -131,12 +134,273 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
     return !__any_sync(F, bad);
 }
 
+// Fill and raw masks of a tile (FORMAT.md section 5, "masks"): where each
+// zero-block coded bitmap starts (0: absent), and the raw values.
+struct TileMasks {
+    unsigned fat, rat;   // word of the fill / raw mask's block mask, 0 if absent
+    unsigned rvat, nraw; // first raw value word, raw count
+};
+
+// Word W of a mask (0 when the mask is absent).
+__device__ __forceinline__ unsigned mask_word(const unsigned *tb, unsigned at, int W) {
+    return at ? zb_word(tb, tb[at], at + 1, W) : 0u;
+}
+
+// Inclusive prefix XOR over the bits of m (bit i = XOR of bits 0..i):
+// undoes the parity transform along x within a word.
+__device__ __forceinline__ unsigned pxor(unsigned m) {
+    m ^= m << 1;
+    m ^= m << 2;
+    m ^= m << 4;
+    m ^= m << 8;
+    m ^= m << 16;
+    return m;
+}
+
+template <typename T> __device__ __forceinline__ T raw_value(const unsigned *tb, unsigned rvat, unsigned r);
+template <> __device__ __forceinline__ float raw_value<float>(const unsigned *tb, unsigned rvat, unsigned r) {
+    return __uint_as_float(tb[rvat + r]);
+}
+template <> __device__ __forceinline__ double raw_value<double>(const unsigned *tb, unsigned rvat, unsigned r) {
+    return __longlong_as_double((long long)((unsigned long long)tb[rvat + 2 * r] |
+                                            (unsigned long long)tb[rvat + 2 * r + 1] << 32));
+}
+
+// ---- v7 walks: the prefix sums run through a per-warp 2 KiB plane buffer
+// instead of warp shuffles. A shuffle and a shared-memory word cost the
+// same (an SM moves 32 of either per clock), but a scan over lanes needs
+// 3-5 dependent shuffles per value while one store and one load put the
+// run a scan needs into one lane, where it is a chain of adds.
+
+// Rank 3, element (y, x) of a z-plane lives at word 32y + (x ^ swz3(y)).
+// The XOR keeps every access pattern below on 32 distinct banks: the
+// transpose's (dy, dx) words, the rows' 16-byte pieces (one quarter-warp
+// of 8 lanes per wavefront) and the columns.
+__device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1) & 1); }
+
+// Rank 3: per z-plane, (A) codes -> residuals d into the buffer at (y, x);
+// (B) lane (y = l/2, half h = l%2) takes 16 x of a row: prefix over x in
+// registers, plus the first half's total for h = 1; (C) lane x takes a
+// column: prefix over y, then over z with a carried register per y, and
+// stores rows of 32 consecutive values. q = Pz Py Px d, FORMAT.md section 7.
+//
+// With M (the tile has a fill or raw mask), each z-plane first rebuilds
+// the plane's element masks: lane 16m + y takes row y of mask m (fill,
+// raw), gathers its 32 bits from the four words of the row's sub-blocks,
+// and undoes the parity transform along x (pxor), y (an XOR scan over the
+// 16 lanes) and z (a carried register). A row's masks are then one
+// broadcast each, and a raw value's index is the raws before it in
+// element order: the rows before, plus the lanes before in this row.
+template <typename T, bool M>
+__device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                          int lane, const TileMasks &mk, T fill) {
+    const unsigned F = 0xffffffffu;
+    const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
+    const int ry = lane >> 1, rh = lane & 1;
+    int *rowp = pb + 32 * ry;
+    const int rsw = swz3(ry);
+    int zc[16];
+#pragma unroll
+    for (int y = 0; y < 16; y++) zc[y] = 0;
+    bool bad = false;
+    T *col = dst + base + lane;
+    const unsigned long long plane = g.ny * g.nx;
+    unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
+    const unsigned lt = (1u << lane) - 1;
+#pragma unroll 1
+    for (int z = 0; z < 8; z++) {
+        if (M) {
+            const int my = lane & 15, mdy = my & 3;
+            const unsigned at = lane < 16 ? mk.fat : mk.rat;
+            unsigned r = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                r |= ((mask_word(tb, at, (z >> 2) * 64 + 16 * (my >> 2) + 4 * k + (z & 3)) >> (8 * mdy)) & 0xFFu)
+                     << (8 * k);
+            r = pxor(r);
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                const unsigned u = __shfl_up_sync(F, r, o, 16);
+                if (my >= o) r ^= u;
+            }
+            zm ^= r;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int wz = (z >> 2) * 64 + 4 * k + (z & 3);
+            const unsigned t0 = transpose32(zb_word(tb, bm, pat, wz + hsel), lane);
+            const unsigned t1 = transpose32(zb_word(tb, bm, pat, wz + 32 + hsel), lane);
+            const unsigned c[4] = {t0 & 0xFFFFu, t0 >> 16, t1 & 0xFFFFu, t1 >> 16};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int d = resid_of(c[j], bad);
+                if (z == 0 && k == 0 && j == 0 && lane == 0) {
+                    bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
+                    d = origin;
+                }
+                const int y = 4 * j + dy;
+                pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+            }
+        }
+        __syncwarp();
+        int v[16];
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int4 w = *(const int4 *)(rowp + ((16 * rh + 4 * c) ^ rsw));
+            v[4 * c] = w.x;
+            v[4 * c + 1] = w.y;
+            v[4 * c + 2] = w.z;
+            v[4 * c + 3] = w.w;
+        }
+#pragma unroll
+        for (int i = 1; i < 16; i++) v[i] = wadd(v[i], v[i - 1]);
+        const int lo = __shfl_sync(F, v[15], lane & ~1);
+        if (rh) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) v[i] = wadd(v[i], lo);
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            *(int4 *)(rowp + ((16 * rh + 4 * c) ^ rsw)) = make_int4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+        __syncwarp();
+        T *out = col + z * plane;
+        int Y = 0;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
+            zc[y] = wadd(zc[y], Y);
+            T val = Bits<T>::rec(zc[y], step);
+            if (M) {
+                const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
+                if ((fm >> lane) & 1) val = fill;
+                if ((rm >> lane) & 1) {
+                    const unsigned r = nr + __popc(rm & lt);
+                    if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
+                    else bad = true;
+                }
+                nr += __popc(rm);
+            }
+            out[(unsigned long long)y * g.nx] = val;
+        }
+        __syncwarp();
+    }
+    if (M && nr != mk.nraw) bad = true;
+    return !__any_sync(F, bad);
+}
+
+// Rank 1, element e (0-511) of a 512-element chunk lives at word
+// sw1(e): 16-byte pieces XOR-rotated by (e / 32) % 4, so the
+// transpose's 32 consecutive elements and the lanes' 16-element runs
+// (16-byte loads, a quarter-warp per wavefront) both hit 32 banks.
+__device__ __forceinline__ int sw1(int e) { return (e & ~15) | ((((e >> 2) ^ (e >> 5)) & 3) << 2) | (e & 3); }
+
+// Rank 1: tile 1x1x4096, slot = element, 8 chunks of 512: (A) codes ->
+// residuals into the buffer; (B) lane l takes elements 16l .. 16l+15:
+// prefix in registers, an exclusive warp scan of the lanes' totals and
+// the previous chunk's last q, back into the buffer; (C) word i of the
+// chunk from lane l = element 32i + l, so each store is 32 consecutive
+// values (a lane's own 16-value run, stored directly, halved the f64
+// throughput: every store instruction touched 32 lines).
+//
+// With M, lane l takes mask word 16ch + l/2 after pxor, flipped when the
+// words before it (their parities, one ballot) and the chunks before (a
+// carried parity) leave a 1; step C broadcasts word i.
+template <typename T, bool M>
+__device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsigned pat, int origin,
+                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                          int lane, const TileMasks &mk, T fill) {
+    const unsigned F = 0xffffffffu;
+    const int hsel = lane >> 4;
+    T *p0 = dst + base + lane;
+    const unsigned lt = (1u << lane) - 1;
+    int carry = 0;
+    unsigned fpar = 0, rpar = 0, nr = 0;  // M: mask parities carried over chunks, raws so far
+    bool bad = false;
+#pragma unroll 1
+    for (int ch = 0; ch < 8; ch++) {
+#pragma unroll
+        for (int wp = 0; wp < 16; wp += 2) {
+            const unsigned t = transpose32(zb_word(tb, bm, pat, 16 * ch + wp + hsel), lane);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const unsigned c = h ? t >> 16 : t & 0xFFFFu;
+                int d = resid_of(c, bad);
+                if (ch == 0 && wp == 0 && h == 0 && lane == 0) {
+                    bad |= c != 0;
+                    d = origin;
+                }
+                pb[sw1(32 * (wp + h) + lane)] = d;
+            }
+        }
+        __syncwarp();
+        int v[16];
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int4 w = *(const int4 *)(pb + sw1(16 * lane + 4 * c));
+            v[4 * c] = w.x;
+            v[4 * c + 1] = w.y;
+            v[4 * c + 2] = w.z;
+            v[4 * c + 3] = w.w;
+        }
+#pragma unroll
+        for (int i = 1; i < 16; i++) v[i] = wadd(v[i], v[i - 1]);
+        int s = v[15], u;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            u = __shfl_up_sync(F, s, o);
+            if (lane >= o) s = wadd(s, u);
+        }
+        const int off = wadd(wadd(s, -v[15]), carry);  // exclusive, plus the chunk before
+        carry = wadd(__shfl_sync(F, s, 31), carry);
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            *(int4 *)(pb + sw1(16 * lane + 4 * c)) =
+                make_int4(wadd(v[4 * c], off), wadd(v[4 * c + 1], off), wadd(v[4 * c + 2], off), wadd(v[4 * c + 3], off));
+        unsigned fw = 0, rw = 0;
+        if (M) {
+            const unsigned evn = 0x55555555u, before = (1u << (lane & ~1)) - 1;
+            fw = pxor(mask_word(tb, mk.fat, 16 * ch + (lane >> 1)));
+            unsigned par = __ballot_sync(F, fw >> 31) & evn;
+            if ((__popc(par & before) & 1) ^ fpar) fw = ~fw;
+            fpar ^= __popc(par) & 1;
+            rw = pxor(mask_word(tb, mk.rat, 16 * ch + (lane >> 1)));
+            par = __ballot_sync(F, rw >> 31) & evn;
+            if ((__popc(par & before) & 1) ^ rpar) rw = ~rw;
+            rpar ^= __popc(par) & 1;
+        }
+        __syncwarp();
+        T *out = p0 + 512 * ch;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            T val = Bits<T>::rec(pb[sw1(32 * i + lane)], step);
+            if (M) {
+                const unsigned fm = __shfl_sync(F, fw, 2 * i), rm = __shfl_sync(F, rw, 2 * i);
+                if ((fm >> lane) & 1) val = fill;
+                if ((rm >> lane) & 1) {
+                    const unsigned r = nr + __popc(rm & lt);
+                    if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
+                    else bad = true;
+                }
+                nr += __popc(rm);
+            }
+            out[32 * i] = val;
+        }
+        __syncwarp();
+    }
+    if (M && nr != mk.nraw) bad = true;
+    return !__any_sync(F, bad);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
-                       const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count) {
+                       const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
+                       unsigned long long fill_bits) {
     __shared__ unsigned stage[DEC_W][DEC_STAGE];
+    const T fill = Bits<T>::from(fill_bits);
+    __shared__ __align__(16) int pbuf[DEC_W][512];
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
     const unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;
     if (rel >= nt) return;
@@ -147,8 +411,8 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
     const unsigned nw = sz / 4;
     const unsigned *gp = (const unsigned *)(blob + toff[rel]);
-    // word0 first: a tile with flags goes to the block decoder unstaged
-    bool ok = (g.fast3 || g.fast1) && lz * ly * lx == TILE && nw <= DEC_STAGE && (gp[0] >> 16) == 0;
+    // word0 first: a tile with escapes goes to the block decoder unstaged
+    bool ok = (g.fast3 || g.fast1) && lz * ly * lx == TILE && nw <= DEC_STAGE && (gp[0] >> 16 & ~6u) == 0;
     if (ok) {
         unsigned *tb = stage[wi];
         for (unsigned i = lane; i < nw; i += 32) tb[i] = __ldcs(gp + i);
@@ -170,12 +434,48 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
             }
             at += 1 + 4 * __popc(m);
         }
-        ok = ok && at == nw;
+        // then the fill mask, the raw mask, the raw count and values (no
+        // escapes here: those tiles went to the list)
+        TileMasks mk = {0, 0, 0, 0};
+        unsigned long long end = at;
+        if (ok && ((w0 >> 17) & 1)) {
+            mk.fat = at;
+            ok = end < nw;
+            if (ok) end += 1 + 4 * __popc(tb[end]);
+        }
+        if (ok && ((w0 >> 18) & 1)) {
+            ok = end < nw;
+            if (ok) {
+                mk.rat = (unsigned)end;
+                end += 1 + 4 * __popc(tb[end]);
+                ok = end < nw;
+            }
+            if (ok) {
+                mk.nraw = tb[end];
+                mk.rvat = (unsigned)end + 1;
+                end += 1 + (unsigned long long)mk.nraw * (sizeof(T) / 4);
+                ok = mk.nraw != 0;
+            }
+        }
+        ok = ok && end == nw;
         if (ok) {
             const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
             const int origin = (int)tb[1];
-            ok = g.fast3 ? dec_fast3<T>(tb, bm, pat, origin, g, base, step, dst, lane)
-                         : dec_fast1<T>(tb, bm, pat, origin, base, step, dst, lane);
+            const bool masks = (w0 >> 17) & 3;
+#if DEC_SHFL
+            if (masks) ok = false;
+            else
+                ok = g.fast3 ? dec_fast3_shfl<T>(tb, bm, pat, origin, g, base, step, dst, lane)
+                             : dec_fast1_shfl<T>(tb, bm, pat, origin, base, step, dst, lane);
+#else
+            int *pb = pbuf[wi];
+            if (g.fast3)
+                ok = masks ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                           : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+            else
+                ok = masks ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill)
+                           : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill);
+#endif
         }
     }
     if (!ok && lane == 0) list[atomicAdd(count, 1u)] = (unsigned)rel;

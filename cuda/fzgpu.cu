@@ -92,7 +92,19 @@ struct DevParams {
 __device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, unsigned long long &z0,
                                          unsigned long long &y0, unsigned long long &x0, int &lz, int &ly,
                                          int &lx) {
-    unsigned long long ix = t % g.gx, iy = (t / g.gx) % g.gy, iz = t / (g.gx * g.gy);
+    unsigned long long ix, iy, iz;
+    if (g.tiles <= 0xFFFFFFFFull) {
+        // 32-bit division is a few instructions, 64-bit a subroutine; every
+        // field below 2^32 tiles (16 PiB of f32) takes this branch
+        const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy, r = tt / gx;
+        ix = tt - r * gx;
+        iy = r % gy;
+        iz = r / gy;
+    } else {
+        ix = t % g.gx;
+        iy = (t / g.gx) % g.gy;
+        iz = t / (g.gx * g.gy);
+    }
     z0 = iz * g.tz;
     y0 = iy * g.ty;
     x0 = ix * g.tx;
@@ -1548,6 +1560,14 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     const char *dv = getenv("FZGPU_DECODER");
     c->dec_force = dv && strcmp(dv, "v5") == 0 ? 5 : 0;
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
+    // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
+    // for the largest shared-memory carveout rather than the driver's guess.
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)decode_warp_kernel<float>,
+                                 cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)decode_warp_kernel<double>,
+                                 cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
         return FZGPU_E_CUDA + (int)e;
@@ -1789,7 +1809,8 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         if (f->dtype == 1) {
             decode_warp_kernel<float><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
-                                                                 (float *)d_dst, c->dlist, c->dcount);
+                                                                 (float *)d_dst, c->dlist, c->dcount,
+                                                                 f->fill_bits);
             CK(cudaGetLastError());
             decode_list_kernel<float><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
                                                                       f->fill_bits, c->toff, c->tsize,
@@ -1797,7 +1818,8 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
                                                                       c->dlist, c->dcount);
         } else {
             decode_warp_kernel<double><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
-                                                                  (double *)d_dst, c->dlist, c->dcount);
+                                                                  (double *)d_dst, c->dlist, c->dcount,
+                                                                 f->fill_bits);
             CK(cudaGetLastError());
             decode_list_kernel<double><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
                                                                        f->fill_bits, c->toff, c->tsize,
