@@ -1,30 +1,29 @@
-// Decoder v6: one warp per tile for the common case (included by fzgpu.cu).
+// Decoder v7: one warp per tile for the common case (included by fzgpu.cu).
 //
 // The mirror of encode_warp.cuh's fast walks. A warp takes a full tile of
-// the rank-1 or rank-3 shape whose word0 has no flags (no escapes, fill or
-// raw values) and whose bytes fit the warp's staging buffer: it stages the
-// tile in shared memory (coalesced), finds where each bit plane starts
-// (a serial walk over the plane masks, from shared memory), then walks the
-// tile in slot order, 32 slots per step as the encoder did: lanes 16h + p
-// load plane p of a pair of words, one 32x32 bit transpose gives each lane
-// its two codes, and the Lorenzo prefix sums run as warp shuffles plus
-// carried registers. No block barriers, no per-element tables.
+// the rank-1 or rank-3 shape without escapes whose bytes fit the warp's
+// staging buffer: it stages the tile in shared memory (coalesced), finds
+// where each bit plane starts (a serial walk over the plane masks), then
+// walks the tile in slot order, 32 slots per step as the encoder did:
+// lanes 16h + p load plane p of a pair of words and one 32x32 bit
+// transpose gives each lane its two codes. The Lorenzo prefix sums go
+// through a 2 KiB plane buffer per warp (see "v7 walks" below), and fill
+// and raw masks are rebuilt on the way out. No block barriers, no
+// per-element tables.
 //
-// Any other tile - clipped, rank 2, other shapes, flags, too large, or one
-// whose structure does not check out (sizes, a code in slot 0, an escape
-// code without escapes) - goes on a list for the block decoder
-// (decode_list_kernel), which decodes or rejects it exactly as before. A
-// warp that gives up may have written part of its tile; the block decoder
-// runs after it on the same stream and rewrites all of it. Output does not
-// depend on which decoder took a tile.
+// Any other tile - clipped, rank 2, other shapes, escapes, too large, or
+// one whose structure does not check out (sizes, a code in slot 0, an
+// escape code without escapes, a raw count that disagrees with its mask)
+// - goes on a list for the block decoder (decode_list_kernel), which
+// decodes or rejects it exactly as before. A warp that gives up may have
+// written part of its tile; the block decoder runs after it on the same
+// stream and rewrites all of it. Output does not depend on which decoder
+// took a tile.
 
 #define DEC_W 4         // warps per block
-#ifndef DEC_SHFL
-#define DEC_SHFL 0  // 1: the v6 walks (prefix sums by shuffles), for A/B
-#endif
 #define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
 #ifndef DEC_MINB_W
-#define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (64 spill)
+#define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
 #endif
 
 // Sign-magnitude code to residual; an escape code (0x8000) sets bad.
@@ -35,104 +34,6 @@ __device__ __forceinline__ int resid_of(unsigned c, bool &bad) {
 }
 
 __device__ __forceinline__ int wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
-
-// Rank 3: tile 8x16x32, sub-blocks 4x4x8; the encoder's walk (z outer,
-// k, then j inner; lane l = (dy, dx) = (l/8, l%8); word 64(z/4) + 16j +
-// 4k + z%4). d = Dz(Dy(Dx q)) is undone in the other order: B = d + B(z-1)
-// (carry cz[j][k]), A = B + A(y-1) (scan over dy, carry cy from the
-// previous j), q = A + q(x-1) (scan over dx, carry cx[j] from the previous
-// k).
-template <typename T>
-__device__ __forceinline__ bool dec_fast3_shfl(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
-                                          unsigned long long base, double step, T *__restrict__ dst, int lane) {
-    const unsigned F = 0xffffffffu;
-    const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
-    const unsigned long long nx4 = 4 * g.nx, plane = g.ny * g.nx;
-    T *p0 = dst + base + (unsigned long long)dy * g.nx + dx;
-    int cz[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) cz[j][k] = 0;
-    bool bad = false;
-#pragma unroll 1
-    for (int z = 0; z < 8; z++) {
-        T *r0 = p0 + z * plane;
-        int cx[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int wz = (z >> 2) * 64 + 4 * k + (z & 3);
-            // lanes 0-15 load word wz + 16j for j = 0, 2; lanes 16-31 for j = 1, 3
-            const unsigned t0 = transpose32(zb_word(tb, bm, pat, wz + hsel), lane);
-            const unsigned t1 = transpose32(zb_word(tb, bm, pat, wz + 32 + hsel), lane);
-            const unsigned c[4] = {t0 & 0xFFFFu, t0 >> 16, t1 & 0xFFFFu, t1 >> 16};
-            int cy = 0;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int d = resid_of(c[j], bad);
-                if (z == 0 && k == 0 && j == 0 && lane == 0) {
-                    bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
-                    d = origin;
-                }
-                const int B = wadd(d, cz[j][k]);
-                cz[j][k] = B;
-                int A = B, u;
-                u = __shfl_up_sync(F, A, 8);
-                if (dy >= 1) A = wadd(A, u);
-                u = __shfl_up_sync(F, A, 16);
-                if (dy >= 2) A = wadd(A, u);
-                A = wadd(A, cy);
-                cy = __shfl_sync(F, A, 24 + dx);
-                int q = A;
-                u = __shfl_up_sync(F, q, 1);
-                if (dx >= 1) q = wadd(q, u);
-                u = __shfl_up_sync(F, q, 2);
-                if (dx >= 2) q = wadd(q, u);
-                u = __shfl_up_sync(F, q, 4);
-                if (dx >= 4) q = wadd(q, u);
-                q = wadd(q, cx[j]);
-                cx[j] = __shfl_sync(F, q, lane | 7);
-                r0[(unsigned long long)j * nx4 + 8 * k] = Bits<T>::rec(q, step);
-            }
-        }
-    }
-    return !__any_sync(F, bad);
-}
-
-// Rank 1: tile 1x1x4096, slot = element. Words w, w+1 per transpose; q is
-// an inclusive scan over the warp plus the previous word's last q.
-template <typename T>
-__device__ __forceinline__ bool dec_fast1_shfl(const unsigned *tb, unsigned bm, unsigned pat, int origin,
-                                          unsigned long long base, double step, T *__restrict__ dst, int lane) {
-    const unsigned F = 0xffffffffu;
-    const int hsel = lane >> 4;
-    T *p0 = dst + base + lane;
-    int carry = 0;
-    bool bad = false;
-#pragma unroll 2
-    for (int w = 0; w < 128; w += 2) {
-        const unsigned t = transpose32(zb_word(tb, bm, pat, w + hsel), lane);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const unsigned c = h ? t >> 16 : t & 0xFFFFu;
-            int d = resid_of(c, bad);
-            if (w == 0 && h == 0 && lane == 0) {
-                bad |= c != 0;
-                d = origin;
-            }
-            int q = d, u;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                u = __shfl_up_sync(F, q, o);
-                if (lane >= o) q = wadd(q, u);
-            }
-            q = wadd(q, carry);
-            carry = __shfl_sync(F, q, 31);
-            p0[32 * (w + h)] = Bits<T>::rec(q, step);
-        }
-    }
-    return !__any_sync(F, bad);
-}
 
 // Fill and raw masks of a tile (FORMAT.md section 5, "masks"): where each
 // zero-block coded bitmap starts (0: absent), and the raw values.
@@ -462,12 +363,6 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
             const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
             const int origin = (int)tb[1];
             const bool masks = (w0 >> 17) & 3;
-#if DEC_SHFL
-            if (masks) ok = false;
-            else
-                ok = g.fast3 ? dec_fast3_shfl<T>(tb, bm, pat, origin, g, base, step, dst, lane)
-                             : dec_fast1_shfl<T>(tb, bm, pat, origin, base, step, dst, lane);
-#else
             int *pb = pbuf[wi];
             if (g.fast3)
                 ok = masks ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
@@ -475,7 +370,6 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
             else
                 ok = masks ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill)
                            : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill);
-#endif
         }
     }
     if (!ok && lane == 0) list[atomicAdd(count, 1u)] = (unsigned)rel;

@@ -18,7 +18,7 @@
 // Decompress, per job:
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
 //   decode_warp_kernel            one warp per full rank-1/3 tile without
-//                                 flags (decode_warp.cuh); the rest go on
+//                                 escapes (decode_warp.cuh); the rest go on
 //   decode_list_kernel            a list for the block decoder (decode_tile,
 //                                 one block per tile, as decode_kernel).
 //   decode_kernel                 every tile, where few are full (or
