@@ -73,6 +73,40 @@ template <> __device__ __forceinline__ double raw_value<double>(const unsigned *
 // 3-5 dependent shuffles per value while one store and one load put the
 // run a scan needs into one lane, where it is a chain of adds.
 
+// Element (lane) of a 32-element row whose fill and raw mask words are fm
+// and rm: the fill value, the next raw value (nr raws came before this
+// row; bad if the mask marks more than the count), or val from its q.
+template <typename T>
+__device__ __forceinline__ T apply_masks(T val, unsigned fm, unsigned rm, unsigned &nr, const TileMasks &mk,
+                                         const unsigned *tb, T fill, int lane, bool &bad) {
+    if ((fm >> lane) & 1) val = fill;
+    if ((rm >> lane) & 1) {
+        const unsigned r = nr + __popc(rm & ((1u << lane) - 1));
+        if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
+        else bad = true;
+    }
+    nr += __popc(rm);
+    return val;
+}
+
+// One 16-byte piece of the plane buffer into (or out of) v[0..3].
+__device__ __forceinline__ void ld4(int *v, const int *p) {
+    const int4 w = *(const int4 *)p;
+    v[0] = w.x;
+    v[1] = w.y;
+    v[2] = w.z;
+    v[3] = w.w;
+}
+__device__ __forceinline__ void st4(int *p, const int *v, int add) {
+    *(int4 *)p = make_int4(wadd(v[0], add), wadd(v[1], add), wadd(v[2], add), wadd(v[3], add));
+}
+
+// Inclusive prefix sum of a lane's 16-value run, in registers.
+__device__ __forceinline__ void scan16(int *v) {
+#pragma unroll
+    for (int i = 1; i < 16; i++) v[i] = wadd(v[i], v[i - 1]);
+}
+
 // Rank 3, element (y, x) of a z-plane lives at word 32y + (x ^ swz3(y)).
 // The XOR keeps every access pattern below on 32 distinct banks: the
 // transpose's (dy, dx) words, the rows' 16-byte pieces (one quarter-warp
@@ -108,7 +142,6 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     T *col = dst + base + lane;
     const unsigned long long plane = g.ny * g.nx;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
-    const unsigned lt = (1u << lane) - 1;
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         if (M) {
@@ -147,23 +180,15 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         __syncwarp();
         int v[16];
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int4 w = *(const int4 *)(rowp + ((16 * rh + 4 * c) ^ rsw));
-            v[4 * c] = w.x;
-            v[4 * c + 1] = w.y;
-            v[4 * c + 2] = w.z;
-            v[4 * c + 3] = w.w;
-        }
-#pragma unroll
-        for (int i = 1; i < 16; i++) v[i] = wadd(v[i], v[i - 1]);
+        for (int c = 0; c < 4; c++) ld4(v + 4 * c, rowp + ((16 * rh + 4 * c) ^ rsw));
+        scan16(v);
         const int lo = __shfl_sync(F, v[15], lane & ~1);
         if (rh) {
 #pragma unroll
             for (int i = 0; i < 16; i++) v[i] = wadd(v[i], lo);
         }
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            *(int4 *)(rowp + ((16 * rh + 4 * c) ^ rsw)) = make_int4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+        for (int c = 0; c < 4; c++) st4(rowp + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, 0);
         __syncwarp();
         T *out = col + z * plane;
         int Y = 0;
@@ -174,13 +199,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
             T val = Bits<T>::rec(zc[y], step);
             if (M) {
                 const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
-                if ((fm >> lane) & 1) val = fill;
-                if ((rm >> lane) & 1) {
-                    const unsigned r = nr + __popc(rm & lt);
-                    if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
-                    else bad = true;
-                }
-                nr += __popc(rm);
+                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
             out[(unsigned long long)y * g.nx] = val;
         }
@@ -214,7 +233,6 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
     const unsigned F = 0xffffffffu;
     const int hsel = lane >> 4;
     T *p0 = dst + base + lane;
-    const unsigned lt = (1u << lane) - 1;
     int carry = 0;
     unsigned fpar = 0, rpar = 0, nr = 0;  // M: mask parities carried over chunks, raws so far
     bool bad = false;
@@ -237,15 +255,8 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
         __syncwarp();
         int v[16];
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int4 w = *(const int4 *)(pb + sw1(16 * lane + 4 * c));
-            v[4 * c] = w.x;
-            v[4 * c + 1] = w.y;
-            v[4 * c + 2] = w.z;
-            v[4 * c + 3] = w.w;
-        }
-#pragma unroll
-        for (int i = 1; i < 16; i++) v[i] = wadd(v[i], v[i - 1]);
+        for (int c = 0; c < 4; c++) ld4(v + 4 * c, pb + sw1(16 * lane + 4 * c));
+        scan16(v);
         int s = v[15], u;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -255,9 +266,7 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
         const int off = wadd(wadd(s, -v[15]), carry);  // exclusive, plus the chunk before
         carry = wadd(__shfl_sync(F, s, 31), carry);
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            *(int4 *)(pb + sw1(16 * lane + 4 * c)) =
-                make_int4(wadd(v[4 * c], off), wadd(v[4 * c + 1], off), wadd(v[4 * c + 2], off), wadd(v[4 * c + 3], off));
+        for (int c = 0; c < 4; c++) st4(pb + sw1(16 * lane + 4 * c), v + 4 * c, off);
         unsigned fw = 0, rw = 0;
         if (M) {
             const unsigned evn = 0x55555555u, before = (1u << (lane & ~1)) - 1;
@@ -277,13 +286,7 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
             T val = Bits<T>::rec(pb[sw1(32 * i + lane)], step);
             if (M) {
                 const unsigned fm = __shfl_sync(F, fw, 2 * i), rm = __shfl_sync(F, rw, 2 * i);
-                if ((fm >> lane) & 1) val = fill;
-                if ((rm >> lane) & 1) {
-                    const unsigned r = nr + __popc(rm & lt);
-                    if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
-                    else bad = true;
-                }
-                nr += __popc(rm);
+                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
             out[32 * i] = val;
         }
