@@ -215,6 +215,18 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 // (16-byte loads, a quarter-warp per wavefront) both hit 32 banks.
 __device__ __forceinline__ int sw1(int e) { return (e & ~15) | ((((e >> 2) ^ (e >> 5)) & 3) << 2) | (e & 3); }
 
+// Rank 1: word 16ch + lane/2 of the mask at `at` with the parity transform
+// undone: pxor within the word, flipped when the words before it in the
+// chunk (their parities, one ballot over the even lanes) and the chunks
+// before (par, carried and updated here) leave a 1.
+__device__ __forceinline__ unsigned chunk_mask_word(const unsigned *tb, unsigned at, int ch, int lane, unsigned &par) {
+    unsigned w = pxor(mask_word(tb, at, 16 * ch + (lane >> 1)));
+    const unsigned p = __ballot_sync(0xffffffffu, w >> 31) & 0x55555555u;
+    if ((__popc(p & ((1u << (lane & ~1)) - 1)) & 1) ^ par) w = ~w;
+    par ^= __popc(p) & 1;
+    return w;
+}
+
 // Rank 1: tile 1x1x4096, slot = element, 8 chunks of 512: (A) codes ->
 // residuals into the buffer; (B) lane l takes elements 16l .. 16l+15:
 // prefix in registers, an exclusive warp scan of the lanes' totals and
@@ -223,9 +235,8 @@ __device__ __forceinline__ int sw1(int e) { return (e & ~15) | ((((e >> 2) ^ (e 
 // values (a lane's own 16-value run, stored directly, halved the f64
 // throughput: every store instruction touched 32 lines).
 //
-// With M, lane l takes mask word 16ch + l/2 after pxor, flipped when the
-// words before it (their parities, one ballot) and the chunks before (a
-// carried parity) leave a 1; step C broadcasts word i.
+// With M, lane l holds mask word 16ch + l/2 (chunk_mask_word); step C
+// broadcasts word i.
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsigned pat, int origin,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
@@ -269,15 +280,8 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
         for (int c = 0; c < 4; c++) st4(pb + sw1(16 * lane + 4 * c), v + 4 * c, off);
         unsigned fw = 0, rw = 0;
         if (M) {
-            const unsigned evn = 0x55555555u, before = (1u << (lane & ~1)) - 1;
-            fw = pxor(mask_word(tb, mk.fat, 16 * ch + (lane >> 1)));
-            unsigned par = __ballot_sync(F, fw >> 31) & evn;
-            if ((__popc(par & before) & 1) ^ fpar) fw = ~fw;
-            fpar ^= __popc(par) & 1;
-            rw = pxor(mask_word(tb, mk.rat, 16 * ch + (lane >> 1)));
-            par = __ballot_sync(F, rw >> 31) & evn;
-            if ((__popc(par & before) & 1) ^ rpar) rw = ~rw;
-            rpar ^= __popc(par) & 1;
+            fw = chunk_mask_word(tb, mk.fat, ch, lane, fpar);
+            rw = chunk_mask_word(tb, mk.rat, ch, lane, rpar);
         }
         __syncwarp();
         T *out = p0 + 512 * ch;

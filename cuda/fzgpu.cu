@@ -1562,12 +1562,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess.
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute((const void *)decode_warp_kernel<float>,
-                                 cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute((const void *)decode_warp_kernel<double>,
-                                 cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    const void *dwk[2] = {(const void *)decode_warp_kernel<float>, (const void *)decode_warp_kernel<double>};
+    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+        e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
         return FZGPU_E_CUDA + (int)e;
@@ -1819,7 +1816,7 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
         } else {
             decode_warp_kernel<double><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
                                                                   (double *)d_dst, c->dlist, c->dcount,
-                                                                 f->fill_bits);
+                                                                  f->fill_bits);
             CK(cudaGetLastError());
             decode_list_kernel<double><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
                                                                        f->fill_bits, c->toff, c->tsize,

@@ -292,11 +292,11 @@ func TestCorruptedAgree(t *testing.T) {
 	raw := f32bytes(v)
 	// {16, 32, 128}: full rank-3 tiles, which the warp decoder takes.
 	for _, dims := range [][]uint64{{70000}, {70, 1000}, {7, 100, 100}, {16, 32, 128}} {
-		n := uint64(4)
-		for _, d := range dims {
-			n *= d
+		n, err := fz.NumElements(dims)
+		if err != nil {
+			t.Fatal(err)
 		}
-		raw := raw[:n]
+		raw := raw[:4*n]
 		blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}, fz.WithTilesPerChunk(4))
 		if err != nil {
 			t.Fatal(err)
