@@ -142,6 +142,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     T *col = dst + base + lane;
     const unsigned long long plane = g.ny * g.nx;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
+    unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         if (M) {
@@ -160,11 +161,24 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
             }
             zm ^= r;
         }
+        // This z reads word z % 4 of blocks 16 (z / 4) + 4h + k (run 0) and
+        // 16 (z / 4) + 8 + 4h + k (run 1), k = 0..3: each run's offset
+        // advances by the blocks present, instead of a popc per word.
+        if ((z & 3) == 0) {
+            const int k0 = 16 * (z >> 2) + hsel / 4;
+            run0 = (bm >> k0) & 15u;
+            run1 = (bm >> (k0 + 8)) & 15u;
+            at0 = pat + 4 * __popc(bm & ((1u << k0) - 1));
+            at1 = pat + 4 * __popc(bm & ((1u << (k0 + 8)) - 1));
+        }
+        unsigned o0 = at0 + (z & 3), o1 = at1 + (z & 3);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const int wz = (z >> 2) * 64 + 4 * k + (z & 3);
-            const unsigned t0 = transpose32(zb_word(tb, bm, pat, wz + hsel), lane);
-            const unsigned t1 = transpose32(zb_word(tb, bm, pat, wz + 32 + hsel), lane);
+            const unsigned p0 = (run0 >> k) & 1u, p1 = (run1 >> k) & 1u;
+            const unsigned t0 = transpose32(p0 ? tb[o0] : 0u, lane);
+            const unsigned t1 = transpose32(p1 ? tb[o1] : 0u, lane);
+            o0 += 4 * p0;
+            o1 += 4 * p1;
             const unsigned c[4] = {t0 & 0xFFFFu, t0 >> 16, t1 & 0xFFFFu, t1 >> 16};
 #pragma unroll
             for (int j = 0; j < 4; j++) {
@@ -249,9 +263,14 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
     bool bad = false;
 #pragma unroll 1
     for (int ch = 0; ch < 8; ch++) {
+        // words h, h + 2 of blocks 4ch + k, k = 0..3 (see dec_fast3)
+        const unsigned run = (bm >> (4 * ch)) & 15u;
+        unsigned o = pat + 4 * __popc(bm & ((1u << (4 * ch)) - 1)) + hsel;
 #pragma unroll
         for (int wp = 0; wp < 16; wp += 2) {
-            const unsigned t = transpose32(zb_word(tb, bm, pat, 16 * ch + wp + hsel), lane);
+            const unsigned pr = (run >> (wp >> 2)) & 1u;
+            const unsigned t = transpose32(pr ? tb[o + (wp & 2)] : 0u, lane);
+            if (wp & 2) o += 4 * pr;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const unsigned c = h ? t >> 16 : t & 0xFFFFu;

@@ -37,6 +37,9 @@
 // hyg (rank 1) 863 vs 800.
 #define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
 #endif
+#ifndef ENC_V7
+#define ENC_V7 1                // rank-3 walk: 1 column per lane (v7), 0 slot order (v6)
+#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start, 2 also the next tile (ticket
 // taken early). Measured (smooth3d 1 GiB, 1e-2): 594 / 597 / 420 GB/s.
@@ -88,6 +91,14 @@ __device__ __forceinline__ unsigned code_of(int d, bool &esc) {
     const unsigned mag = (unsigned)((d ^ sg) - sg);
     esc = mag > 32767u;
     return esc ? 0x8000u : (mag | ((unsigned)sg & 0x8000u));
+}
+
+// code_of without the escape flag: |d| is folded into mx instead, and a
+// plane whose mx exceeds 32767 is searched for its escapes afterwards.
+__device__ __forceinline__ unsigned code16(int d, unsigned &mx) {
+    const unsigned mag = (unsigned)abs(d);
+    mx = max(mx, mag);
+    return min(mag, 0x8000u) | (((unsigned)d >> 16) & 0x8000u);
 }
 
 // Stores a transposed pair of words: lanes 0-15 hold plane (lane) of word
@@ -182,6 +193,139 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // ---- fast paths. Each returns false (and leaves partial state that the
 // slow path overwrites) as soon as a hole shows up.
 
+// Rank 3 (v7, f32): lane = x. Each z-plane (16 rows of 32 values, 2 KiB)
+// is staged in shared memory by cp.async one plane ahead, so no registers
+// wait for DRAM. Lane x reads its column, quantizes it, takes Dy in
+// registers, Dz against a carried register per y and Dx by one shuffle,
+// and writes the residual d over its own value. Lane (dy, dx) of word pair
+// (j, k) then reads slot (dy, dx) of both words, codes them and runs one
+// 32x32 transpose, as in v6. The plane buffer's 16-byte pieces are XOR-
+// swizzled by 2 (y % 4), so the copies, the column reads and the slot
+// reads all hit 32 banks. Escapes and raw values are found once per plane
+// (the largest |d|, a raw bitmask per lane) and recorded by ballots.
+// v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
+// blocks per SM) walks the tile in slot order with two shuffles and a vote
+// per value and loads 32-byte row pieces into registers.
+__device__ __forceinline__ int swz_plane(int y, int x) { return 32 * y + (x ^ (8 * (y & 3))); }
+
+__device__ __forceinline__ void cp_async16(void *sdst, const void *gsrc) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(sdst)),
+                 "l"(gsrc));
+}
+__device__ __forceinline__ void cp_async4(void *sdst, const void *gsrc) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(sdst)),
+                 "l"(gsrc));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+__device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
+                                          double inv, double step, double eb, int has_fill,
+                                          unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc,
+                                          unsigned *sraw, int lane, TileSum &ts) {
+    const unsigned F = 0xffffffffu;
+    __shared__ __align__(16) float stage3[ENC_W][2][512];
+    float *stg = stage3[threadIdx.x >> 5][0];
+    const unsigned long long nx = g.nx, plane = g.ny * g.nx;
+    // 16-byte copies when every row starts on a 16-byte boundary
+    const bool al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
+    auto load = [&](int z) {
+        float *dst = stg + 512 * (z & 1);
+        if (al16) {
+            // lane l: rows l/8 + 4u, 16-byte piece l % 8
+            const int c = lane & 7;
+            const float *p = src + base + z * plane + (unsigned long long)(lane >> 3) * nx + 4 * c;
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int y = (lane >> 3) + 4 * u;
+                cp_async16(dst + swz_plane(y, 4 * c), p);
+                p += 4 * nx;
+            }
+        } else {
+            const float *p = src + base + z * plane + lane;
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                cp_async4(dst + swz_plane(y, lane), p);
+                p += nx;
+            }
+        }
+        cp_async_commit();
+    };
+    const int dy = lane >> 3, dx = lane & 7;
+    const int lm = lane ? -1 : 0;  // x - 1 exists
+    int az[16];
+#pragma unroll
+    for (int y = 0; y < 16; y++) az[y] = 0;
+    FastWalk<float> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
+    load(0);
+#pragma unroll 1
+    for (int z = 0; z < 8; z++) {
+        if (z < 7) {
+            load(z + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncwarp();
+        int *db = (int *)stg + 512 * (z & 1);
+        unsigned rawm = 0, mx = 0;
+        int prev = 0;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            bool raw;
+            int *at = db + swz_plane(y, lane);
+            const int q = W.quant(__int_as_float(*at), raw);
+            rawm |= raw ? 1u << y : 0u;
+            const int A = (int)((unsigned)q - (unsigned)prev);
+            prev = q;
+            const int B = (int)((unsigned)A - (unsigned)az[y]);
+            az[y] = A;
+            const int nb = __shfl_up_sync(F, B, 1);
+            int d = (int)((unsigned)B - (unsigned)(nb & lm));
+            if (y == 0 && z == 0) {  // element 0: code 0, its q is the tile's origin
+                W.origin = __shfl_sync(F, d, 0);
+                if (lane == 0) d = 0;
+            }
+            *at = d;
+        }
+        if (!W.clean()) {
+            cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
+            return false;
+        }
+        __syncwarp();
+        const int wz = (z >> 2) * 64 + (z & 3);
+#pragma unroll
+        for (int jp = 0; jp < 2; jp++) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
+                const int *r = db + 32 * (8 * jp + dy) + 8 * (k ^ dy) + dx;
+                const unsigned x = code16(r[0], mx) | code16(r[128], mx) << 16;
+                const int w0 = wz + 32 * jp + 4 * k;
+                put_planes(pw, transpose32(x, lane), w0, w0 + 16, lane);
+            }
+        }
+        if (__any_sync(F, mx > 32767u || rawm)) {  // rare: escapes or raw values in this plane
+#pragma unroll 1
+            for (int y = 0; y < 16; y++) {
+                const int d = db[swz_plane(y, lane)];
+                const bool esc = (unsigned)abs(d) > 32767u;  // element 0 holds 0
+                const unsigned be = __ballot_sync(F, esc), br = __ballot_sync(F, (rawm >> y) & 1u);
+                if (esc) sq[z * 512 + y * 32 + lane] = d;
+                if (lane == 0) {
+                    sesc[z * 16 + y] = be;
+                    sraw[z * 16 + y] = br;
+                }
+                W.nesc += __popc(be);
+                W.nraw += __popc(br);
+            }
+        }
+        __syncwarp();  // this buffer takes plane z + 2
+    }
+    W.done(ts);
+    return true;
+}
+
 // Rank 3: tile 8x16x32, sub-blocks 4x4x8. Word w = 64i + 16j + 4k + a holds
 // slots of sub-block (i, j, k) at dz = a: lane l = (dy, dx) = (l/8, l%8),
 // element (4i+a, 4j+dy, 8k+dx). Walk: z outer (runtime), k, then j inner
@@ -189,7 +333,7 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // (carry cx[j]), at y-1 for dy = 0 the previous j's word (carry cy) and at
 // z-1 the previous z's word (carry cz[j][k]). d = Dz(Dy(Dx q)).
 template <typename T>
-__device__ __forceinline__ bool enc_fast3(const T *__restrict__ src, const Geo &g, unsigned long long base,
+__device__ __forceinline__ bool enc_fast3_v6(const T *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, double eb, int has_fill,
                                           unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw,
                                           int lane, TileSum &ts) {
@@ -639,9 +783,12 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         TileSum ts;
         ts.nraw = ts.nfill = 0;
         bool done = false;
-        if (FAST == 3 && full)
-            done = enc_fast3<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
-        else if (FAST == 2 && full)
+        if (FAST == 3 && full) {
+            if constexpr (ENC_V7 && sizeof(T) == 4)
+                done = enc_fast3(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+            else
+                done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        } else if (FAST == 2 && full)
             done = enc_fast2<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);

@@ -375,17 +375,28 @@ __global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
 
 // 32x32 bit transpose across a warp: lane r holds row r (bit c = column c);
 // on return lane r holds column r (bit c = old lane c's bit r). Five
-// butterfly stages, each swapping bit j of the row and column index:
-// a shuffle, a rotate and one 3-input logic op per lane.
+// butterfly stages, each swapping bit j of the row and column index. The
+// 16- and 8-bit stages move whole bytes: a shuffle and one byte permute.
+// The 4-, 2- and 1-bit stages: a shuffle, a rotate and one 3-input select
+// with the lane's mask in a register (written as lop3: left to itself the
+// compiler folds the mask into immediates and spends three logic ops).
+// The per-lane selectors, masks and rotations depend only on the lane and
+// are hoisted out of every loop.
+__device__ __forceinline__ unsigned bitsel(unsigned a, unsigned b, unsigned m) {  // (a & m) | (b & ~m)
+    unsigned r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(r) : "r"(a), "r"(b), "r"(m));
+    return r;
+}
 __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
+    const unsigned F = 0xffffffffu;
+    x = __byte_perm(x, __shfl_xor_sync(F, x, 16), (lane & 16) ? 0x3276u : 0x5410u);
+    x = __byte_perm(x, __shfl_xor_sync(F, x, 8), (lane & 8) ? 0x3715u : 0x6240u);
 #pragma unroll
-    for (int j = 16; j >= 1; j >>= 1) {
-        const unsigned m = j == 16 ? 0x0000FFFFu : j == 8 ? 0x00FF00FFu : j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
-        const unsigned y = __shfl_xor_sync(0xffffffffu, x, j);
+    for (int j = 4; j >= 1; j >>= 1) {
+        const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
         const bool top = (lane & j) == 0;
-        const unsigned mk = top ? m : ~m;
-        const unsigned r = __funnelshift_l(y, y, top ? j : 32 - j);
-        x = (x & mk) | (r & ~mk);
+        const unsigned y = __shfl_xor_sync(F, x, j);
+        x = bitsel(x, __funnelshift_l(y, y, top ? j : 32 - j), top ? m : ~m);
     }
     return x;
 }

@@ -227,6 +227,9 @@ func TestAdversarialMatchCPU(t *testing.T) {
 		{1}, {2}, {7}, {4095}, {4096}, {4097}, {10000},
 		{1, 1, 5000}, {65, 67}, {64, 64}, {3, 200}, {130, 7},
 		{9, 17, 33}, {8, 16, 32}, {17, 31, 65}, {2, 3, 4, 5}, {3, 1, 40, 1, 70}, {0, 5},
+		// mostly full rank-3 tiles with rows that do not start on a 16-byte
+		// boundary (nx % 4 != 0): the f32 rank-3 walk's 4-byte staging path
+		{16, 32, 65}, {8, 48, 97}, {24, 16, 66},
 	}
 	// FZ_GPU_SHORT (for compute-sanitizer runs): a quarter of the shapes.
 	short := os.Getenv("FZ_GPU_SHORT") != ""
