@@ -173,22 +173,31 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         }
         unsigned o0 = at0 + (z & 3), o1 = at1 + (z & 3);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const unsigned p0 = (run0 >> k) & 1u, p1 = (run1 >> k) & 1u;
-            const unsigned t0 = transpose32(p0 ? tb[o0] : 0u, lane);
-            const unsigned t1 = transpose32(p1 ? tb[o1] : 0u, lane);
-            o0 += 4 * p0;
-            o1 += 4 * p1;
-            const unsigned c[4] = {t0 & 0xFFFFu, t0 >> 16, t1 & 0xFFFFu, t1 >> 16};
+        for (int kp = 0; kp < 4; kp += 2) {
+            unsigned t[4];  // words of runs 0 and 1 for k = kp, kp + 1: four transposes in step
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int d = resid_of(c[j], bad);
-                if (z == 0 && k == 0 && j == 0 && lane == 0) {
-                    bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
-                    d = origin;
+            for (int u = 0; u < 2; u++) {
+                const unsigned p0 = (run0 >> (kp + u)) & 1u, p1 = (run1 >> (kp + u)) & 1u;
+                t[2 * u] = p0 ? tb[o0] : 0u;
+                t[2 * u + 1] = p1 ? tb[o1] : 0u;
+                o0 += 4 * p0;
+                o1 += 4 * p1;
+            }
+            transpose32n<4>(t, lane);
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int k = kp + u;
+                const unsigned c[4] = {t[2 * u] & 0xFFFFu, t[2 * u] >> 16, t[2 * u + 1] & 0xFFFFu, t[2 * u + 1] >> 16};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int d = resid_of(c[j], bad);
+                    if (z == 0 && k == 0 && j == 0 && lane == 0) {
+                        bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
+                        d = origin;
+                    }
+                    const int y = 4 * j + dy;
+                    pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                 }
-                const int y = 4 * j + dy;
-                pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
             }
         }
         __syncwarp();
@@ -267,19 +276,29 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
         const unsigned run = (bm >> (4 * ch)) & 15u;
         unsigned o = pat + 4 * __popc(bm & ((1u << (4 * ch)) - 1)) + hsel;
 #pragma unroll
-        for (int wp = 0; wp < 16; wp += 2) {
-            const unsigned pr = (run >> (wp >> 2)) & 1u;
-            const unsigned t = transpose32(pr ? tb[o + (wp & 2)] : 0u, lane);
-            if (wp & 2) o += 4 * pr;
+        for (int w4 = 0; w4 < 16; w4 += 8) {
+            unsigned t[4];  // word pairs wp = w4, w4 + 2, w4 + 4, w4 + 6: four transposes in step
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const unsigned c = h ? t >> 16 : t & 0xFFFFu;
-                int d = resid_of(c, bad);
-                if (ch == 0 && wp == 0 && h == 0 && lane == 0) {
-                    bad |= c != 0;
-                    d = origin;
+            for (int u = 0; u < 4; u++) {
+                const int wp = w4 + 2 * u;
+                const unsigned pr = (run >> (wp >> 2)) & 1u;
+                t[u] = pr ? tb[o + (wp & 2)] : 0u;
+                if (wp & 2) o += 4 * pr;
+            }
+            transpose32n<4>(t, lane);
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int wp = w4 + 2 * u;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const unsigned c = h ? t[u] >> 16 : t[u] & 0xFFFFu;
+                    int d = resid_of(c, bad);
+                    if (ch == 0 && wp == 0 && h == 0 && lane == 0) {
+                        bad |= c != 0;
+                        d = origin;
+                    }
+                    pb[sw1(32 * (wp + h) + lane)] = d;
                 }
-                pb[sw1(32 * (wp + h) + lane)] = d;
             }
         }
         __syncwarp();

@@ -103,8 +103,20 @@ __device__ __forceinline__ unsigned code16(int d, unsigned &mx) {
 
 // Stores a transposed pair of words: lanes 0-15 hold plane (lane) of word
 // w0, lanes 16-31 plane (lane-16) of word w1.
+// Plane p's words sit XOR (p / 4) % 4 inside their 16-byte block: with
+// the row stride of 132 words alone, the 32 lanes of one store hit 8 banks
+// 4 times over (word pairs w, w + 16) or 2 times (w, w + 1); with the XOR
+// all 32 hit distinct banks. Blocks stay whole for the 16-byte reads.
 __device__ __forceinline__ void put_planes(unsigned *pw, unsigned t, int w0, int w1, int lane) {
-    pw[(lane & 15) * PW_STRIDE + (lane < 16 ? w0 : w1)] = t;
+    pw[(lane & 15) * PW_STRIDE + ((lane < 16 ? w0 : w1) ^ ((lane >> 2) & 3))] = t;
+}
+// Block `lane` of plane p in word order.
+__device__ __forceinline__ uint4 pw_block(const unsigned *pw, int p, int lane) {
+    uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
+    const int f = (p >> 2) & 3;
+    if (f & 1) b = make_uint4(b.y, b.x, b.w, b.z);
+    if (f & 2) b = make_uint4(b.z, b.w, b.x, b.y);
+    return b;
 }
 
 // Records the escapes and raw values of one step (rare): an escape's
@@ -268,56 +280,74 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         __syncwarp();
         int *db = (int *)stg + 512 * (z & 1);
+        // quantize the column first: 16 independent chains of dependent
+        // double operations the scheduler can interleave; the Lorenzo
+        // steps and shuffles after them
+        int q[16];
         unsigned rawm = 0, mx = 0;
-        int prev = 0;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             bool raw;
-            int *at = db + swz_plane(y, lane);
-            const int q = W.quant(__int_as_float(*at), raw);
+            q[y] = W.quant(__int_as_float(db[swz_plane(y, lane)]), raw);
             rawm |= raw ? 1u << y : 0u;
-            const int A = (int)((unsigned)q - (unsigned)prev);
-            prev = q;
-            const int B = (int)((unsigned)A - (unsigned)az[y]);
-            az[y] = A;
-            const int nb = __shfl_up_sync(F, B, 1);
-            int d = (int)((unsigned)B - (unsigned)(nb & lm));
-            if (y == 0 && z == 0) {  // element 0: code 0, its q is the tile's origin
-                W.origin = __shfl_sync(F, d, 0);
-                if (lane == 0) d = 0;
-            }
-            *at = d;
         }
         if (!W.clean()) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
+        int B[16], nb[16];
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
+            B[y] = (int)((unsigned)A - (unsigned)az[y]);
+            az[y] = A;
+        }
+#pragma unroll
+        for (int y = 0; y < 16; y++) nb[y] = __shfl_up_sync(F, B[y], 1);
+        if (z == 0) W.origin = __shfl_sync(F, B[0], 0);  // element 0's q: the tile's origin, its code 0
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            int d = (int)((unsigned)B[y] - (unsigned)(nb[y] & lm));
+            if (y == 0 && z == 0 && lane == 0) d = 0;
+            db[swz_plane(y, lane)] = d;
+        }
         __syncwarp();
         const int wz = (z >> 2) * 64 + (z & 3);
 #pragma unroll
         for (int jp = 0; jp < 2; jp++) {
+            unsigned x[4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
                 const int *r = db + 32 * (8 * jp + dy) + 8 * (k ^ dy) + dx;
-                const unsigned x = code16(r[0], mx) | code16(r[128], mx) << 16;
+                x[k] = code16(r[0], mx) | code16(r[128], mx) << 16;
+            }
+            transpose32n<4>(x, lane);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
                 const int w0 = wz + 32 * jp + 4 * k;
-                put_planes(pw, transpose32(x, lane), w0, w0 + 16, lane);
+                put_planes(pw, x[k], w0, w0 + 16, lane);
             }
         }
-        if (__any_sync(F, mx > 32767u || rawm)) {  // rare: escapes or raw values in this plane
+        // Rare: raw values (rows with one: a warp OR of the lanes' masks;
+        // at tight bounds most planes hold one or two) and escapes (a scan
+        // of the whole plane). The element-order bitmaps' words of this
+        // plane are z * 16 + y, bit x; words of rows without any stay 0.
+        for (unsigned rows = __reduce_or_sync(F, rawm); rows; rows &= rows - 1) {
+            const int y = __ffs(rows) - 1;
+            const unsigned br = __ballot_sync(F, (rawm >> y) & 1u);
+            if (lane == 0) sraw[z * 16 + y] = br;
+            W.nraw += __popc(br);
+        }
+        if (__any_sync(F, mx > 32767u)) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[swz_plane(y, lane)];
                 const bool esc = (unsigned)abs(d) > 32767u;  // element 0 holds 0
-                const unsigned be = __ballot_sync(F, esc), br = __ballot_sync(F, (rawm >> y) & 1u);
+                const unsigned be = __ballot_sync(F, esc);
                 if (esc) sq[z * 512 + y * 32 + lane] = d;
-                if (lane == 0) {
-                    sesc[z * 16 + y] = be;
-                    sraw[z * 16 + y] = br;
-                }
+                if (lane == 0) sesc[z * 16 + y] = be;
                 W.nesc += __popc(be);
-                W.nraw += __popc(br);
             }
         }
         __syncwarp();  // this buffer takes plane z + 2
@@ -409,9 +439,12 @@ __device__ __forceinline__ bool enc_fast1(const T *__restrict__ src, unsigned lo
             carry = q;
             c[u] = W.code(d, q, raw, w0 + u == 0, 32 * (w0 + u) + lane);
         }
+        unsigned t[4];
 #pragma unroll
-        for (int u = 0; u < 8; u += 2)
-            put_planes(pw, transpose32(c[u] | c[u + 1] << 16, lane), w0 + u, w0 + u + 1, lane);
+        for (int u = 0; u < 4; u++) t[u] = c[2 * u] | c[2 * u + 1] << 16;
+        transpose32n<4>(t, lane);
+#pragma unroll
+        for (int u = 0; u < 4; u++) put_planes(pw, t[u], w0 + 2 * u, w0 + 2 * u + 1, lane);
         if (!W.clean()) return false;
     }
     W.done(ts);
@@ -853,7 +886,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             for (unsigned rest = pm; rest; rest &= rest - 1) {
                 const int p = __ffs(rest) - 1;
                 const unsigned bm = __shfl_sync(0xffffffffu, my_bm, p), pat = __shfl_sync(0xffffffffu, my_at, p);
-                put_blocks(o, pat, bm, *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane], lane);
+                put_blocks(o, pat, bm, pw_block(pw, p, lane), lane);
             }
             if (E) {
                 if (lane == 0) o[esc_at] = E;

@@ -387,18 +387,35 @@ __device__ __forceinline__ unsigned bitsel(unsigned a, unsigned b, unsigned m) {
     asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(r) : "r"(a), "r"(b), "r"(m));
     return r;
 }
-__device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
+// N independent transposes, stage by stage: each stage is a shuffle whose
+// result the next stage needs (~25 cycles), so one transpose alone keeps a
+// warp waiting most of the time; N of them in step issue N shuffles back
+// to back.
+template <int N> __device__ __forceinline__ void transpose32n(unsigned (&x)[N], int lane) {
     const unsigned F = 0xffffffffu;
-    x = __byte_perm(x, __shfl_xor_sync(F, x, 16), (lane & 16) ? 0x3276u : 0x5410u);
-    x = __byte_perm(x, __shfl_xor_sync(F, x, 8), (lane & 8) ? 0x3715u : 0x6240u);
+    unsigned y[N];
+#pragma unroll
+    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 16);
+#pragma unroll
+    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 16) ? 0x3276u : 0x5410u);
+#pragma unroll
+    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 8);
+#pragma unroll
+    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 8) ? 0x3715u : 0x6240u);
 #pragma unroll
     for (int j = 4; j >= 1; j >>= 1) {
         const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
         const bool top = (lane & j) == 0;
-        const unsigned y = __shfl_xor_sync(F, x, j);
-        x = bitsel(x, __funnelshift_l(y, y, top ? j : 32 - j), top ? m : ~m);
+#pragma unroll
+        for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], j);
+#pragma unroll
+        for (int i = 0; i < N; i++) x[i] = bitsel(x[i], __funnelshift_l(y[i], y[i], top ? j : 32 - j), top ? m : ~m);
     }
-    return x;
+}
+__device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
+    unsigned a[1] = {x};
+    transpose32n<1>(a, lane);
+    return a[0];
 }
 
 // ---------------------------------------------------------------- encode
