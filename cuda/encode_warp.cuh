@@ -40,6 +40,9 @@
 #ifndef ENC_V7
 #define ENC_V7 1                // rank-3 walk: 1 column per lane (v7), 0 slot order (v6)
 #endif
+#ifndef ENC_PF3
+#define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v7 walk stages with cp.async
+#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start, 2 also the next tile (ticket
 // taken early). Measured (smooth3d 1 GiB, 1e-2): 594 / 597 / 420 GB/s.
@@ -239,26 +242,28 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     __shared__ __align__(16) float stage3[ENC_W][2][512];
     float *stg = stage3[threadIdx.x >> 5][0];
     const unsigned long long nx = g.nx, plane = g.ny * g.nx;
-    // 16-byte copies when every row starts on a 16-byte boundary
+    // 16-byte copies when every row starts on a 16-byte boundary: lane l
+    // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
+    // lane l column l of every row. Each plane advances one pointer.
     const bool al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
+    const float *gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
+    const unsigned long long rstep = al16 ? 4 * nx : nx;
+    const int s16 = swz_plane(lane >> 3, 4 * (lane & 7));  // (y & 3) is the same for all four rows
     auto load = [&](int z) {
         float *dst = stg + 512 * (z & 1);
+        const float *p = gz;
+        gz += plane;
         if (al16) {
-            // lane l: rows l/8 + 4u, 16-byte piece l % 8
-            const int c = lane & 7;
-            const float *p = src + base + z * plane + (unsigned long long)(lane >> 3) * nx + 4 * c;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                const int y = (lane >> 3) + 4 * u;
-                cp_async16(dst + swz_plane(y, 4 * c), p);
-                p += 4 * nx;
+                cp_async16(dst + s16 + 128 * u, p);
+                p += rstep;
             }
         } else {
-            const float *p = src + base + z * plane + lane;
 #pragma unroll
             for (int y = 0; y < 16; y++) {
                 cp_async4(dst + swz_plane(y, lane), p);
-                p += nx;
+                p += rstep;
             }
         }
         cp_async_commit();
@@ -804,8 +809,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             // waits on a later one
             next = take();
             if (next < ntiles) fetch(next);
-        } else if (ENC_PREFETCH == 1) {
-            fetch(rel);
         }
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -813,11 +816,14 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
+        // the v7 walk stages its tiles with cp.async one plane ahead
+        constexpr bool staged = FAST == 3 && ENC_V7 && sizeof(T) == 4;
+        if (ENC_PREFETCH == 1 && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = 0;
         bool done = false;
         if (FAST == 3 && full) {
-            if constexpr (ENC_V7 && sizeof(T) == 4)
+            if constexpr (staged)
                 done = enc_fast3(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
