@@ -1,4 +1,4 @@
-// Encoder v6: one warp per tile, persistent (included by fzgpu.cu).
+// Encoder v6/v7: one warp per tile, persistent (included by fzgpu.cu).
 //
 // Why a warp and not a block: the v1-v5 block encoder spent most of its time
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
@@ -8,13 +8,14 @@
 //
 // Per tile:
 //   fast path (full tiles of the rank-1, -2 or -3 shapes of FORMAT.md, no
-//     fill, NaN, Inf or |s| >= 2^28): the tile is walked in slot order, 32
+//     fill, NaN, Inf or |s| >= 2^28): v6 walks the tile in slot order, 32
 //     slots (one u32 word of each bit plane) per step, lane l = bit l of the
 //     word. Quantize + exact check, Lorenzo with neighbours from shuffles and
 //     carried registers, codes, and a 32x32 bit transpose per two words
 //     straight into the tile's bit planes in shared memory (8.4 KiB per
 //     warp). Escapes and check-failed raw values (rare; they keep q) go to
-//     per-warp scratch in element order.
+//     per-warp scratch in element order. v7 (f32 rank 3, enc_fast3) stages
+//     each z-plane with cp.async and gives each lane a column instead.
 //   slow path (anything else: clipped tiles, other shapes, values without
 //     q): the generic algorithm, four elements per lane per round, through
 //     per-warp scratch in global memory (L1-resident). It must stay fast:
