@@ -380,17 +380,17 @@ __global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
 // The 4-, 2- and 1-bit stages: a shuffle, a rotate and one 3-input select
 // with the lane's mask in a register (written as lop3: left to itself the
 // compiler folds the mask into immediates and spends three logic ops).
-// The per-lane selectors, masks and rotations depend only on the lane and
-// are hoisted out of every loop.
+// The per-lane selectors, masks and rotations depend only on the lane (the
+// compiler hoists them where registers allow; at 128 it recomputes them).
 __device__ __forceinline__ unsigned bitsel(unsigned a, unsigned b, unsigned m) {  // (a & m) | (b & ~m)
     unsigned r;
     asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(r) : "r"(a), "r"(b), "r"(m));
     return r;
 }
 // N independent transposes, stage by stage: each stage is a shuffle whose
-// result the next stage needs (~25 cycles), so one transpose alone keeps a
-// warp waiting most of the time; N of them in step issue N shuffles back
-// to back.
+// result the next stage needs tens of cycles later, so one transpose alone
+// keeps a warp waiting most of the time; N of them in step issue N
+// shuffles back to back.
 template <int N> __device__ __forceinline__ void transpose32n(unsigned (&x)[N], int lane) {
     const unsigned F = 0xffffffffu;
     unsigned y[N];
