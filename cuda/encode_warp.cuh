@@ -79,10 +79,7 @@ __device__ __forceinline__ bool quant1(T v, double inv, double step, double eb, 
                                        unsigned long long fill_bits, int &q, double &er, bool &raw) {
     const double X = (double)v;
     const double s = __dmul_rn(X, inv);
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    q = __double2loint(sr);
-    er = fabs(__dsub_rn(X, (double)Bits<T>::recd(qd, step)));
+    q = quant_q<T>(v, s, step, er);
     bool hole = !(fabs(s) < 268435456.0);
     if (has_fill) hole = hole || Bits<T>::of(v) == fill_bits;
     raw = !(er <= eb);
@@ -581,10 +578,8 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
                     f = 4;
                     nraw++;
                 } else {
-                    const double sr = __dadd_rn(sv, 6755399441055744.0);
-                    const double qd = __dsub_rn(sr, 6755399441055744.0);
-                    q = __double2loint(sr);
-                    const double er = fabs(__dsub_rn((double)v[u], (double)Bits<T>::recd(qd, step)));
+                    double er;
+                    q = quant_q<T>(v[u], sv, step, er);
                     f = 1;
                     sum += q;
                     cnt++;

@@ -148,6 +148,17 @@ template <> struct Bits<double> {
     static __device__ __forceinline__ double recd(double qd, double step) { return __dmul_rn(qd, step); }
 };
 
+// q = round(s) (ties to even, |s| < 2^28) and the check's error er = |x - rec(q)|
+// (FORMAT.md section 4), for every encoder. (s + 1.5*2^52) - 1.5*2^52, rounded
+// twice: the first sum is 1.5*2^52 + q exactly, so its low word is q (no F2I)
+// and the second gives f64(q) (no I2F): conversions run at 1/4 rate.
+template <typename T> __device__ __forceinline__ int quant_q(T x, double s, double step, double &er) {
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    er = fabs(__dsub_rn((double)x, (double)Bits<T>::recd(qd, step)));
+    return __double2loint(sr);
+}
+
 // ---------------------------------------------------------------- block scans
 
 // Exclusive prefix sum over the block; returns the total in *total.
@@ -530,13 +541,8 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
                 f = 4;
                 nraw++;
             } else {
-                // (s + 1.5*2^52) - 1.5*2^52, rounded twice: the first sum is
-                // 1.5*2^52 + q exactly, so its low word is q (no F2I) and the
-                // second gives f64(q) (no I2F): conversions run at 1/4 rate.
-                const double sr = __dadd_rn(sv, 6755399441055744.0);
-                const double qd = __dsub_rn(sr, 6755399441055744.0);
-                q = __double2loint(sr);
-                double er = fabs(__dsub_rn((double)v, (double)Bits<T>::recd(qd, step)));
+                double er;
+                q = quant_q<T>(v, sv, step, er);
                 f = 1;
                 if (!(er <= eb)) {
                     f = 5;
