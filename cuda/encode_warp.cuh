@@ -1,4 +1,4 @@
-// Encoder v6/v7: one warp per tile, persistent (included by fzgpu.cu).
+// Encoder v6/v9: one warp per tile, persistent (included by fzgpu.cu).
 //
 // Why a warp and not a block: the v1-v5 block encoder spent most of its time
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
@@ -14,7 +14,7 @@
 //     carried registers, codes, and a 32x32 bit transpose per two words
 //     straight into the tile's bit planes in shared memory (8.4 KiB per
 //     warp). Escapes and check-failed raw values (rare; they keep q) go to
-//     per-warp scratch in element order. v7 (f32 rank 3, enc_fast3) stages
+//     per-warp scratch in element order. v9 (f32 rank 3, enc_fast3) stages
 //     each z-plane with cp.async and gives each lane a column instead.
 //   slow path (anything else: clipped tiles, other shapes, values without
 //     q): the generic algorithm, four elements per lane per round, through
@@ -38,11 +38,11 @@
 // hyg (rank 1) 863 vs 800.
 #define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
 #endif
-#ifndef ENC_V7
-#define ENC_V7 1                // rank-3 walk: 1 column per lane (v7), 0 slot order (v6)
+#ifndef ENC_V9
+#define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
 #endif
 #ifndef ENC_PF3
-#define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v7 walk stages with cp.async
+#define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start, 2 also the next tile (ticket
@@ -206,39 +206,86 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // ---- fast paths. Each returns false (and leaves partial state that the
 // slow path overwrites) as soon as a hole shows up.
 
-// Rank 3 (v7, f32): lane = x. Each z-plane (16 rows of 32 values, 2 KiB)
+// Rank 3 (v9, f32): lane = x. Each z-plane (16 rows of 32 values, 2 KiB)
 // is staged in shared memory by cp.async one plane ahead, so no registers
 // wait for DRAM. Lane x reads its column, quantizes it, takes Dy in
 // registers, Dz against a carried register per y and Dx by one shuffle,
 // and writes the residual d over its own value. Lane (dy, dx) of word pair
 // (j, k) then reads slot (dy, dx) of both words, codes them and runs one
-// 32x32 transpose, as in v6. The plane buffer's 16-byte pieces are XOR-
-// swizzled by 2 (y % 4), so the copies, the column reads and the slot
-// reads all hit 32 banks. Escapes and raw values are found once per plane
-// (the largest |d|, a raw bitmask per lane) and recorded by ballots.
+// 32x32 transpose, as in v6. Rows are padded to 40 words, so the copies,
+// the column reads and the slot reads all hit 32 banks with addresses that
+// are one register plus an immediate. The z loop is unrolled by two, so the
+// buffer of each plane is known at compile time and the carried registers
+// need no moves. Escapes and raw values are found once per plane (the
+// largest |d|, a raw bitmask per lane) and recorded by ballots.
 // v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
 // blocks per SM) walks the tile in slot order with two shuffles and a vote
 // per value and loads 32-byte row pieces into registers.
-__device__ __forceinline__ int swz_plane(int y, int x) { return 32 * y + (x ^ (8 * (y & 3))); }
+#define STG_ROW 40              // words per staged row (32 values + 8 of padding: banks)
+#define STG_PLANE (16 * STG_ROW)
 
-__device__ __forceinline__ void cp_async16(void *sdst, const void *gsrc) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(sdst)),
-                 "l"(gsrc));
+__device__ __forceinline__ void cp_async16(unsigned sdst, const void *gsrc) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst), "l"(gsrc));
 }
-__device__ __forceinline__ void cp_async4(void *sdst, const void *gsrc) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(sdst)),
-                 "l"(gsrc));
+__device__ __forceinline__ void cp_async4(unsigned sdst, const void *gsrc) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sdst), "l"(gsrc));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
+// b - b(lane - 1); lane 0 keeps b. The shuffle's own in-range predicate
+// guards the subtraction: one instruction less than a select on the lane.
+__device__ __forceinline__ int sub_left(int b) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t.reg .b32 t;\n\t"
+        "shfl.sync.up.b32 t|p, %0, 1, 0, 0xffffffff;\n\t"
+        "@p sub.s32 %0, %0, t;\n\t}"
+        : "+r"(b));
+    return b;
+}
+
+// Bytes of a and b by a prmt selector whose nibbles may ask for sign
+// replication (bit 3), which __byte_perm does not promise.
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
+    unsigned r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// Quantize + check of one f32 value (FORMAT.md section 4) for the v9 walk.
+// s, q and x' as in quant_q, but the check's difference is taken in f32:
+// x - x' is exact there (for |q| >= 2, x and x' are within a factor of 2
+// (Sterbenz); for q = 0, x' = 0; for |q| = 1 no float x lies below x'/2
+// while s >= 0.5), so e = |x - x'| equals the f64 difference and
+// e <= eb holds exactly when e <= ebf, the largest float <= eb. That saves
+// two conversions, a double subtraction and the double max per value.
+// Returns q; sets hole for values without q (|s| >= 2^28, NaN, Inf).
+// The check's outcome comes back as k = bits(ebf) - bits(e): raw exactly
+// when k < 0 (non-negative floats order as their bits), and the largest e
+// of the non-raw values is bits(ebf) - (the unsigned minimum of k), with no
+// predicated updates (which the compiler turns into moves).
+__device__ __forceinline__ int quant_f32(float x, double inv, double step, unsigned ebf_bits, int &k, bool &hole) {
+    const double s = __dmul_rn((double)x, inv);
+    hole = !(fabs(s) < 268435456.0);
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    const float rec = __double2float_rn(__dmul_rn(qd, step));
+    k = (int)(ebf_bits - (__float_as_uint(__fsub_rn(x, rec)) & 0x7fffffffu));
+    return __double2loint(sr);
+}
+
+// The warp's two plane buffers (5 KiB): one array for both instantiations.
+__device__ __forceinline__ float *stage_buf() {
+    __shared__ __align__(16) float stage3[ENC_W][2 * STG_PLANE];
+    return stage3[threadIdx.x >> 5];
+}
+
+template <bool HF>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
-                                          double inv, double step, double eb, int has_fill,
-                                          unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc,
-                                          unsigned *sraw, int lane, TileSum &ts) {
+                                          double inv, double step, float ebf, unsigned fill32, unsigned *pw,
+                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
     const unsigned F = 0xffffffffu;
-    __shared__ __align__(16) float stage3[ENC_W][2][512];
-    float *stg = stage3[threadIdx.x >> 5][0];
+    float *stg = stage_buf();
     const unsigned long long nx = g.nx, plane = g.ny * g.nx;
     // 16-byte copies when every row starts on a 16-byte boundary: lane l
     // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
@@ -246,116 +293,148 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     const bool al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
     const float *gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
     const unsigned long long rstep = al16 ? 4 * nx : nx;
-    const int s16 = swz_plane(lane >> 3, 4 * (lane & 7));  // (y & 3) is the same for all four rows
-    auto load = [&](int z) {
-        float *dst = stg + 512 * (z & 1);
+    const unsigned scp = (unsigned)__cvta_generic_to_shared(stg) +
+                         4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
+    auto load = [&](int b) {
         const float *p = gz;
         gz += plane;
+        const unsigned d = scp + 4u * STG_PLANE * b;
         if (al16) {
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                cp_async16(dst + s16 + 128 * u, p);
+                cp_async16(d + 16u * STG_ROW * u, p);
                 p += rstep;
             }
         } else {
 #pragma unroll
             for (int y = 0; y < 16; y++) {
-                cp_async4(dst + swz_plane(y, lane), p);
+                cp_async4(d + 4u * STG_ROW * y, p);
                 p += rstep;
             }
         }
         cp_async_commit();
     };
     const int dy = lane >> 3, dx = lane & 7;
-    const int lm = lane ? -1 : 0;  // x - 1 exists
-    int az[16];
+    float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
+    const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
+    // plane p of word w sits at pw[p * PW_STRIDE + (w ^ ((p / 4) % 4))] (put_planes):
+    // lanes 0-15 store plane lane of w0, lanes 16-31 plane lane - 16 of w0 + 16
+    unsigned *const pwl = pw + (lane & 15) * PW_STRIDE + (lane >> 4) * 16;
+    const int pws = (lane >> 2) & 3;
+    // Dy q of the previous plane, per y: planes of even z write a0 and read
+    // a1, odd ones the reverse, so the carry needs no moves
+    int a0[16], a1[16];
 #pragma unroll
-    for (int y = 0; y < 16; y++) az[y] = 0;
-    FastWalk<float> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
+    for (int y = 0; y < 16; y++) a1[y] = 0;
+    const unsigned ebf_bits = __float_as_uint(ebf);
+    unsigned mk = 0xffffffffu;  // the unsigned minimum of k over the lane's values
+    unsigned nraw = 0, nesc = 0;
+    int origin = 0;
     load(0);
-#pragma unroll 1
-    for (int z = 0; z < 8; z++) {
+    auto walk_plane = [&](auto par, int z, int(&az)[16], const int(&azp)[16]) -> bool {
+        constexpr int PAR = decltype(par)::value;
         if (z < 7) {
-            load(z + 1);
+            load(PAR ^ 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncwarp();
-        int *db = (int *)stg + 512 * (z & 1);
-        // quantize the column first: 16 independent chains of dependent
-        // double operations the scheduler can interleave; the Lorenzo
-        // steps and shuffles after them
+        float *const xb = xcol + PAR * STG_PLANE;
+        // quantize the column first: 16 independent chains the scheduler
+        // can interleave; the Lorenzo steps and shuffles after them
         int q[16];
-        unsigned rawm = 0, mx = 0;
+        unsigned rawm = 0;  // bit 15 - y: value y is raw
+        bool hole = false;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
-            bool raw;
-            q[y] = W.quant(__int_as_float(db[swz_plane(y, lane)]), raw);
-            rawm |= raw ? 1u << y : 0u;
+            const float x = xb[STG_ROW * y];
+            int k;
+            bool h;
+            q[y] = quant_f32(x, inv, step, ebf_bits, k, h);
+            hole |= h;
+            if (HF) hole |= __float_as_uint(x) == fill32;
+            rawm = __funnelshift_l((unsigned)k, rawm, 1);
+            mk = min(mk, (unsigned)k);
         }
-        if (!W.clean()) {
+        if (__any_sync(F, hole)) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
-        int B[16], nb[16];
+        int *const db = (int *)xb;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
-            B[y] = (int)((unsigned)A - (unsigned)az[y]);
+            const int B = (int)((unsigned)A - (unsigned)azp[y]);
             az[y] = A;
-        }
-#pragma unroll
-        for (int y = 0; y < 16; y++) nb[y] = __shfl_up_sync(F, B[y], 1);
-        if (z == 0) W.origin = __shfl_sync(F, B[0], 0);  // element 0's q: the tile's origin, its code 0
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            int d = (int)((unsigned)B[y] - (unsigned)(nb[y] & lm));
-            if (y == 0 && z == 0 && lane == 0) d = 0;
-            db[swz_plane(y, lane)] = d;
+            int d = sub_left(B);
+            if (PAR == 0 && y == 0 && z == 0) {
+                origin = __shfl_sync(F, d, 0);  // element 0's q: the tile's origin, its code 0
+                if (lane == 0) d = 0;
+            }
+            db[STG_ROW * y] = d;
         }
         __syncwarp();
-        const int wz = (z >> 2) * 64 + (z & 3);
-#pragma unroll
-        for (int jp = 0; jp < 2; jp++) {
-            unsigned x[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
-                const int *r = db + 32 * (8 * jp + dy) + 8 * (k ^ dy) + dx;
-                x[k] = code16(r[0], mx) | code16(r[128], mx) << 16;
-            }
-            transpose32n<4>(x, lane);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const int w0 = wz + 32 * jp + 4 * k;
-                put_planes(pw, x[k], w0, w0 + 16, lane);
-            }
-        }
         // Rare: raw values (rows with one: a warp OR of the lanes' masks;
-        // at tight bounds most planes hold one or two) and escapes (a scan
-        // of the whole plane). The element-order bitmaps' words of this
-        // plane are z * 16 + y, bit x; words of rows without any stay 0.
+        // at tight bounds most planes hold one or two). The element-order
+        // bitmaps' words of this plane are z * 16 + y, bit x; words of rows
+        // without any stay 0.
         for (unsigned rows = __reduce_or_sync(F, rawm); rows; rows &= rows - 1) {
-            const int y = __ffs(rows) - 1;
-            const unsigned br = __ballot_sync(F, (rawm >> y) & 1u);
+            const int b = __ffs(rows) - 1, y = 15 - b;
+            const unsigned br = __ballot_sync(F, (rawm >> b) & 1u);
             if (lane == 0) sraw[z * 16 + y] = br;
-            W.nraw += __popc(br);
+            nraw += __popc(br);
         }
-        if (__any_sync(F, mx > 32767u)) {
+        const int *const sb = slot + PAR * STG_PLANE;
+        unsigned *const pwp = pwl + (((z >> 2) * 64 + (z & 3)) ^ pws);
+        for (int pass = 0;; pass++) {
+            unsigned mx = 0;
+#pragma unroll
+            for (int jp = 0; jp < 2; jp++) {
+                unsigned x[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
+                    const int d0 = sb[STG_ROW * 8 * jp + 8 * k], d1 = sb[STG_ROW * (8 * jp + 4) + 8 * k];
+                    const unsigned a0 = (unsigned)abs(d0), a1 = (unsigned)abs(d1);
+                    mx = max(mx, max(a0, a1));
+                    // sign-magnitude codes: magnitudes' low halves, signs
+                    // (bit 31 of d0, d1 replicated into bytes 1, 3) on top
+                    x[k] = prmt(a0, a1, 0x5410) | (prmt((unsigned)d0, (unsigned)d1, 0xF0B0) & 0x80008000u);
+                }
+                transpose32n<4>(x, lane);
+#pragma unroll
+                for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
+            }
+            if (pass || !__any_sync(F, mx > 32767u)) break;
+            // Escapes (rare): record d, then code them as 0x8000 (d = -32768)
+            // and code the plane again.
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
-                const int d = db[swz_plane(y, lane)];
+                const int d = db[STG_ROW * y];
                 const bool esc = (unsigned)abs(d) > 32767u;  // element 0 holds 0
                 const unsigned be = __ballot_sync(F, esc);
-                if (esc) sq[z * 512 + y * 32 + lane] = d;
+                if (esc) {
+                    sq[z * 512 + y * 32 + lane] = d;
+                    db[STG_ROW * y] = -32768;
+                }
                 if (lane == 0) sesc[z * 16 + y] = be;
-                W.nesc += __popc(be);
+                nesc += __popc(be);
             }
+            __syncwarp();
         }
         __syncwarp();  // this buffer takes plane z + 2
+        return true;
+    };
+#pragma unroll 1
+    for (int z = 0; z < 8; z += 2) {
+        if (!walk_plane(std::integral_constant<int, 0>{}, z, a0, a1)) return false;
+        if (!walk_plane(std::integral_constant<int, 1>{}, z + 1, a1, a0)) return false;
     }
-    W.done(ts);
+    ts.nesc = nesc;
+    ts.nraw = nraw;
+    ts.origin = origin;
+    ts.merr = mk <= ebf_bits ? (double)__uint_as_float(ebf_bits - mk) : 0.0;
     return true;
 }
 
@@ -780,6 +859,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     int *sq = (int *)(sc + SC_Q);
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
     const double eb = prm->eb, step = prm->step, inv = prm->inv;
+    const float ebf = __double2float_rd(eb);  // e <= eb for a float e exactly when e <= ebf
     for (int i = lane; i < 128; i += 32) {  // the fast paths only set bits
         sesc[i] = 0;
         sraw[i] = 0;
@@ -812,15 +892,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-        // the v7 walk stages its tiles with cp.async one plane ahead
-        constexpr bool staged = FAST == 3 && ENC_V7 && sizeof(T) == 4;
+        // the v9 walk stages its tiles with cp.async one plane ahead
+        constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
         if (ENC_PREFETCH == 1 && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = 0;
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = enc_fast3(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+                done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq, sesc,
+                                                  sraw, lane, ts)
+                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full)
