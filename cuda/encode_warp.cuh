@@ -23,7 +23,9 @@
 //   tail (both): zero-block masks, layout, decoupled look-back for the
 //     tile's output offset, then the writes.
 // Tiles are taken in ticket order, so every tile a warp looks back at
-// belongs to a warp already running: the look-back always finishes.
+// belongs to a warp already running: the look-back always finishes. A warp
+// takes its next ticket only once its tile is written: taken earlier (to
+// prefetch), tickets stop starting in order and look-backs wait longer.
 // Numbers and the versions tried: cuda/PERF.md.
 
 #ifndef ENC_W
@@ -41,14 +43,24 @@
 #ifndef ENC_V9
 #define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
 #endif
+#ifndef ENC_CODE8
+// 1: the v9 walk codes planes whose |d| <= 127 in bytes, one transpose per
+// 4 codes. Measured (H200, 1 GiB): +1.5-2 % at 1e-2 and 1e-3, but -8 % and
+// -12 % on csm_b003/b020 at 1e-4 (PERF.md v9), so off.
+#define ENC_CODE8 0
+#endif
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
 #ifndef ENC_PREFETCH
-// 0 none, 1 each tile into L2 at its start, 2 also the next tile (ticket
-// taken early). Measured (smooth3d 1 GiB, 1e-2): 594 / 597 / 420 GB/s.
+// 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
+// stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
+// next ticket early (to prefetch it, or to stage its first plane during
+// the tail) costs more than it hides: 420 (v6) and 897 vs 1087 (v9), since
+// tickets then no longer start in order and look-backs wait longer.
 #define ENC_PREFETCH 1
 #endif
+
 #define PW_STRIDE 132           // words per plane row in shared memory (LDS.128-aligned)
 #define PW_WORDS (16 * PW_STRIDE)
 #define ENC_SMEM (ENC_W * PW_WORDS * 4)
@@ -217,7 +229,8 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // are one register plus an immediate. The z loop is unrolled by two, so the
 // buffer of each plane is known at compile time and the carried registers
 // need no moves. Escapes and raw values are found once per plane (the
-// largest |d|, a raw bitmask per lane) and recorded by ballots.
+// extremes of d, a raw bitmask per lane) and recorded by ballots; escapes
+// are rewritten as d = -32768 (code 0x8000) before the plane is coded.
 // v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
 // blocks per SM) walks the tile in slot order with two shuffles and a vote
 // per value and loads 32-byte row pieces into registers.
@@ -252,6 +265,22 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
     return r;
 }
 
+// Sign-magnitude codes (FORMAT.md section 4) of two residuals with
+// |d| <= 32767, or d = -32768 for an escape (code 0x8000): per 16-bit half
+// h of the packed pair, (h ^ m) + (m & 1) = |h| where m replicates h's
+// sign (no carry leaves a half), and the sign goes back on top.
+__device__ __forceinline__ unsigned code16x2(int d0, int d1) {
+    const unsigned p = prmt((unsigned)d0, (unsigned)d1, 0x5410), m = prmt(p, p, 0xBB99);
+    return ((p ^ m) + (m & 0x00010001u)) | (p & 0x80008000u);
+}
+// The same for four residuals with |d| <= 127, one byte each (bit 7 the
+// sign): the 8-bit codes whose bits 0-6 and 7 are planes 0-6 and 15.
+__device__ __forceinline__ unsigned code8x4(int d0, int d1, int d2, int d3) {
+    const unsigned p = prmt(prmt((unsigned)d0, (unsigned)d1, 0x0040), prmt((unsigned)d2, (unsigned)d3, 0x0040), 0x5410);
+    const unsigned m = prmt(p, p, 0xBA98);
+    return ((p ^ m) + (m & 0x01010101u)) | (p & 0x80808080u);
+}
+
 // Quantize + check of one f32 value (FORMAT.md section 4) for the v9 walk.
 // s, q and x' as in quant_q, but the check's difference is taken in f32:
 // x - x' is exact there (for |q| >= 2, x and x' are within a factor of 2
@@ -280,22 +309,25 @@ __device__ __forceinline__ float *stage_buf() {
     return stage3[threadIdx.x >> 5];
 }
 
-template <bool HF>
-__device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
-                                          double inv, double step, float ebf, unsigned fill32, unsigned *pw,
-                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
-    const unsigned F = 0xffffffffu;
-    float *stg = stage_buf();
-    const unsigned long long nx = g.nx, plane = g.ny * g.nx;
-    // 16-byte copies when every row starts on a 16-byte boundary: lane l
-    // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
-    // lane l column l of every row. Each plane advances one pointer.
-    const bool al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
-    const float *gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
-    const unsigned long long rstep = al16 ? 4 * nx : nx;
-    const unsigned scp = (unsigned)__cvta_generic_to_shared(stg) +
-                         4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
-    auto load = [&](int b) {
+// Copies the planes of one full rank-3 f32 tile into the warp's buffers.
+// 16-byte copies when every row starts on a 16-byte boundary: lane l
+// copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
+// lane l column l of every row. Each plane advances one pointer.
+struct Stager {
+    const float *gz;
+    unsigned long long rstep, plane;
+    unsigned scp;
+    bool al16;
+    __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
+        const unsigned long long nx = g.nx;
+        plane = g.ny * g.nx;
+        al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
+        gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
+        rstep = al16 ? 4 * nx : nx;
+        scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
+    }
+    // the next plane into buffer b (one commit group)
+    __device__ __forceinline__ void load(int b) {
         const float *p = gz;
         gz += plane;
         const unsigned d = scp + 4u * STG_PLANE * b;
@@ -313,7 +345,16 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             }
         }
         cp_async_commit();
-    };
+    }
+};
+
+template <bool HF>
+__device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
+                                          double inv, double step, float ebf, unsigned fill32, unsigned *pw,
+                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
+    const unsigned F = 0xffffffffu;
+    float *stg = stage_buf();
+    Stager st(src, g, base, stg, lane);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
@@ -321,6 +362,14 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     // lanes 0-15 store plane lane of w0, lanes 16-31 plane lane - 16 of w0 + 16
     unsigned *const pwl = pw + (lane & 15) * PW_STRIDE + (lane >> 4) * 16;
     const int pws = (lane >> 2) & 3;
+    // 8-bit planes: lane 8j + b stores plane b (b < 7) or 15 (b = 7, the
+    // sign) of word j of each sub-block column
+    const int p8 = (lane & 7) < 7 ? (lane & 7) : 15, f8 = (p8 >> 2) & 3;
+    unsigned *const pl8 = pw + p8 * PW_STRIDE + 16 * (lane >> 3);
+    if (ENC_CODE8) {
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        for (int i = lane; i < 8 * PW_STRIDE / 4; i += 32) ((uint4 *)(pw + 7 * PW_STRIDE))[i] = zero;
+    }
     // Dy q of the previous plane, per y: planes of even z write a0 and read
     // a1, odd ones the reverse, so the carry needs no moves
     int a0[16], a1[16];
@@ -330,11 +379,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     unsigned mk = 0xffffffffu;  // the unsigned minimum of k over the lane's values
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
-    load(0);
+    st.load(0);
     auto walk_plane = [&](auto par, int z, int(&az)[16], const int(&azp)[16]) -> bool {
         constexpr int PAR = decltype(par)::value;
         if (z < 7) {
-            load(PAR ^ 1);
+            st.load(PAR ^ 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -362,6 +411,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             return false;
         }
         int *const db = (int *)xb;
+        int dmax = 0, dmin = 0;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
@@ -373,6 +423,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
                 if (lane == 0) d = 0;
             }
             db[STG_ROW * y] = d;
+            dmax = max(dmax, d);
+            dmin = min(dmin, d);
         }
         __syncwarp();
         // Rare: raw values (rows with one: a warp OR of the lanes' masks;
@@ -385,30 +437,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             if (lane == 0) sraw[z * 16 + y] = br;
             nraw += __popc(br);
         }
-        const int *const sb = slot + PAR * STG_PLANE;
-        unsigned *const pwp = pwl + (((z >> 2) * 64 + (z & 3)) ^ pws);
-        for (int pass = 0;; pass++) {
-            unsigned mx = 0;
-#pragma unroll
-            for (int jp = 0; jp < 2; jp++) {
-                unsigned x[4];
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
-                    const int d0 = sb[STG_ROW * 8 * jp + 8 * k], d1 = sb[STG_ROW * (8 * jp + 4) + 8 * k];
-                    const unsigned a0 = (unsigned)abs(d0), a1 = (unsigned)abs(d1);
-                    mx = max(mx, max(a0, a1));
-                    // sign-magnitude codes: magnitudes' low halves, signs
-                    // (bit 31 of d0, d1 replicated into bytes 1, 3) on top
-                    x[k] = prmt(a0, a1, 0x5410) | (prmt((unsigned)d0, (unsigned)d1, 0xF0B0) & 0x80008000u);
-                }
-                transpose32n<4>(x, lane);
-#pragma unroll
-                for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
-            }
-            if (pass || !__any_sync(F, mx > 32767u)) break;
-            // Escapes (rare): record d, then code them as 0x8000 (d = -32768)
-            // and code the plane again.
+        // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
+        if (__any_sync(F, dmax > 32767 || dmin < -32767)) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[STG_ROW * y];
@@ -422,6 +452,34 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
                 nesc += __popc(be);
             }
             __syncwarp();
+        }
+        const int *const sb = slot + PAR * STG_PLANE;
+        const int wz = (z >> 2) * 64 + (z & 3);
+        if (ENC_CODE8 && __all_sync(F, dmax <= 127 && dmin >= -127)) {
+            // Every |d| of the plane fits 7 bits: four codes per lane word
+            // (words j = 0..3 of sub-block column k, one byte each; bit 7
+            // the sign), so one transpose gives 4 words x 8 planes (0-6
+            // and 15) and planes 7-14 stay as zeroed at the tile's start.
+            unsigned x[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                x[k] = code8x4(sb[8 * k], sb[STG_ROW * 4 + 8 * k], sb[STG_ROW * 8 + 8 * k], sb[STG_ROW * 12 + 8 * k]);
+            transpose32n<4>(x, lane);
+            unsigned *const p8 = pl8 + (wz ^ f8);
+#pragma unroll
+            for (int k = 0; k < 4; k++) p8[4 * k] = x[k];
+        } else {
+            unsigned *const pwp = pwl + (wz ^ pws);
+#pragma unroll
+            for (int jp = 0; jp < 2; jp++) {
+                unsigned x[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++)  // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
+                    x[k] = code16x2(sb[STG_ROW * 8 * jp + 8 * k], sb[STG_ROW * (8 * jp + 4) + 8 * k]);
+                transpose32n<4>(x, lane);
+#pragma unroll
+                for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
+            }
         }
         __syncwarp();  // this buffer takes plane z + 2
         return true;
@@ -870,38 +928,24 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0) r = atomicAdd(ticket, 1u);
         return __shfl_sync(0xffffffffu, r, 0);
     };
-    auto fetch = [&](unsigned long long r) {
-        unsigned long long fz0, fy0, fx0;
-        int flz, fly, flx;
-        tile_box(g, tile0 + r, fz0, fy0, fx0, flz, fly, flx);
-        prefetch_tile(src, g, (fz0 * g.ny + fy0) * g.nx + fx0, flz, fly, flx, lane);
-    };
+    // the v9 walk stages its tiles with cp.async one plane ahead
+    constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
     unsigned long long rel = take();
-    if (ENC_PREFETCH == 2 && rel < ntiles) fetch(rel);
     for (; rel < ntiles;) {
-        unsigned long long next = ntiles;
-        if (ENC_PREFETCH == 2) {
-            // claimed before this tile is done: safe, since this tile never
-            // waits on a later one
-            next = take();
-            if (next < ntiles) fetch(next);
-        }
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
         int lz, ly, lx;
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-        // the v9 walk stages its tiles with cp.async one plane ahead
-        constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
-        if (ENC_PREFETCH == 1 && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
+        if (ENC_PREFETCH && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = 0;
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq, sesc,
-                                                  sraw, lane, ts)
+                done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
+                                                  sesc, sraw, lane, ts)
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
@@ -1000,6 +1044,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        rel = ENC_PREFETCH == 2 ? next : take();
+        rel = take();
     }
 }
