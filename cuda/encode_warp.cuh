@@ -43,12 +43,6 @@
 #ifndef ENC_V9
 #define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
 #endif
-#ifndef ENC_CODE8
-// 1: the v9 walk codes planes whose |d| <= 127 in bytes, one transpose per
-// 4 codes. Measured (H200, 1 GiB): +1.5-2 % at 1e-2 and 1e-3, but -8 % and
-// -12 % on csm_b003/b020 at 1e-4 (PERF.md v9), so off.
-#define ENC_CODE8 0
-#endif
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
@@ -104,14 +98,6 @@ __device__ __forceinline__ unsigned code_of(int d, bool &esc) {
     const unsigned mag = (unsigned)((d ^ sg) - sg);
     esc = mag > 32767u;
     return esc ? 0x8000u : (mag | ((unsigned)sg & 0x8000u));
-}
-
-// code_of without the escape flag: |d| is folded into mx instead, and a
-// plane whose mx exceeds 32767 is searched for its escapes afterwards.
-__device__ __forceinline__ unsigned code16(int d, unsigned &mx) {
-    const unsigned mag = (unsigned)abs(d);
-    mx = max(mx, mag);
-    return min(mag, 0x8000u) | (((unsigned)d >> 16) & 0x8000u);
 }
 
 // Stores a transposed pair of words: lanes 0-15 hold plane (lane) of word
@@ -273,13 +259,6 @@ __device__ __forceinline__ unsigned code16x2(int d0, int d1) {
     const unsigned p = prmt((unsigned)d0, (unsigned)d1, 0x5410), m = prmt(p, p, 0xBB99);
     return ((p ^ m) + (m & 0x00010001u)) | (p & 0x80008000u);
 }
-// The same for four residuals with |d| <= 127, one byte each (bit 7 the
-// sign): the 8-bit codes whose bits 0-6 and 7 are planes 0-6 and 15.
-__device__ __forceinline__ unsigned code8x4(int d0, int d1, int d2, int d3) {
-    const unsigned p = prmt(prmt((unsigned)d0, (unsigned)d1, 0x0040), prmt((unsigned)d2, (unsigned)d3, 0x0040), 0x5410);
-    const unsigned m = prmt(p, p, 0xBA98);
-    return ((p ^ m) + (m & 0x01010101u)) | (p & 0x80808080u);
-}
 
 // Quantize + check of one f32 value (FORMAT.md section 4) for the v9 walk.
 // s, q and x' as in quant_q, but the check's difference is taken in f32:
@@ -287,7 +266,7 @@ __device__ __forceinline__ unsigned code8x4(int d0, int d1, int d2, int d3) {
 // (Sterbenz); for q = 0, x' = 0; for |q| = 1 no float x lies below x'/2
 // while s >= 0.5), so e = |x - x'| equals the f64 difference and
 // e <= eb holds exactly when e <= ebf, the largest float <= eb. That saves
-// two conversions, a double subtraction and the double max per value.
+// a conversion, a double subtraction and the double max per value.
 // Returns q; sets hole for values without q (|s| >= 2^28, NaN, Inf).
 // The check's outcome comes back as k = bits(ebf) - bits(e): raw exactly
 // when k < 0 (non-negative floats order as their bits), and the largest e
@@ -362,14 +341,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     // lanes 0-15 store plane lane of w0, lanes 16-31 plane lane - 16 of w0 + 16
     unsigned *const pwl = pw + (lane & 15) * PW_STRIDE + (lane >> 4) * 16;
     const int pws = (lane >> 2) & 3;
-    // 8-bit planes: lane 8j + b stores plane b (b < 7) or 15 (b = 7, the
-    // sign) of word j of each sub-block column
-    const int p8 = (lane & 7) < 7 ? (lane & 7) : 15, f8 = (p8 >> 2) & 3;
-    unsigned *const pl8 = pw + p8 * PW_STRIDE + 16 * (lane >> 3);
-    if (ENC_CODE8) {
-        const uint4 zero = make_uint4(0, 0, 0, 0);
-        for (int i = lane; i < 8 * PW_STRIDE / 4; i += 32) ((uint4 *)(pw + 7 * PW_STRIDE))[i] = zero;
-    }
     // Dy q of the previous plane, per y: planes of even z write a0 and read
     // a1, odd ones the reverse, so the carry needs no moves
     int a0[16], a1[16];
@@ -455,31 +426,16 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         const int *const sb = slot + PAR * STG_PLANE;
         const int wz = (z >> 2) * 64 + (z & 3);
-        if (ENC_CODE8 && __all_sync(F, dmax <= 127 && dmin >= -127)) {
-            // Every |d| of the plane fits 7 bits: four codes per lane word
-            // (words j = 0..3 of sub-block column k, one byte each; bit 7
-            // the sign), so one transpose gives 4 words x 8 planes (0-6
-            // and 15) and planes 7-14 stay as zeroed at the tile's start.
+        unsigned *const pwp = pwl + (wz ^ pws);
+#pragma unroll
+        for (int jp = 0; jp < 2; jp++) {
             unsigned x[4];
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-                x[k] = code8x4(sb[8 * k], sb[STG_ROW * 4 + 8 * k], sb[STG_ROW * 8 + 8 * k], sb[STG_ROW * 12 + 8 * k]);
+            for (int k = 0; k < 4; k++)  // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
+                x[k] = code16x2(sb[STG_ROW * 8 * jp + 8 * k], sb[STG_ROW * (8 * jp + 4) + 8 * k]);
             transpose32n<4>(x, lane);
-            unsigned *const p8 = pl8 + (wz ^ f8);
 #pragma unroll
-            for (int k = 0; k < 4; k++) p8[4 * k] = x[k];
-        } else {
-            unsigned *const pwp = pwl + (wz ^ pws);
-#pragma unroll
-            for (int jp = 0; jp < 2; jp++) {
-                unsigned x[4];
-#pragma unroll
-                for (int k = 0; k < 4; k++)  // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
-                    x[k] = code16x2(sb[STG_ROW * 8 * jp + 8 * k], sb[STG_ROW * (8 * jp + 4) + 8 * k]);
-                transpose32n<4>(x, lane);
-#pragma unroll
-                for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
-            }
+            for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
         }
         __syncwarp();  // this buffer takes plane z + 2
         return true;

@@ -432,9 +432,6 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
-#ifndef LB_ALL
-#define LB_ALL 0  // 1: wait for all 32 tiles of a look-back window (before v9)
-#endif
 // Decoupled look-back over tile sizes: publishes this tile's size and
 // returns the sum of the sizes of tiles 0..rel-1 (whole warp).
 __device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
@@ -457,7 +454,7 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
             inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
             stop = inc ? __ffs(inc) - 1 : 31;
             const unsigned need = __ballot_sync(0xffffffffu, (v >> 62) == 0) & (0xffffffffu >> (31 - stop));
-            if (LB_ALL ? !__any_sync(0xffffffffu, (v >> 62) == 0) : !need) break;
+            if (!need) break;
             if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
         }
         unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
