@@ -857,6 +857,106 @@ __device__ __forceinline__ void put_listed(unsigned *o, const unsigned *bits, in
     }
 }
 
+// Where a tile's bytes go and how many there are. Lane p keeps plane p's
+// block mask and word offset.
+struct TileLayout {
+    unsigned my_bm, my_at;
+    unsigned pm, esc_at, fill_at, raw_at, fbm, rbm, size;
+};
+
+template <typename T>
+__device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsigned char *sc, const TileSum &ts,
+                                                  int lane) {
+    TileLayout L;
+    L.my_bm = L.my_at = L.pm = 0;
+    unsigned at = 2;
+#pragma unroll 4
+    for (int p = 0; p < 16; p++) {
+        const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
+        const unsigned bm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+        if (lane == p) {
+            L.my_bm = bm;
+            L.my_at = at;
+        }
+        if (bm) {
+            L.pm |= 1u << p;
+            at += 1 + 4 * __popc(bm);
+        }
+    }
+    L.esc_at = at;
+    if (ts.nesc) at += 1 + ts.nesc;
+    L.fill_at = at;
+    L.fbm = L.rbm = 0;
+    if (ts.nfill) {
+        L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
+        at += 1 + 4 * __popc(L.fbm);
+    }
+    L.raw_at = at;
+    if (ts.nraw) {
+        L.rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
+        at += 1 + 4 * __popc(L.rbm) + 1 + ts.nraw * (sizeof(T) / 4);
+    }
+    L.size = at * 4;
+    return L;
+}
+
+// The tile's place in the output (chunk c's tiles follow its size table),
+// or null (and the error flag) if it does not fit.
+__device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long cap, unsigned *err, const Geo &g,
+                                              unsigned long long t, unsigned long long tile0,
+                                              unsigned long long excl, unsigned size, int lane) {
+    const unsigned long long chunk = t / g.per_chunk;
+    const unsigned long long cend = min((chunk + 1) * g.per_chunk, g.tiles) - tile0;
+    const unsigned long long off = excl + 4 * cend;  // bytes
+    if (off + size > cap) {
+        if (lane == 0) atomicOr(err, 1u);
+        return nullptr;
+    }
+    return out + off / 4;
+}
+
+// Writes the tile's bytes (FORMAT.md section 5). PART 0: all of them, by
+// one warp; 1 and 2: a warp pair's shares (1: word0, origin, the planes of
+// even rank in the plane mask, escapes; 2: planes of odd rank, fill and
+// raw masks, raw values).
+template <typename T, int PART>
+__device__ __forceinline__ void tile_write(unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
+                                           const unsigned char *sc, const T *src, const Geo &g,
+                                           unsigned long long z0, unsigned long long y0, unsigned long long x0,
+                                           int ly, int lx, int lane) {
+    const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
+    if (PART < 2 && lane == 0) {
+        o[0] = L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
+        o[1] = (unsigned)ts.origin;
+    }
+    int r = 0;
+    for (unsigned rest = L.pm; rest; rest &= rest - 1, r++) {
+        if (PART && (r & 1) != PART - 1) continue;
+        const int p = __ffs(rest) - 1;
+        const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
+        put_blocks(o, pat, bm, pw_block(pw, p, lane), lane);
+    }
+    if (PART < 2 && E) {
+        const int *sq = (const int *)(sc + SC_Q);
+        if (lane == 0) o[L.esc_at] = E;
+        put_listed(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
+                   [&](int e, unsigned *dst) { dst[0] = (unsigned)sq[e]; });
+    }
+    if (PART != 1 && NF) put_blocks(o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (PART != 1 && NR) {
+        put_blocks(o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
+        const unsigned rv = L.raw_at + 1 + 4 * __popc(L.rbm);
+        if (lane == 0) o[rv] = NR;
+        const int P = ly * lx;
+        put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
+            const int z = e / P, rr = e - z * P, y = rr / lx, x = rr - y * lx;
+            const unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
+            dst[0] = (unsigned)b;
+            if (sizeof(T) == 8) dst[1] = (unsigned)(b >> 32);
+        });
+    }
+}
+
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 template <typename T, int FAST>
@@ -915,84 +1015,20 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (ts.nraw)
             raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         __syncwarp();
-        const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
-
-        // Layout: plane p's mask and offset are kept by lane p.
-        unsigned my_bm = 0, my_at = 0, at = 2, pm = 0;
-#pragma unroll 4
-        for (int p = 0; p < 16; p++) {
-            const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
-            const unsigned bm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
-            if (lane == p) {
-                my_bm = bm;
-                my_at = at;
-            }
-            if (bm) {
-                pm |= 1u << p;
-                at += 1 + 4 * __popc(bm);
-            }
-        }
-        const unsigned esc_at = at;
-        if (E) at += 1 + E;
-        const unsigned fill_at = at;
-        unsigned fbm = 0, rbm = 0;
-        if (NF) {
-            fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
-            at += 1 + 4 * __popc(fbm);
-        }
-        const unsigned raw_at = at;
-        if (NR) {
-            rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
-            at += 1 + 4 * __popc(rbm) + 1 + NR * (sizeof(T) / 4);
-        }
-        const unsigned size = at * 4;
+        const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
         double M = ts.merr;
 #pragma unroll
         for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
         if (lane == 0) {
-            tsize[rel] = size;
-            touts[rel] = NR;
+            tsize[rel] = L.size;
+            touts[rel] = ts.nraw;
             terr[rel] = M;
         }
-        const unsigned long long excl = lookback(status, rel, size, lane);
-        const unsigned long long chunk = t / g.per_chunk;
-        const unsigned long long cend = min((chunk + 1) * g.per_chunk, g.tiles) - tile0;
-        const unsigned long long off = excl + 4 * cend;  // bytes
+        const unsigned long long excl = lookback(status, rel, L.size, lane);
         if (lane == 0) tprefix[rel] = excl;
-        if (off + size > cap) {
-            if (lane == 0) atomicOr(err, 1u);
-        } else {
-            unsigned *o = out + off / 4;
-            if (lane == 0) {
-                o[0] = pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
-                o[1] = (unsigned)ts.origin;
-            }
-            for (unsigned rest = pm; rest; rest &= rest - 1) {
-                const int p = __ffs(rest) - 1;
-                const unsigned bm = __shfl_sync(0xffffffffu, my_bm, p), pat = __shfl_sync(0xffffffffu, my_at, p);
-                put_blocks(o, pat, bm, pw_block(pw, p, lane), lane);
-            }
-            if (E) {
-                if (lane == 0) o[esc_at] = E;
-                put_listed(o + esc_at + 1, sesc, 1, lane, [&](int e, unsigned *dst) { dst[0] = (unsigned)sq[e]; });
-            }
-            if (NF) put_blocks(o, fill_at, fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
-            if (NR) {
-                put_blocks(o, raw_at, rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
-                const unsigned rv = raw_at + 1 + 4 * __popc(rbm);
-                if (lane == 0) o[rv] = NR;
-                const int P = ly * lx;
-                put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane,
-                           [&](int e, unsigned *dst) {
-                               const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                               const unsigned long long b =
-                                   Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
-                               dst[0] = (unsigned)b;
-                               if (sizeof(T) == 8) dst[1] = (unsigned)(b >> 32);
-                           });
-            }
-        }
-        if (E | NR) {
+        unsigned *o = tile_out(out, cap, err, g, t, tile0, excl, L.size, lane);
+        if (o) tile_write<T, 0>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
+        if (ts.nesc | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {
                 sesc[i] = 0;
