@@ -915,41 +915,36 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
     return out + off / 4;
 }
 
-// Writes the tile's bytes (FORMAT.md section 5). PART 0: all of them, by
-// one warp; 1 and 2: a warp pair's shares (1: word0, origin, the planes of
-// even rank in the plane mask, escapes; 2: planes of odd rank, fill and
-// raw masks, raw values).
-template <typename T, int PART>
+// Writes the tile's bytes (FORMAT.md section 5).
+template <typename T>
 __device__ __forceinline__ void tile_write(unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
                                            int ly, int lx, int lane) {
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
-    if (PART < 2 && lane == 0) {
+    if (lane == 0) {
         o[0] = L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
         o[1] = (unsigned)ts.origin;
     }
-    int r = 0;
-    for (unsigned rest = L.pm; rest; rest &= rest - 1, r++) {
-        if (PART && (r & 1) != PART - 1) continue;
+    for (unsigned rest = L.pm; rest; rest &= rest - 1) {
         const int p = __ffs(rest) - 1;
         const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
         put_blocks(o, pat, bm, pw_block(pw, p, lane), lane);
     }
-    if (PART < 2 && E) {
+    if (E) {
         const int *sq = (const int *)(sc + SC_Q);
         if (lane == 0) o[L.esc_at] = E;
         put_listed(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
                    [&](int e, unsigned *dst) { dst[0] = (unsigned)sq[e]; });
     }
-    if (PART != 1 && NF) put_blocks(o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
-    if (PART != 1 && NR) {
+    if (NF) put_blocks(o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (NR) {
         put_blocks(o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
         const unsigned rv = L.raw_at + 1 + 4 * __popc(L.rbm);
         if (lane == 0) o[rv] = NR;
         const int P = ly * lx;
         put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
-            const int z = e / P, rr = e - z * P, y = rr / lx, x = rr - y * lx;
+            const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
             const unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
             dst[0] = (unsigned)b;
             if (sizeof(T) == 8) dst[1] = (unsigned)(b >> 32);
@@ -1027,7 +1022,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         const unsigned long long excl = lookback(status, rel, L.size, lane);
         if (lane == 0) tprefix[rel] = excl;
         unsigned *o = tile_out(out, cap, err, g, t, tile0, excl, L.size, lane);
-        if (o) tile_write<T, 0>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
+        if (o) tile_write<T>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
         if (ts.nesc | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {

@@ -884,7 +884,6 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 }
 
 #include "encode_warp.cuh"
-#include "encode_pair.cuh"
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
 static const void *enc_kernel(unsigned dtype, int fast) {
@@ -892,7 +891,7 @@ static const void *enc_kernel(unsigned dtype, int fast) {
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1>;
         case 2: return (const void *)encode_warp_kernel<float, 2>;
-        case 3: return ENC_PAIR ? (const void *)encode_pair_kernel : (const void *)encode_warp_kernel<float, 3>;
+        case 3: return (const void *)encode_warp_kernel<float, 3>;
         default: return (const void *)encode_warp_kernel<float, 0>;
         }
     }
@@ -902,11 +901,6 @@ static const void *enc_kernel(unsigned dtype, int fast) {
     case 3: return (const void *)encode_warp_kernel<double, 3>;
     default: return (const void *)encode_warp_kernel<double, 0>;
     }
-}
-// Its dynamic shared memory: the bit planes of one tile per warp, or per
-// warp pair.
-static int enc_smem_bytes(unsigned dtype, int fast) {
-    return ENC_PAIR && dtype == 1 && fast == 3 ? ENC_PAIR_SMEM : ENC_SMEM;
 }
 
 // Tile-size tables at the head of each chunk.
@@ -1594,11 +1588,8 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     for (int i = 0; i < 8 && e == cudaSuccess; i++) {
         const void *k = enc_kernel(i >> 2 ? 2 : 1, i & 3);
         int nb = 0;
-        const int smem = enc_smem_bytes(i >> 2 ? 2 : 1, i & 3);
-        e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, smem);
+        e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, ENC_SMEM);
         unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
         const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
         if (b > need) b = need;
@@ -1763,7 +1754,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
                         (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
                         (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch};
-        CK(cudaLaunchKernel(k, dim3((unsigned)nb), dim3(ENC_W * 32), args, enc_smem_bytes(f->dtype, fast), st));
+        CK(cudaLaunchKernel(k, dim3((unsigned)nb), dim3(ENC_W * 32), args, ENC_SMEM, st));
     } else if (f->dtype == 1)
         encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
                                                          f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
