@@ -53,7 +53,12 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 #define NWARPS (NT / 32)
 #define TILE 4096
 #define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
+#ifndef RANGE_BLOCKS
 #define RANGE_BLOCKS 1024
+#endif
+#ifndef RANGE_U
+#define RANGE_U 4           // 16-byte loads in flight per thread in the range pass
+#endif
 #ifndef ENC_MINB
 #define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
 #endif
@@ -268,12 +273,12 @@ __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, u
     if (tid < n - tail0) range_take(src[tail0 + tid], has_fill, fill_bits, lo, hi);
     const uint4 *vp = (const uint4 *)(src + head);
     unsigned long long i = tid;
-    for (; i + 3 * nth < nv; i += 4 * nth) {
-        uint4 w[4];
+    for (; i + (RANGE_U - 1) * nth < nv; i += RANGE_U * nth) {
+        uint4 w[RANGE_U];
 #pragma unroll
-        for (int u = 0; u < 4; u++) w[u] = __ldcs(vp + i + u * nth);
+        for (int u = 0; u < RANGE_U; u++) w[u] = __ldcs(vp + i + u * nth);
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < RANGE_U; u++) {
             const T *x = (const T *)&w[u];
 #pragma unroll
             for (int k = 0; k < V; k++) range_take(x[k], has_fill, fill_bits, lo, hi);
@@ -308,20 +313,34 @@ __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, u
 }
 
 // One thread: the header's abs_eb and step exactly as fz/compress.go derives them.
+// The (min, max) of the range kernel's per-block partials, by one warp
+// (every lane gets it). Parts that saw no value hold min > max.
+__device__ __forceinline__ void fold_partials(const double *partials, int nparts, double &lo, double &hi) {
+    lo = INFINITY;
+    hi = -INFINITY;
+    for (int i = threadIdx.x & 31; i < nparts; i += 32) {
+        const double a = partials[2 * i], b = partials[2 * i + 1];
+        if (a <= b) {
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const double a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+    }
+}
+
+// One warp: eb, step and inv from the range (rel) or the bound (abs).
 __global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
+    double l = 0, h = 0;
+    if (rel) fold_partials(partials, nparts, l, h);
     if (threadIdx.x != 0) return;
     double lo = 0, hi = 0;
     int have = 0;
     if (rel) {
-        double l = INFINITY, h = -INFINITY;
-        for (int i = 0; i < nparts; i++) {
-            double a = partials[2 * i], b = partials[2 * i + 1];
-            if (a <= b) {  // this part saw a value
-                l = a < l ? a : l;
-                h = b > h ? b : h;
-                have = 1;
-            }
-        }
+        have = l <= h;
         if (have) {
             lo = l == 0 ? 0.0 : l;  // -0 and +0 normalised
             hi = h == 0 ? 0.0 : h;
@@ -346,19 +365,8 @@ __global__ void params_kernel(const double *partials, int nparts, int rel, doubl
 // (lo, hi), restarting it unless accumulate: a field streamed through the
 // device in pieces gets the same range as one pass over all of it.
 __global__ void range_fold_kernel(const double *partials, int nparts, double *acc, int accumulate) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (int i = threadIdx.x; i < nparts; i += 32) {
-        double a = partials[2 * i], b = partials[2 * i + 1];
-        if (a <= b) {
-            lo = a < lo ? a : lo;
-            hi = b > hi ? b : hi;
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        double a = __shfl_down_sync(0xffffffffu, lo, o), b = __shfl_down_sync(0xffffffffu, hi, o);
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-    }
+    double lo, hi;
+    fold_partials(partials, nparts, lo, hi);
     if (threadIdx.x == 0) {
         if (accumulate) {
             lo = acc[0] < lo ? acc[0] : lo;
@@ -434,10 +442,17 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // Decoupled look-back over tile sizes: publishes this tile's size and
 // returns the sum of the sizes of tiles 0..rel-1 (whole warp).
-__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
-                                                       unsigned size, int lane) {
+// Publishes a tile's size (tile 0's is its inclusive prefix).
+__device__ __forceinline__ void publish_size(unsigned long long *status, unsigned long long rel, unsigned size,
+                                             int lane) {
     if (lane == 0)
         *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
+}
+
+// The look-back of a tile whose size is published: returns the sum of the
+// sizes of tiles 0..rel-1 and publishes the tile's inclusive prefix.
+__device__ __forceinline__ unsigned long long lookback_resolve(unsigned long long *status, unsigned long long rel,
+                                                               unsigned size, int lane) {
     if (rel == 0) return 0;
     unsigned long long excl = 0;
     long long look = (long long)rel - 1;
@@ -466,6 +481,12 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
     }
     if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
     return excl;
+}
+
+__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
+                                                       unsigned size, int lane) {
+    publish_size(status, rel, size, lane);
+    return lookback_resolve(status, rel, size, lane);
 }
 
 struct EncShared {
