@@ -46,12 +46,6 @@
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
-#ifndef ENC_DEFER
-// 1: a tile's bytes wait in scratch for its offset while the warp walks its
-// next tile; the look-back runs a tile later, when its predecessors are
-// (nearly always) done. 0: the warp waits in the look-back.
-#define ENC_DEFER 1
-#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -68,11 +62,6 @@
 #define SC_Q 0          // int32 q, then residuals, in element order (16 KiB)
 #define SC_CODE 16384   // u16 codes in slot order (8 KiB)
 #define SC_FL 24576     // u8 element flags: 1 has q, 2 fill, 4 raw, 8 escape (4 KiB)
-// A finished tile's bytes while its offset is pending (ENC_DEFER), over
-// SC_CODE and SC_FL: only the slow path uses those, and it runs after the
-// pending tile has gone out.
-#define SC_OUT SC_CODE
-#define SC_OUT_BYTES 12288
 #define SC_ESC 28672    // u32[128] element-order escape bits
 #define SC_RAW 29184    // u32[128] element-order raw bits
 #define SC_MF 29696     // u32[128] fill mask, slot order
@@ -992,21 +981,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     };
     // the v9 walk stages its tiles with cp.async one plane ahead
     constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
-    // The pending tile (ENC_DEFER): its size is published, its bytes wait in
-    // sout until the look-back gives its offset.
-    unsigned *const sout = (unsigned *)(sc + SC_OUT);
-    unsigned long long prel = ~0ull;
-    unsigned psize = 0;
-    auto finish_pending = [&]() {
-        if (prel == ~0ull) return;
-        const unsigned long long excl = lookback_resolve(status, prel, psize, lane);
-        if (lane == 0) tprefix[prel] = excl;
-        unsigned *o = tile_out(out, cap, err, g, tile0 + prel, tile0, excl, psize, lane);
-        if (o)
-            for (unsigned i = lane; i < psize / 4; i += 32) o[i] = sout[i];
-        prel = ~0ull;
-        __syncwarp();
-    };
     unsigned long long rel = take();
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
@@ -1031,10 +1005,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
-        if (!done) {
-            finish_pending();  // the slow path's scratch holds the pending bytes
+        if (!done)
             enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        }
         else if (ts.nraw)
             raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         __syncwarp();
@@ -1047,19 +1019,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             touts[rel] = ts.nraw;
             terr[rel] = M;
         }
-        if (ENC_DEFER && L.size <= SC_OUT_BYTES) {
-            publish_size(status, rel, L.size, lane);
-            finish_pending();
-            tile_write<T>(sout, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
-            prel = rel;
-            psize = L.size;
-        } else {
-            finish_pending();
-            const unsigned long long excl = lookback(status, rel, L.size, lane);
-            if (lane == 0) tprefix[rel] = excl;
-            unsigned *o = tile_out(out, cap, err, g, t, tile0, excl, L.size, lane);
-            if (o) tile_write<T>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
-        }
+        const unsigned long long excl = lookback(status, rel, L.size, lane);
+        if (lane == 0) tprefix[rel] = excl;
+        unsigned *o = tile_out(out, cap, err, g, t, tile0, excl, L.size, lane);
+        if (o) tile_write<T>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
         if (ts.nesc | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {
@@ -1070,5 +1033,4 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();  // pw and scratch are reused by the next tile
         rel = take();
     }
-    finish_pending();
 }
