@@ -88,7 +88,7 @@ struct DevParams {
 // The job's running totals, folded by tables_kernel's blocks.
 struct JobAcc {
     unsigned long long outliers;  // sum of the tiles' raw counts
-    unsigned long long err_bits;  // max of the tiles' max errors (non-negative doubles order as their bits)
+    unsigned long long err_bits;  // max of the tiles' max errors: each is +0 or more (an |x - x'|), so the bits order as the values
     unsigned blocks_done;
 };
 
