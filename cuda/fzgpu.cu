@@ -387,9 +387,8 @@ __global__ void range_fold_kernel(const double *partials, int nparts, double *ac
 // the slot, neighbour flags and field offset of element e are the same in
 // every tile: computed once per job, they replace six integer divisions per
 // element and pass in the tile kernels.
-__global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff, JobAcc *acc) {
+__global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
     int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (acc && e == 0) *acc = JobAcc{0, 0, 0};  // for the compress job's tables_kernel
     if (e >= TILE) return;
     int P = g.ty * g.tx, z = e / P, r = e - z * P, y = r / g.tx, x = r - y * g.tx;
     emeta[e] = (unsigned)slot_of(z, y, x, g.tz, g.ty, g.tx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 | 1u << 15;
@@ -1759,11 +1758,12 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff, c->jacc);
+    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
     CK(cudaGetLastError());
     CK(cudaMemsetAsync(c->status, 0, nt * sizeof(unsigned long long), st));
     CK(cudaMemsetAsync(c->ticket, 0, sizeof(unsigned), st));
     CK(cudaMemsetAsync(c->eerr, 0, sizeof(unsigned), st));
+    CK(cudaMemsetAsync(c->jacc, 0, sizeof(JobAcc), st));
     if (!use_v5(c, g)) {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
@@ -1843,6 +1843,28 @@ extern "C" int fzgpu_compress_at(fzgpu_ctx *c, void *stream, const fzgpu_field *
     return fzgpu_compress(c, stream, f, base, first_chunk, nchunks, d_out, out_cap, h_res);
 }
 
+// The decode kernels of a job for one dtype: the warp decoder first and the
+// block decoder for the tiles it leaves on its list, or the block decoder
+// for every tile.
+template <typename T>
+static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f, const unsigned char *b,
+                         unsigned long long tile0, unsigned long long nt, T *dst, cudaStream_t st) {
+    if (warp_decode(c, g)) {
+        CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
+        const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
+        decode_warp_kernel<T><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize, dst, c->dlist,
+                                                         c->dcount, f->fill_bits);
+        CK(cudaGetLastError());
+        decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits,
+                                                              c->toff, c->tsize, dst, c->derr, c->emeta, c->eoff,
+                                                              c->dlist, c->dcount);
+    } else
+        decode_kernel<T><<<(unsigned)nt, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, c->toff,
+                                                     c->tsize, dst, c->derr, c->emeta, c->eoff);
+    CK(cudaGetLastError());
+    return 0;
+}
+
 extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_blob,
                                 uint64_t blob_size, uint64_t index_off, uint64_t first_chunk, uint64_t nchunks,
                                 void *d_dst, fzgpu_result *h_res) {
@@ -1856,44 +1878,16 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     if (!(f->step > 0)) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff, nullptr);
+    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
     CK(cudaGetLastError());
     CK(cudaMemsetAsync(c->derr, 0xFF, sizeof(unsigned long long), st));
     chunk_scan_kernel<<<(unsigned)nchunks, NT, 0, st>>>(g, (const unsigned char *)d_blob, blob_size, index_off,
                                                         first_chunk, tile0, c->toff, c->tsize, c->derr);
     CK(cudaGetLastError());
     const unsigned char *b = (const unsigned char *)d_blob;
-    if (warp_decode(c, g)) {
-        // warp decoder first; what it leaves, the block decoder
-        CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
-        const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
-        if (f->dtype == 1) {
-            decode_warp_kernel<float><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
-                                                                 (float *)d_dst, c->dlist, c->dcount,
-                                                                 f->fill_bits);
-            CK(cudaGetLastError());
-            decode_list_kernel<float><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
-                                                                      f->fill_bits, c->toff, c->tsize,
-                                                                      (float *)d_dst, c->derr, c->emeta, c->eoff,
-                                                                      c->dlist, c->dcount);
-        } else {
-            decode_warp_kernel<double><<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize,
-                                                                  (double *)d_dst, c->dlist, c->dcount,
-                                                                  f->fill_bits);
-            CK(cudaGetLastError());
-            decode_list_kernel<double><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill,
-                                                                       f->fill_bits, c->toff, c->tsize,
-                                                                       (double *)d_dst, c->derr, c->emeta, c->eoff,
-                                                                       c->dlist, c->dcount);
-        }
-    } else if (f->dtype == 1)
-        decode_kernel<float><<<(unsigned)nt, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, c->toff,
-                                                         c->tsize, (float *)d_dst, c->derr, c->emeta, c->eoff);
-    else
-        decode_kernel<double><<<(unsigned)nt, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits,
-                                                          c->toff, c->tsize, (double *)d_dst, c->derr, c->emeta,
-                                                          c->eoff);
-    CK(cudaGetLastError());
+    rc = f->dtype == 1 ? launch_decode<float>(c, g, f, b, tile0, nt, (float *)d_dst, st)
+                       : launch_decode<double>(c, g, f, b, tile0, nt, (double *)d_dst, st);
+    if (rc) return rc;
     decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
     CK(cudaGetLastError());
     CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));

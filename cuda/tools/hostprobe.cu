@@ -88,20 +88,9 @@ static double allGPUs(const std::vector<void *> &hosts, const std::vector<void *
     return median(r);
 }
 
-// mapped creates a filled file of n bytes in dir and maps it read-only.
+// mapped creates a file of n bytes of src in dir and maps it read-only.
 static char *mapped(const char *dir, int i, size_t n, const std::vector<char> &src) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/fz-hostprobe-%d", dir, i);
-    unlink(path);
-    int fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 || ftruncate(fd, n)) perror(path), exit(1);
-    char *w = (char *)mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    memcpy(w, src.data(), n);
-    munmap(w, n);
-    char *m = (char *)mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    unlink(path);  // the mapping keeps the pages
-    return m;
+    return mapped_file(dir, "fz-hostprobe", i, n, [&](char *w) { memcpy(w, src.data(), n); });
 }
 
 static void concurrency(const char *dir, size_t n, const std::vector<char> &src) {

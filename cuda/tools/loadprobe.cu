@@ -53,18 +53,9 @@ __global__ void zero_copy(const uint4 *s, uint4 *d, unsigned long long n16) {
 }
 
 static char *mapped(const char *dir, int i, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/fz-loadprobe-%d", dir, i);
-    unlink(path);
-    int fd = open(path, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 || ftruncate(fd, n)) perror(path), exit(1);
-    char *w = (char *)mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    for (size_t k = 0; k < n; k += 8) *(unsigned long long *)(w + k) = k * 0x9e3779b97f4a7c15ull + i;
-    munmap(w, n);
-    char *m = (char *)mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    unlink(path);
-    return m;
+    return mapped_file(dir, "fz-loadprobe", i, n, [&](char *w) {
+        for (size_t k = 0; k < n; k += 8) *(unsigned long long *)(w + k) = k * 0x9e3779b97f4a7c15ull + i;
+    });
 }
 
 struct Probe {
