@@ -43,6 +43,9 @@
 #ifndef ENC_V9
 #define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
 #endif
+#ifndef ENC_NARROW
+#define ENC_NARROW 1            // f32 rank-3 walk: 2/4/8-bit codes for z-planes whose residuals fit (0: always 16)
+#endif
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
@@ -397,9 +400,10 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     int origin = 0;
     st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
+    if (ENC_NARROW)
 #pragma unroll
-    for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
-    auto walk_plane = [&](auto par, int z, int(&az)[16], const int(&azp)[16]) -> bool {
+        for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
+    auto quant_plane = [&](auto par, int z, int(&az)[16], const int(&azp)[16], unsigned &mabs) -> bool {
         constexpr int PAR = decltype(par)::value;
         if (z < 7) {
             st.load(PAR ^ 1);
@@ -457,7 +461,14 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             nraw += __popc(br);
         }
         // the largest |d| of the z-plane picks the code width
-        const unsigned mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
+        mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
+        return true;
+    };
+    // Codes plane z from buffer z % 2. One copy of this code for both
+    // buffers (the offset is a register): with a copy per buffer, the four
+    // code widths doubled the walk's code and its instruction-cache misses.
+    auto code_plane = [&](int z, unsigned mabs) {
+        int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
         if (mabs > 32767u) {
 #pragma unroll 1
@@ -474,14 +485,14 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             }
             __syncwarp();
         }
-        const int *const sb = slot + PAR * STG_PLANE;
-        if (mabs <= 1u) {
+        const int *const sb = slot + (z & 1) * STG_PLANE;
+        if (ENC_NARROW && mabs <= 1u) {
             put_narrow<2>(sb, pw, z, lane);
             planes |= 0x8001u;
-        } else if (mabs <= 7u) {
+        } else if (ENC_NARROW && mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
             planes |= 0x8007u;
-        } else if (mabs <= 127u) {
+        } else if (ENC_NARROW && mabs <= 127u) {
             put_narrow<8>(sb, pw, z, lane);
             planes |= 0x807fu;
         } else {
@@ -500,12 +511,14 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             planes = 0xffffu;
         }
         __syncwarp();  // this buffer takes plane z + 2
-        return true;
     };
 #pragma unroll 1
-    for (int z = 0; z < 8; z += 2) {
-        if (!walk_plane(std::integral_constant<int, 0>{}, z, a0, a1)) return false;
-        if (!walk_plane(std::integral_constant<int, 1>{}, z + 1, a1, a0)) return false;
+    for (int z = 0; z < 8; z++) {
+        unsigned mabs;
+        const bool ok = z & 1 ? quant_plane(std::integral_constant<int, 1>{}, z, a1, a0, mabs)
+                              : quant_plane(std::integral_constant<int, 0>{}, z, a0, a1, mabs);
+        if (!ok) return false;
+        code_plane(z, mabs);
     }
     ts.nesc = nesc;
     ts.nraw = nraw;
@@ -935,8 +948,9 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     unsigned at = 2;
 #pragma unroll 4
     for (int p = 0; p < 16; p++) {
-        if (!((ts.planes >> p) & 1)) continue;
-        const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
+        // planes the walk never wrote read as zero (a predicated load: a
+        // branch here cost the 16-bit tiles 3-6 %)
+        const uint4 b = (ts.planes >> p) & 1 ? *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane] : make_uint4(0, 0, 0, 0);
         const unsigned bm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
         if (lane == p) {
             L.my_bm = bm;
@@ -1075,9 +1089,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (ts.nraw)
             raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         __syncwarp();
-        LookBack lb;
-        lb.begin(status, rel, lane);  // in flight during the layout pass
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
+        publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
         double M = ts.merr;
 #pragma unroll
         for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
@@ -1086,7 +1099,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             touts[rel] = ts.nraw;
             terr[rel] = M;
         }
-        const unsigned long long excl = lb.end(status, rel, L.size, lane);
+        const unsigned long long excl = lookback(status, rel, L.size, lane);
         if (lane == 0) tprefix[rel] = excl;
         unsigned *o = tile_out(out, cap, err, g, t, tile0, excl, L.size, lane);
         if (o) tile_write<T>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);

@@ -444,70 +444,52 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
-#ifndef ENC_LB_SLEEP
-// Longest sleep (ns) between a waiting look-back's polls: a spinning warp
-// issues ≈ 20 instructions per poll that the walking warps could use.
-#define ENC_LB_SLEEP 1024
-#endif
 #ifndef ENC_LB_PROBE
 #define ENC_LB_PROBE 0          // probe only (invalid output): every tile at offset 0, no look-back
 #endif
 
-// Decoupled look-back over tile sizes, in two halves: begin() issues the
-// loads of the first round (the 32 tiles before this one) and end(), once
-// the tile's size is known, publishes it and finishes the look-back. The
-// encoder calls begin() before its layout pass, so the loads' latency
-// overlaps it (v11: compress 1 GiB 0.688 -> 0.634 ms).
-struct LookBack {
-    unsigned long long v;  // lane l: status of tile look - l
-    __device__ __forceinline__ void load(const unsigned long long *status, long long look, int lane) {
+// Publishes a tile's size for the look-backs of later tiles, as early as
+// possible: they wait for it (cuda/PERF.md v11: with the first look-back
+// loads issued just before this store, compress took 7-9 % longer).
+__device__ __forceinline__ void publish_size(unsigned long long *status, unsigned long long rel, unsigned size,
+                                             int lane) {
+    if (!ENC_LB_PROBE && lane == 0)
+        *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
+}
+
+// Decoupled look-back over tile sizes, after publish_size: returns the sum
+// of the sizes of tiles 0..rel-1 (whole warp).
+__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
+                                                       unsigned size, int lane) {
+    if (ENC_LB_PROBE || rel == 0) return 0;
+    unsigned long long excl = 0;
+    long long look = (long long)rel - 1;
+    while (true) {
         const long long idx = look - lane;
-        v = idx >= 0 ? *(volatile const unsigned long long *)&status[idx] : ST_INC;
-    }
-    __device__ __forceinline__ void begin(const unsigned long long *status, unsigned long long rel, int lane) {
-        if (rel) load(status, (long long)rel - 1, lane);
-    }
-    // Publishes the tile's size and returns the sum of the sizes of tiles
-    // 0..rel-1 (whole warp).
-    __device__ __forceinline__ unsigned long long end(unsigned long long *status, unsigned long long rel,
-                                                      unsigned size, int lane) {
-        if (ENC_LB_PROBE) return 0;
-        if (lane == 0)
-            *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
-        if (rel == 0) return 0;
-        unsigned long long excl = 0;
-        long long look = (long long)rel - 1;
+        unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
+        unsigned inc;
+        int stop;
         while (true) {
-            unsigned inc;
-            int stop;
-            unsigned ns = 64;
-            while (true) {
-                // Only the tiles up to the nearest inclusive prefix count:
-                // waiting for all 32 made each tile wait for the slowest of
-                // its 32 predecessors (≈ 100 polls per tile, 13 % of the
-                // encoder's instructions on a 1 GiB field).
-                inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
-                stop = inc ? __ffs(inc) - 1 : 31;
-                const unsigned need = __ballot_sync(0xffffffffu, (v >> 62) == 0) & (0xffffffffu >> (31 - stop));
-                if (!need) break;
-                if (ENC_LB_SLEEP) {
-                    __nanosleep(ns);
-                    ns = min(2 * ns, (unsigned)ENC_LB_SLEEP);
-                }
-                if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[look - lane];
-            }
-            unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
-            excl += val;
-            if (inc) break;
-            look -= 32;
-            load(status, look, lane);
+            // Only the tiles up to the nearest inclusive prefix count: waiting
+            // for all 32 made each tile wait for the slowest of its 32
+            // predecessors (≈ 100 polls per tile, 13 % of the encoder's
+            // instructions on a 1 GiB field).
+            inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
+            stop = inc ? __ffs(inc) - 1 : 31;
+            const unsigned need = __ballot_sync(0xffffffffu, (v >> 62) == 0) & (0xffffffffu >> (31 - stop));
+            if (!need) break;
+            if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
         }
-        if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
-        return excl;
+        unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
+        excl += val;
+        if (inc) break;
+        look -= 32;
     }
-};
+    if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
+    return excl;
+}
 
 struct EncShared {
     int q[TILE];                    // q, then residuals
@@ -828,9 +810,8 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
         }
         // the size as lane 0 computed it
         const unsigned size = __shfl_sync(0xffffffffu, at * 4, 0);
-        LookBack lb;
-        lb.begin(status, rel, lane);
-        const unsigned long long excl = lb.end(status, rel, size, lane);
+        publish_size(status, rel, size, lane);
+        const unsigned long long excl = lookback(status, rel, size, lane);
         if (lane == 0) s.excl = excl;
     }
     __syncthreads();
