@@ -1,4 +1,4 @@
-// Encoder v6/v9: one warp per tile, persistent (included by fzgpu.cu).
+// Encoder v6/v9/v11: one warp per tile, persistent (included by fzgpu.cu).
 //
 // Why a warp and not a block: the v1-v5 block encoder spent most of its time
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
@@ -74,7 +74,6 @@
 
 struct TileSum {
     unsigned nesc, nraw, nfill;
-    unsigned planes;  // bit p: plane p may hold a nonzero word (the others are never read)
     int origin;
     double merr;
 };
@@ -217,9 +216,10 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // (j, k) then reads slot (dy, dx) of both words, codes them and runs one
 // 32x32 transpose, as in v6. Rows are padded to 40 words, so the copies,
 // the column reads and the slot reads all hit 32 banks with addresses that
-// are one register plus an immediate. The z loop is unrolled by two, so the
-// buffer of each plane is known at compile time and the carried registers
-// need no moves. Escapes and raw values are found once per plane (the
+// are one register plus an immediate. The quantize half of a plane comes
+// in two copies, one per buffer, so the buffer is known at compile time and
+// the carried registers need no moves; the coding half is shared (v11).
+// Escapes and raw values are found once per plane (the
 // extremes of d, a raw bitmask per lane) and recorded by ballots; escapes
 // are rewritten as d = -32768 (code 0x8000) before the plane is coded.
 // v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
@@ -397,7 +397,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     for (int y = 0; y < 16; y++) a1[y] = 0;
     const unsigned ebf_bits = __float_as_uint(ebf);
     unsigned mk = 0xffffffffu;  // the unsigned minimum of k over the lane's values
-    unsigned nraw = 0, nesc = 0, planes = 0;
+    unsigned nraw = 0, nesc = 0;
     int origin = 0;
     st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
@@ -489,13 +489,10 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         const int *const sb = slot + (z & 1) * STG_PLANE;
         if (ENC_NARROW && mabs <= 1u) {
             put_narrow<2>(sb, pw, z, lane);
-            planes |= 0x8001u;
         } else if (ENC_NARROW && mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
-            planes |= 0x8007u;
         } else if (ENC_NARROW && mabs <= 127u) {
             put_narrow<8>(sb, pw, z, lane);
-            planes |= 0x807fu;
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
             unsigned *const pwp = pwl + (wz ^ pws);
@@ -509,7 +506,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll
                 for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
             }
-            planes = 0xffffu;
         }
         __syncwarp();  // this buffer takes plane z + 2
     };
@@ -525,7 +521,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     ts.nraw = nraw;
     ts.origin = origin;
     ts.merr = mk <= ebf_bits ? (double)__uint_as_float(ebf_bits - mk) : 0.0;
-    ts.planes = planes;
     return true;
 }
 
@@ -949,8 +944,7 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     unsigned at = 2;
 #pragma unroll 4
     for (int p = 0; p < 16; p++) {
-        // planes the walk never wrote (narrow codes) read as zero
-        const uint4 b = (ts.planes >> p) & 1 ? *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane] : make_uint4(0, 0, 0, 0);
+        const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
         const unsigned bm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
         if (lane == p) {
             L.my_bm = bm;
@@ -1070,7 +1064,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (ENC_PREFETCH && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = 0;
-        ts.planes = 0xffffu;
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)

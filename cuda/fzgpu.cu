@@ -2,7 +2,7 @@
 //
 // Compress, per job (a run of whole chunks):
 //   range_kernel + params_kernel  (once per field: min/max, then eb, step)
-//   encode_warp_kernel (v6/v7)    one warp per tile, persistent
+//   encode_warp_kernel (v6-v11)   one warp per tile, persistent
 //                                 (encode_warp.cuh): the default.
 //   encode_kernel (v5)            one block per tile: kept for fields
 //                                 where most tiles are clipped (use_v5).
