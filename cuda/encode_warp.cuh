@@ -50,6 +50,9 @@
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
+#ifndef ENC_PARK_EL
+#define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
+#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -70,7 +73,12 @@
 #define SC_RAW 29184    // u32[128] element-order raw bits
 #define SC_MF 29696     // u32[128] fill mask, slot order
 #define SC_MR 30208     // u32[128] raw mask, slot order
-#define SC_BYTES 30720
+// A finished tile's bytes while it waits for its offset (ENC_SCAN). Its own
+// space: sharing the slow path's (v10b) made a tile wait for the offset of
+// the parked one before each slow walk, 3-5x slower on fields with fill.
+#define SC_PARK 30720
+#define SC_PARK_BYTES 12288
+#define SC_BYTES 43008
 
 struct TileSum {
     unsigned nesc, nraw, nfill;
@@ -892,15 +900,36 @@ __device__ __forceinline__ unsigned block_mask128(const unsigned *m, int lane) {
     return __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
 }
 
+// Stores of a tile's bytes. KEEP: a parked tile (ENC_SCAN), read back a
+// tile later, after the walks have streamed tens of MB through L2, so its
+// lines are stored with the lowest eviction priority (evict_last; ENC_PARK_EL
+// 0: plain stores). Otherwise plain stores: bytes written to their place in
+// the output are not read again.
+template <bool KEEP>
+struct TileStore {
+    unsigned long long pol;
+    __device__ __forceinline__ TileStore() {
+        if (KEEP && ENC_PARK_EL) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    }
+    __device__ __forceinline__ void operator()(unsigned *p, unsigned v) const {
+        if (KEEP && ENC_PARK_EL)
+            asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(pol) : "memory");
+        else
+            *p = v;
+    }
+};
+
 // Writes a zero-block coded bitmap (mask word, then the non-zero blocks).
-__device__ __forceinline__ void put_blocks(unsigned *o, unsigned at, unsigned bm, uint4 b, int lane) {
-    if (lane == 0) o[at] = bm;
+template <typename ST>
+__device__ __forceinline__ void put_blocks(const ST &st, unsigned *o, unsigned at, unsigned bm, uint4 b,
+                                           int lane) {
+    if (lane == 0) st(o + at, bm);
     if ((bm >> lane) & 1) {
         unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
-        dst[0] = b.x;
-        dst[1] = b.y;
-        dst[2] = b.z;
-        dst[3] = b.w;
+        st(dst, b.x);
+        st(dst + 1, b.y);
+        st(dst + 2, b.z);
+        st(dst + 3, b.w);
     }
 }
 
@@ -972,14 +1001,21 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     return L;
 }
 
-// The tile's place in the output (chunk c's tiles follow its size table),
-// or null (and the error flag) if it does not fit.
-__device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long cap, unsigned *err, const Geo &g,
-                                              unsigned long long t, unsigned long long tile0,
-                                              unsigned long long excl, unsigned size, int lane) {
+// Bytes before the tiles of tile t's chunk that are not tiles: the size
+// tables of its chunk and the chunks before it (chunk c's tiles follow its
+// size table).
+__device__ __forceinline__ unsigned long long tables_before(const Geo &g, unsigned long long t,
+                                                            unsigned long long tile0) {
     const unsigned long long chunk = t / g.per_chunk;
-    const unsigned long long cend = min((chunk + 1) * g.per_chunk, g.tiles) - tile0;
-    const unsigned long long off = excl + 4 * cend;  // bytes
+    return 4 * (min((chunk + 1) * g.per_chunk, g.tiles) - tile0);
+}
+
+// The tile's place in the output, or null (and the error flag) if it does
+// not fit; tb from tables_before.
+__device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long cap, unsigned *err,
+                                              unsigned long long tb, unsigned long long excl, unsigned size,
+                                              int lane) {
+    const unsigned long long off = excl + tb;  // bytes
     if (off + size > cap) {
         if (lane == 0) atomicOr(err, 1u);
         return nullptr;
@@ -988,38 +1024,38 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
 }
 
 // Writes the tile's bytes (FORMAT.md section 5).
-template <typename T>
-__device__ __forceinline__ void tile_write(unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
+template <typename T, typename ST>
+__device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
                                            int ly, int lx, int lane) {
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
     if (lane == 0) {
-        o[0] = L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
-        o[1] = (unsigned)ts.origin;
+        st(o, L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
+        st(o + 1, (unsigned)ts.origin);
     }
     for (unsigned rest = L.pm; rest; rest &= rest - 1) {
         const int p = __ffs(rest) - 1;
         const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
-        put_blocks(o, pat, bm, pw_block(pw, p, lane), lane);
+        put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
     }
     if (E) {
         const int *sq = (const int *)(sc + SC_Q);
-        if (lane == 0) o[L.esc_at] = E;
+        if (lane == 0) st(o + L.esc_at, E);
         put_listed(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
-                   [&](int e, unsigned *dst) { dst[0] = (unsigned)sq[e]; });
+                   [&](int e, unsigned *dst) { st(dst, (unsigned)sq[e]); });
     }
-    if (NF) put_blocks(o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (NF) put_blocks(st, o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
     if (NR) {
-        put_blocks(o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
+        put_blocks(st, o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
         const unsigned rv = L.raw_at + 1 + 4 * __popc(L.rbm);
-        if (lane == 0) o[rv] = NR;
+        if (lane == 0) st(o + rv, NR);
         const int P = ly * lx;
         put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
             const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
             const unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
-            dst[0] = (unsigned)b;
-            if (sizeof(T) == 8) dst[1] = (unsigned)(b >> 32);
+            st(dst, (unsigned)b);
+            if (sizeof(T) == 8) st(dst + 1, (unsigned)(b >> 32));
         });
     }
 }
@@ -1053,6 +1089,61 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     };
     // the v9 walk stages its tiles with cp.async one plane ahead
     constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
+    // The scanner and parked tiles (ENC_SCAN) for the v9 walk only: on the
+    // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
+    // probe), and parking cost 10-25 % there (PERF.md v12).
+    constexpr bool scan = ENC_SCAN && !ENC_LB_PROBE && staged;
+    if (scan && blockIdx.x == 0 && wib == 0) {
+        scan_sizes(status, ntiles, lane);
+        return;
+    }
+    // The parked tile (ENC_SCAN): its size is published and its bytes wait
+    // in the scratch while the warp walks its next tile; by then the
+    // scanner has (nearly always) turned the size into its prefix.
+    unsigned *const park = (unsigned *)(sc + SC_PARK);
+    // Its tile, size and tables_before sit in pad words of the plane buffer
+    // (words 128-131 of plane row 0, which no plane uses), not in registers:
+    // the walks need every register they can get.
+    volatile unsigned *const pstate = pw + 128;
+    if (lane == 0) pstate[0] = ~0u;  // jobs have < 2^31 tiles
+    __syncwarp();
+    // The first 2 KiB of the parked bytes are loaded before the wait for
+    // the offset, so the two round trips overlap.
+    auto unpark = [&]() {
+        const unsigned prel = pstate[0], psize = pstate[1];
+        const unsigned long long ptb = (unsigned long long)pstate[3] << 32 | pstate[2];
+        if (prel == ~0u) return;
+        const uint4 *const p4 = (const uint4 *)park;
+        const unsigned n4 = (psize + 15) >> 4, nw = psize >> 2;
+        uint4 b[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (32u * u + lane < n4) b[u] = __ldcg(p4 + 32 * u + lane);
+        const unsigned long long excl = await_prefix(status, prel, psize, lane);
+        if (lane == 0) tprefix[prel] = excl;
+        unsigned *o = tile_out(out, cap, err, ptb, excl, psize, lane);
+        if (o) {
+            auto put = [&](unsigned i, const uint4 &v) {
+                const unsigned w = 4 * i;
+                if (w < nw) o[w] = v.x;
+                if (w + 1 < nw) o[w + 1] = v.y;
+                if (w + 2 < nw) o[w + 2] = v.z;
+                if (w + 3 < nw) o[w + 3] = v.w;
+            };
+#pragma unroll
+            for (int u = 0; u < 4; u++) put(32u * u + lane, b[u]);
+            for (unsigned i0 = 128; i0 < n4; i0 += 128) {
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    if (i0 + 32u * u + lane < n4) b[u] = __ldcg(p4 + i0 + 32 * u + lane);
+#pragma unroll
+                for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, b[u]);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) pstate[0] = ~0u;
+        __syncwarp();
+    };
     unsigned long long rel = take();
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
@@ -1092,10 +1183,31 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             touts[rel] = ts.nraw;
             terr[rel] = M;
         }
-        const unsigned long long excl = lookback(status, rel, L.size, lane);
-        if (lane == 0) tprefix[rel] = excl;
-        unsigned *o = tile_out(out, cap, err, g, t, tile0, excl, L.size, lane);
-        if (o) tile_write<T>(o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
+        unsigned *o = park;
+        const bool parks = scan && L.size <= SC_PARK_BYTES;
+        if (scan) unpark();
+        if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+            const unsigned long long excl =
+                scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
+            if (lane == 0) tprefix[rel] = excl;
+            o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
+        }
+        if (o) {
+            if (parks)
+                tile_write<T>(TileStore<true>(), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
+            else
+                tile_write<T>(TileStore<false>(), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
+        }
+        if (parks) {
+            __syncwarp();
+            if (lane == 0) {
+                const unsigned long long tb = tables_before(g, t, tile0);
+                pstate[0] = (unsigned)rel;
+                pstate[1] = L.size;
+                pstate[2] = (unsigned)tb;
+                pstate[3] = (unsigned)(tb >> 32);
+            }
+        }
         if (ts.nesc | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {
@@ -1106,4 +1218,5 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();  // pw and scratch are reused by the next tile
         rel = take();
     }
+    unpark();
 }

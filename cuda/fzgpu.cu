@@ -491,6 +491,92 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
     return excl;
 }
 
+#ifndef ENC_SCAN
+// 1: one warp of the warp encoder (block 0, warp 0) turns the sizes the
+// tiles publish into inclusive prefixes, in tile order; a tile warp parks
+// its bytes and reads its offset a tile later (encode_warp.cuh). 0: each
+// tile warp runs the decoupled look-back itself (v6-v11).
+#define ENC_SCAN 1
+#endif
+#ifndef ENC_SCAN_K
+#define ENC_SCAN_K 16           // statuses per lane and round of the scanner
+#endif
+
+__device__ __forceinline__ unsigned long long ld_vol(const unsigned long long *p) {
+    return *(const volatile unsigned long long *)p;
+}
+
+// The scanner (ENC_SCAN): the sizes of tiles 0..ntiles-1 (ST_AGG, or ST_INC
+// for tile 0, as publish_size leaves them) become ST_INC | (inclusive
+// prefix), in tile order. Why one warp and not each tile's own look-back: a
+// look-back waits for the slowest of the tiles before it, and that wait sat
+// on every tile's path (23 % of the encoder's warp samples, PERF.md v11); the
+// scanner waits instead, and a tile reads its prefix a tile later, when it
+// is (nearly always) there.
+// Each round takes the ENC_SCAN_K * 32 statuses from the first tile without
+// a prefix (lane l: ENC_SCAN_K consecutive ones) and gives prefixes to the
+// published tiles up to the first unpublished one, so a straggler holds up
+// only the tiles after it. The next round's loads go out before this round's
+// scan and stores, so a round costs about one L2 round trip: after a slow
+// tile publishes, the thousands of tiles waiting behind it get their
+// prefixes within a few rounds.
+__device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles, int lane) {
+    constexpr int K = ENC_SCAN_K;
+    unsigned long long r = 0, base = 0, v[K];
+    auto load = [&](unsigned long long at) {
+        const unsigned long long i0 = at + (unsigned long long)K * lane;
+#pragma unroll
+        for (int k = 0; k < K; k++) v[k] = i0 + k < ntiles ? ld_vol(&status[i0 + k]) : ST_INC;
+    };
+    load(0);
+    while (r < ntiles) {
+        const unsigned long long i0 = r + (unsigned long long)K * lane;
+        int fb = K;  // the lane's first unpublished tile
+#pragma unroll
+        for (int k = K - 1; k >= 0; k--)
+            if ((v[k] >> 62) == 0) fb = k;
+        const unsigned bad = __ballot_sync(0xffffffffu, fb < K);
+        const int l0 = bad ? __ffs(bad) - 1 : 32;
+        const int m = bad ? K * l0 + __shfl_sync(0xffffffffu, fb, l0) : 32 * K;  // tiles ready in order
+        if (m == 0) {
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if ((v[k] >> 62) == 0 && i0 + k < ntiles) v[k] = ld_vol(&status[i0 + k]);
+            continue;
+        }
+        unsigned s[K], tot = 0;  // a round's sizes sum to < 2^32
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            tot += K * lane + k < m ? (unsigned)(v[k] & ST_VAL) : 0u;
+            s[k] = tot;
+        }
+        load(r + (unsigned)m);  // the next round's statuses, in flight during the stores
+        unsigned inc = tot;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += y;
+        }
+        const unsigned long long lb = base + (inc - tot);
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (K * lane + k < m && i0 + k < ntiles)
+                *(volatile unsigned long long *)&status[i0 + k] = ST_INC | (lb + s[k]);
+        base += __shfl_sync(0xffffffffu, inc, 31);
+        r += (unsigned)m;
+    }
+}
+
+// A tile's exclusive prefix once the scanner has reached it (whole warp).
+__device__ __forceinline__ unsigned long long await_prefix(const unsigned long long *status,
+                                                           unsigned long long rel, unsigned size, int lane) {
+    unsigned long long v = 0;
+    if (lane == 0)
+        do v = ld_vol(&status[rel]);
+        while ((v >> 62) != 2);
+    return __shfl_sync(0xffffffffu, (v & ST_VAL) - size, 0);
+}
+
 struct EncShared {
     int q[TILE];                    // q, then residuals
     unsigned short code[TILE];      // slot order
