@@ -21,12 +21,19 @@
 //     q): the generic algorithm, four elements per lane per round, through
 //     per-warp scratch in global memory (L1-resident). It must stay fast:
 //     a slow tile holds up the look-back of every later tile.
-//   tail (both): zero-block masks, layout, decoupled look-back for the
-//     tile's output offset, then the writes.
+//   tail (both): zero-block masks, layout, the tile's size published, then
+//     its output offset and the writes. The offset comes from a decoupled
+//     look-back, or (v12, the f32 rank-3 kernel) from the scanner: one warp
+//     turns published sizes into prefixes in tile order while each tile
+//     warp parks its tile's bytes in scratch, walks its next tile, and only
+//     then reads the parked tile's prefix and copies the bytes out.
 // Tiles are taken in ticket order, so every tile a warp looks back at
 // belongs to a warp already running: the look-back always finishes. A warp
-// takes its next ticket only once its tile is written: taken earlier (to
-// prefetch), tickets stop starting in order and look-backs wait longer.
+// never waits for a prefix while it holds a tile whose size is not yet
+// published, so the scanner always reaches the tile waited for. A warp
+// takes its next ticket only once its tile is written or parked: taken
+// earlier (to prefetch), tickets stop starting in order and look-backs wait
+// longer.
 // Numbers and the versions tried: cuda/PERF.md.
 
 #ifndef ENC_W
@@ -900,19 +907,26 @@ __device__ __forceinline__ unsigned block_mask128(const unsigned *m, int lane) {
     return __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
 }
 
-// Stores of a tile's bytes. KEEP: a parked tile (ENC_SCAN), read back a
-// tile later, after the walks have streamed tens of MB through L2, so its
-// lines are stored with the lowest eviction priority (evict_last; ENC_PARK_EL
-// 0: plain stores). Otherwise plain stores: bytes written to their place in
-// the output are not read again.
-template <bool KEEP>
+// Stores of a tile's bytes. A parked tile (ENC_SCAN) is read back a tile
+// later, after the walks have streamed tens of MB through L2, so its lines
+// are stored with the lowest eviction priority (evict_last); bytes written
+// to their place in the output are not read again (evict_normal). One
+// tile_write for both, the policy a register (a copy per policy was 3 %
+// slower on the smooth field). Without the scanner (HINT false): plain
+// stores (the policy stores cost the f64 rank-1 walk 2 %).
+template <bool HINT>
 struct TileStore {
     unsigned long long pol;
-    __device__ __forceinline__ TileStore() {
-        if (KEEP && ENC_PARK_EL) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    __device__ __forceinline__ explicit TileStore(bool keep) {
+        if (HINT) {
+            if (keep && ENC_PARK_EL)
+                asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+            else
+                asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+        }
     }
     __device__ __forceinline__ void operator()(unsigned *p, unsigned v) const {
-        if (KEEP && ENC_PARK_EL)
+        if (HINT)
             asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(pol) : "memory");
         else
             *p = v;
@@ -1192,12 +1206,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
-        if (o) {
-            if (parks)
-                tile_write<T>(TileStore<true>(), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
-            else
-                tile_write<T>(TileStore<false>(), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
-        }
+        if (o) tile_write<T>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
         if (parks) {
             __syncwarp();
             if (lane == 0) {

@@ -2,18 +2,19 @@
 //
 // Compress, per job (a run of whole chunks):
 //   range_kernel + params_kernel  (once per field: min/max, then eb, step)
-//   encode_warp_kernel (v6-v11)   one warp per tile, persistent
+//   encode_warp_kernel (v6-v12)   one warp per tile, persistent
 //                                 (encode_warp.cuh): the default.
 //   encode_kernel (v5)            one block per tile: kept for fields
 //                                 where most tiles are clipped (use_v5).
 //                                 Both: load, quantize + check,
 //                                 placeholder, Lorenzo, codes, bitshuffle,
 //                                 zero blocks, masks; the tile's output
-//                                 offset comes from a decoupled look-back
-//                                 over the sizes of earlier tiles, so every
-//                                 value is read once and the output written
-//                                 once, at a place that depends only on the
-//                                 sizes (never on scheduling order).
+//                                 offset is the sum of the sizes of earlier
+//                                 tiles, from a decoupled look-back or (v12,
+//                                 f32 rank 3) a scanner warp, so every value
+//                                 is read once, and the output lands at a
+//                                 place that depends only on the sizes
+//                                 (never on scheduling order).
 //   tables_kernel                 tile-size tables, stats, the result.
 // Decompress, per job:
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
@@ -499,7 +500,7 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
 #define ENC_SCAN 1
 #endif
 #ifndef ENC_SCAN_K
-#define ENC_SCAN_K 16           // statuses per lane and round of the scanner
+#define ENC_SCAN_K 8            // statuses per lane and round of the scanner (16: no faster)
 #endif
 
 __device__ __forceinline__ unsigned long long ld_vol(const unsigned long long *p) {
