@@ -1107,9 +1107,16 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
     // probe), and parking cost 10-25 % there (PERF.md v12).
     constexpr bool scan = ENC_SCAN && !ENC_LB_PROBE && staged;
-    if (scan && blockIdx.x == 0 && wib == 0) {
-        scan_sizes(status, ntiles, lane);
-        return;
+    // The scanner is the warp that takes ticket 0: a warp known to be
+    // running, whatever else shares the device (block 0 need not be resident
+    // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
+    unsigned long long rel = take();
+    if (scan) {
+        if (rel == 0) {
+            scan_sizes(status, ntiles, lane);
+            return;
+        }
+        rel -= 1;
     }
     // The parked tile (ENC_SCAN): its size is published and its bytes wait
     // in the scratch while the warp walks its next tile; by then the
@@ -1158,7 +1165,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
     };
-    unsigned long long rel = take();
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1225,7 +1231,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        rel = take();
+        rel = take() - (scan ? 1 : 0);
     }
     unpark();
 }

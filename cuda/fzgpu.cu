@@ -493,7 +493,7 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
 }
 
 #ifndef ENC_SCAN
-// 1: one warp of the warp encoder (block 0, warp 0) turns the sizes the
+// 1: one warp of the warp encoder (the one taking ticket 0) turns the sizes the
 // tiles publish into inclusive prefixes, in tile order; a tile warp parks
 // its bytes and reads its offset a tile later (encode_warp.cuh). 0: each
 // tile warp runs the decoupled look-back itself (v6-v11).
