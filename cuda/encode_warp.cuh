@@ -1105,7 +1105,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
     // The scanner and parked tiles (ENC_SCAN) for the v9 walk only: on the
     // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
-    // probe), and parking cost 10-25 % there (PERF.md v12).
+    // probe), and parking cost 10-26 % there (PERF.md v12).
     constexpr bool scan = ENC_SCAN && !ENC_LB_PROBE && staged;
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
@@ -1123,8 +1123,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     // scanner has (nearly always) turned the size into its prefix.
     unsigned *const park = (unsigned *)(sc + SC_PARK);
     // Its tile, size and tables_before sit in pad words of the plane buffer
-    // (words 128-131 of plane row 0, which no plane uses), not in registers:
-    // the walks need every register they can get.
+    // (words 128-131 of plane row 0, which no plane uses) rather than in
+    // registers that would stay live through the whole walk (the spill
+    // counts came out about the same either way; not timed separately).
     volatile unsigned *const pstate = pw + 128;
     if (lane == 0) pstate[0] = ~0u;  // jobs have < 2^31 tiles
     __syncwarp();
