@@ -65,6 +65,10 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 
 static_assert(NWARPS == 16, "one warp per bit plane");
 
+#ifndef GEO_MAGIC
+#define GEO_MAGIC 0
+#endif
+
 struct Geo {
     unsigned long long nz, ny, nx, gz, gy, gx, tiles;
     int tz, ty, tx, bz, by, bx;
@@ -79,7 +83,17 @@ struct Geo {
     int fast1, fast2, fast3;
     unsigned skoff[KPT];           // slot of element (k, 0, 0)
     unsigned long long koff[KPT];  // field offset of element (k, 0, 0): k*ny*nx
+    // n / d = umul64hi(n, m) for 32-bit n and 2 <= d < 2^32, m = 2^64 / d
+    // rounded down, plus 1 (n d < 2^64 keeps the error below 1 / d); m = 0
+    // for d = 1 or d >= 2^32. For gx, gy and per_chunk: the warp encoder
+    // divides a ticket by them on every tile (GEO_MAGIC).
+    unsigned long long mgx, mgy, mpc;
 };
+
+// n / d for n < 2^32 by the magic m of Geo (m = 0: d is 1).
+__device__ __forceinline__ unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long m) {
+    return m ? __umul64hi(n, m) : n / d;
+}
 
 struct DevParams {
     double eb, step, inv, lo, hi;
@@ -105,10 +119,18 @@ __device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, uns
     if (g.tiles <= 0xFFFFFFFFull) {
         // 32-bit division is a few instructions, 64-bit a subroutine; every
         // field below 2^32 tiles (16 PiB of f32) takes this branch
+#if GEO_MAGIC
+        const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy;
+        const unsigned r = (unsigned)div_m(tt, gx, g.mgx), r2 = (unsigned)div_m(r, gy, g.mgy);
+        ix = tt - r * gx;
+        iy = r - r2 * gy;
+        iz = r2;
+#else
         const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy, r = tt / gx;
         ix = tt - r * gx;
         iy = r % gy;
         iz = r / gy;
+#endif
     } else {
         ix = t % g.gx;
         iy = (t / g.gx) % g.gy;
@@ -384,6 +406,30 @@ __global__ void range_fold_kernel(const double *partials, int nparts, double *ac
 
 // ---------------------------------------------------------------- tables
 
+#ifndef ENC_INIT1
+#define ENC_INIT1 0
+#endif
+// A compress job's zeroed state in one launch (four memsets and the
+// meta kernel before): the look-back statuses, the ticket, the error flag
+// and the result accumulator. 4 statuses per thread.
+__global__ void job_init_kernel(unsigned long long *status, unsigned long long nt, unsigned *ticket,
+                                unsigned *err, JobAcc *acc) {
+    const unsigned long long i = 4 * ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 4 <= nt && (((uintptr_t)(status + i)) & 15) == 0) {
+        uint4 *p = (uint4 *)(status + i);
+        p[0] = p[1] = make_uint4(0, 0, 0, 0);
+    } else {
+        for (unsigned long long k = i; k < i + 4 && k < nt; k++) status[k] = 0;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        *ticket = 0;
+        *err = 0;
+        acc->outliers = 0;
+        acc->err_bits = 0;
+        acc->blocks_done = 0;
+    }
+}
+
 // For a full tile (every tile but the clipped ones at the field's edges)
 // the slot, neighbour flags and field offset of element e are the same in
 // every tile: computed once per job, they replace six integer divisions per
@@ -445,6 +491,9 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
+#ifndef ENC_SYNCFIX
+#define ENC_SYNCFIX 0
+#endif
 #ifndef ENC_LB_PROBE
 #define ENC_LB_PROBE 0          // probe only (invalid output): every tile at offset 0, no look-back
 #endif
@@ -575,6 +624,9 @@ __device__ __forceinline__ unsigned long long await_prefix(const unsigned long l
     if (lane == 0)
         do v = ld_vol(&status[rel]);
         while ((v >> 62) != 2);
+    // Without it the warp reached the shuffle still split after lane 0's
+    // spin and took the collective (divergent) path every time (ncu).
+    if (ENC_SYNCFIX) __syncwarp();
     return __shfl_sync(0xffffffffu, (v & ST_VAL) - size, 0);
 }
 
@@ -1780,6 +1832,12 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     g->by = by;
     g->bx = bx;
     g->per_chunk = f->tiles_per_chunk;
+    auto magic = [](unsigned long long d) -> unsigned long long {
+        return d >= 2 && d <= 0xFFFFFFFFull ? ~0ull / d + (~0ull % d == d - 1 ? 2 : 1) : 0ull;
+    };
+    g->mgx = magic(g->gx);
+    g->mgy = magic(g->gy);
+    g->mpc = magic(g->per_chunk);
     g->fast = tz == KPT && ty == NWARPS && tx == 32;
     g->fast3 = tz == 8 && ty == 16 && tx == 32 && bz == 4 && by == 4 && bx == 8;
     g->fast2 = tz == 1 && ty == 64 && tx == 64 && bz == 1 && by == 16 && bx == 8;
@@ -1857,13 +1915,23 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
+    const bool v5 = use_v5(c, g);
+#if ENC_INIT1
+    if (v5) {
+        meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
+        CK(cudaGetLastError());
+    }
+    job_init_kernel<<<(unsigned)((nt + 1023) / 1024), 256, 0, st>>>(c->status, nt, c->ticket, c->eerr, c->jacc);
+    CK(cudaGetLastError());
+#else
     meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
     CK(cudaGetLastError());
     CK(cudaMemsetAsync(c->status, 0, nt * sizeof(unsigned long long), st));
     CK(cudaMemsetAsync(c->ticket, 0, sizeof(unsigned), st));
     CK(cudaMemsetAsync(c->eerr, 0, sizeof(unsigned), st));
     CK(cudaMemsetAsync(c->jacc, 0, sizeof(JobAcc), st));
-    if (!use_v5(c, g)) {
+#endif
+    if (!v5) {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
