@@ -54,54 +54,6 @@
 #ifndef ENC_NARROW
 #define ENC_NARROW 1            // f32 rank-3 walk: 2/4/8-bit codes for z-planes whose residuals fit (0: always 16)
 #endif
-#ifndef ENC_LAZY
-#define ENC_LAZY 0              // f32 rank-3 walk: exact per-value check only for planes that need it
-#endif
-#ifndef ENC_ONEPAR
-#define ENC_ONEPAR 0            // f32 rank-3 walk: one copy of the quantize half for both buffers
-#endif
-#ifndef ENC_EARLY
-#define ENC_EARLY 0             // scanner kernel: next ticket and its first plane during the tail
-#endif
-#ifndef ENC_L2PROBE
-#define ENC_L2PROBE 0           // probe only (invalid output): every staged tile reads tile 0's values (L2 hits)
-#endif
-#ifndef ENC_NOWRITE
-#define ENC_NOWRITE 0           // probe only (invalid output): no tile bytes written (park or output)
-#endif
-#ifndef ENC_PFD
-#define ENC_PFD 0               // scanner kernel: L2 prefetch of the first plane of the tile this many tickets ahead
-#endif
-#ifndef ENC_ORIGIN
-#define ENC_ORIGIN 0            // one-copy quantize: the origin by selects, not a branch
-#endif
-#ifndef ENC_PF2
-#define ENC_PF2 0               // v9 walk: L2 prefetch of the plane after the one being staged
-#endif
-#ifndef ENC_MREDUX
-#define ENC_MREDUX 0            // v9 walk: the tile's max error by one unsigned warp min, not a double fold
-#endif
-#ifndef ENC_BITCVT
-#define ENC_BITCVT 0            // v9 walk: f64(x) by integer operations, holes from the plane's largest |x|
-#endif
-#ifndef ENC_PROBE_NOPARKW
-#define ENC_PROBE_NOPARKW 0     // probe only (invalid output): parked tiles are not written to the park
-#endif
-#ifndef ENC_PROBE_NOCOPY
-#define ENC_PROBE_NOCOPY 0      // probe only (invalid output): parked bytes are loaded but not stored
-#endif
-#ifndef ENC_PROBE_PLAIN
-#define ENC_PROBE_PLAIN 0       // probe: plain stores for the park (no L2 policy)
-#endif
-#ifndef ENC_DIRECT
-#define ENC_DIRECT 0            // scanner kernel: a tile whose prefix is there after the unpark skips the park
-#endif
-#ifndef ENC_SMEMIMG
-#define ENC_SMEMIMG 0           // scanner kernel: parked tiles laid out in shared memory, then 16-byte stores
-#endif
-#ifndef ENC_UNPARK2
-#define ENC_UNPARK2 0           // scanner kernel: parked bytes to the output through shared memory, coalesced
-#endif
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
@@ -279,10 +231,9 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // (j, k) then reads slot (dy, dx) of both words, codes them and runs one
 // 32x32 transpose, as in v6. Rows are padded to 40 words, so the copies,
 // the column reads and the slot reads all hit 32 banks with addresses that
-// are one register plus an immediate. The quantize half of a plane comes
-// in two copies, one per buffer, so the buffer is known at compile time and
-// the carried registers need no moves; the coding half is shared (v11).
-// Escapes and raw values are found once per plane (the
+// are one register plus an immediate. One copy of the code serves both
+// buffers, the buffer offset a register (coding since v11, quantize since
+// v13: the copy per buffer cost instruction fetch). Escapes and raw values are found once per plane (the
 // extremes of d, a raw bitmask per lane) and recorded by ballots; escapes
 // are rewritten as d = -32768 (code 0x8000) before the plane is coded.
 // v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
@@ -340,58 +291,14 @@ __device__ __forceinline__ unsigned code16x2(int d0, int d1) {
 // when k < 0 (non-negative floats order as their bits), and the largest e
 // of the non-raw values is bits(ebf) - (the unsigned minimum of k), with no
 // predicated updates (which the compiler turns into moves).
-// f64(x) by integer operations for a normal float x (ENC_BITCVT): a
-// conversion is a quarter-rate XU instruction, these run on the ALU and FMA
-// pipes. Zero and subnormal x come out as +-(1 + m 2^-23) 2^-127 instead:
-// with inv < 2^124 both the true and this value give |s| < 1/2, so q = 0
-// and x' = 0 either way (the walk leaves tiles alone when inv is larger).
-// Inf and NaN come out finite: the walk finds those by the plane's largest
-// |x| (NaN kept) instead of by s.
-__device__ __forceinline__ double f64_of_normal(float x) {
-    const unsigned b = __float_as_uint(x);
-    const unsigned hi = (((b & 0x7fffffffu) >> 3) + 0x38000000u) | (b & 0x80000000u);
-    return __hiloint2double((int)hi, (int)(b << 29));
-}
-
-template <bool BITCVT = false>
 __device__ __forceinline__ int quant_f32(float x, double inv, double step, unsigned ebf_bits, int &k, bool &hole) {
-    const double s = __dmul_rn(BITCVT ? f64_of_normal(x) : (double)x, inv);
-    hole = BITCVT ? false : !(fabs(s) < 268435456.0);
+    const double s = __dmul_rn((double)x, inv);
+    hole = !(fabs(s) < 268435456.0);
     const double sr = __dadd_rn(s, 6755399441055744.0);
     const double qd = __dsub_rn(sr, 6755399441055744.0);
     const float rec = __double2float_rn(__dmul_rn(qd, step));
     k = (int)(ebf_bits - (__float_as_uint(__fsub_rn(x, rec)) & 0x7fffffffu));
     return __double2loint(sr);
-}
-
-// quant_f32 without the check's bookkeeping (ENC_LAZY): q, and e = x - x'
-// (NaN for NaN or Inf x).
-__device__ __forceinline__ int quant_f32e(float x, double inv, double step, float &e) {
-    const double s = __dmul_rn((double)x, inv);
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    e = __fsub_rn(x, __double2float_rn(__dmul_rn(qd, step)));
-    return __double2loint(sr);
-}
-// The smallest float magnitude x whose s = RN(x inv) has |s| >= 2^28 (a
-// hole, FORMAT.md section 4), +Inf if no finite one: RN(x inv) is monotone
-// in x, so a plane holds such a value exactly when its largest |x| is >= this.
-__device__ __forceinline__ float hole_min(double inv) {
-    const double c = __ddiv_rn(268435456.0, inv);
-    float f = c >= 3.4028234663852886e38 ? __int_as_float(0x7f800000) : __double2float_rd(c);
-    auto hole = [&](float x) { return !(__dmul_rn((double)x, inv) < 268435456.0); };
-    // c is within an ulp or two; 0 (never expected) would send every tile to the slow path
-    int i = 0;
-    for (; i < 64 && f > 0.0f && hole(__int_as_float(__float_as_int(f) - 1)); i++)
-        f = __int_as_float(__float_as_int(f) - 1);
-    if (i == 64) return 0.0f;
-    for (i = 0; i < 64 && !hole(f); i++) f = __int_as_float(__float_as_int(f) + 1);
-    return hole(f) ? f : 0.0f;
-}
-// max(m, |e|), NaN if either is (fmaxf would drop a NaN e).
-__device__ __forceinline__ float fmax_nan_abs(float m, float e) {
-    asm("max.NaN.f32 %0, %0, %1;" : "+f"(m) : "f"(fabsf(e)));
-    return m;
 }
 
 // The warp's two plane buffers (5 KiB): one array for both instantiations.
@@ -409,7 +316,6 @@ struct Stager {
     unsigned long long rstep, plane;
     unsigned scp;
     bool al16;
-    Stager() = default;
     __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
         const unsigned long long nx = g.nx;
         plane = g.ny * g.nx;
@@ -417,16 +323,6 @@ struct Stager {
         gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
         rstep = al16 ? 4 * nx : nx;
         scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
-    }
-    // the plane after the next one into L2 (ENC_PF2): one line per row,
-    // two where a row is not 128-byte aligned
-    __device__ __forceinline__ void prefetch_next() const {
-        const float *p = gz;  // the next plane's first piece
-        // al16: lane l copies piece l % 8 of rows l / 8 + 4u; the row's start is 4 (l % 8) floats back
-        const float *row = al16 ? p - 4 * (threadIdx.x & 7) : p - (threadIdx.x & 31);
-        const unsigned long long rs = al16 ? rstep / 4 : rstep;  // one row
-        const int lane = threadIdx.x & 31, r = lane & 15;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row - (al16 ? (lane >> 3) * rs : 0) + r * rs + (lane >> 4) * 31));
     }
     // the next plane into buffer b (one commit group)
     __device__ __forceinline__ void load(int b) {
@@ -494,15 +390,13 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-// st: the tile's stager; pre: its first plane is already in flight
-// (ENC_EARLY: issued during the previous tile's tail).
 template <bool HF>
-__device__ __forceinline__ bool enc_fast3(Stager &st, bool pre, double inv, double step, float ebf, float xhole,
-                                          unsigned fill32,
-                                          unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
-                                          TileSum &ts) {
+__device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
+                                          double inv, double step, float ebf, unsigned fill32, unsigned *pw,
+                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
+    Stager st(src, g, base, stg, lane);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
@@ -510,43 +404,29 @@ __device__ __forceinline__ bool enc_fast3(Stager &st, bool pre, double inv, doub
     // lanes 0-15 store plane lane of w0, lanes 16-31 plane lane - 16 of w0 + 16
     unsigned *const pwl = pw + (lane & 15) * PW_STRIDE + (lane >> 4) * 16;
     const int pws = (lane >> 2) & 3;
-    // Dy q of the previous plane, per y: planes of even z write a0 and read
-    // a1, odd ones the reverse, so the carry needs no moves
-    int a0[16], a1[16];
+    // Dy q of the previous plane, per y, updated in place. (v9-v12 kept two
+    // arrays and a copy of the quantize half per plane parity so that the
+    // carry needed no moves; nvcc moved the registers anyway, 16 per plane,
+    // and the second copy cost instruction fetch: PERF.md v13.)
+    int a[16];
 #pragma unroll
-    for (int y = 0; y < 16; y++) a1[y] = 0;
+    for (int y = 0; y < 16; y++) a[y] = 0;
     const unsigned ebf_bits = __float_as_uint(ebf);
     unsigned mk = 0xffffffffu;  // the unsigned minimum of k over the lane's values
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
-    if (!pre) st.load(0);
+    st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
     if (ENC_NARROW)
 #pragma unroll
         for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
-    // Rare: raw values (rows with one: a warp OR of the lanes' masks;
-    // at tight bounds most planes hold one or two). The element-order
-    // bitmaps' words of plane z are z * 16 + y, bit x; words of rows
-    // without any stay 0. rawm: bit 15 - y for a raw value y.
-    auto note_raw_rows = [&](unsigned rawm, int z) {
-        for (unsigned rows = __reduce_or_sync(F, rawm); rows; rows &= rows - 1) {
-            const int bit = __ffs(rows) - 1, y = 15 - bit;
-            const unsigned br = __ballot_sync(F, (rawm >> bit) & 1u);
-            if (lane == 0) sraw[z * 16 + y] = br;
-            nraw += __popc(br);
-        }
-    };
-    // v13 (ENC_LAZY): per value only the largest |e| (NaN kept) and the
-    // largest |x|; the exact per-value check (quant_f32: raw bits, holes)
-    // runs again only for a plane where some |e| > ebf or is NaN. Holes by
-    // magnitude come from the plane's largest |x|: |s| = RN(|x| inv) is
-    // monotone in |x|, so some |s| >= 2^28 exactly when RN(max|x| inv) is.
-    auto quant_plane = [&](auto par, int z, int(&az)[16], const int(&azp)[16], unsigned &mabs) -> bool {
-        constexpr int PAR = decltype(par)::value;
-        const int b = PAR < 0 ? (z & 1) : PAR;  // PAR < 0: one copy for both buffers (ENC_ONEPAR)
+    // Quantizes plane z (buffer z % 2) and turns it into residuals d in
+    // place; mabs: the largest |d|. False for a hole (the tile then takes
+    // the slow path).
+    auto quant_plane = [&](int z, unsigned &mabs) -> bool {
+        const int b = z & 1;
         if (z < 7) {
             st.load(b ^ 1);
-            if (ENC_PF2 && z < 6) st.prefetch_next();  // plane z + 2 into L2
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -558,75 +438,30 @@ __device__ __forceinline__ bool enc_fast3(Stager &st, bool pre, double inv, doub
         int q[16];
         unsigned rawm = 0;  // bit 15 - y: value y is raw
         bool hole = false;
-        float em = 0.0f, xm = 0.0f;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const float x = xb[STG_ROW * y];
+            int k;
+            bool h;
+            q[y] = quant_f32(x, inv, step, ebf_bits, k, h);
+            hole |= h;
             if (HF) hole |= __float_as_uint(x) == fill32;
-            if (ENC_LAZY) {
-                float e;
-                q[y] = quant_f32e(x, inv, step, e);
-                em = fmax_nan_abs(em, e);
-                xm = fmaxf(xm, fabsf(x));
-            } else {
-                int k;
-                bool h;
-                q[y] = quant_f32<ENC_BITCVT != 0>(x, inv, step, ebf_bits, k, h);
-                if (ENC_BITCVT)
-                    xm = fmax_nan_abs(xm, x);
-                else
-                    hole |= h;
-                rawm = __funnelshift_l((unsigned)k, rawm, 1);
-                mk = min(mk, (unsigned)k);
-            }
+            rawm = __funnelshift_l((unsigned)k, rawm, 1);
+            mk = min(mk, (unsigned)k);
         }
-        if (ENC_BITCVT && !ENC_LAZY) hole |= !(xm < xhole);  // NaN, Inf or |s| >= 2^28 somewhere
-        if (ENC_LAZY == 1) hole |= !(__dmul_rn((double)xm, inv) < 268435456.0);
-        if (ENC_LAZY == 2) hole |= xm >= xhole;
-        if (ENC_LAZY == 2 ? __any_sync(F, hole || !(em <= ebf)) && __any_sync(F, hole) : __any_sync(F, hole)) {
+        if (__any_sync(F, hole)) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
-        }
-        if (ENC_LAZY) {
-            if (__any_sync(F, !(em <= ebf))) {
-                // Rare (a raw value, or NaN or Inf): the exact check again,
-                // value by value (one copy of the code, not unrolled).
-#pragma unroll 1
-                for (int y = 0; y < 16; y++) {
-                    int k;
-                    bool h;
-                    (void)quant_f32(xb[STG_ROW * y], inv, step, ebf_bits, k, h);
-                    hole |= h;
-                    rawm = __funnelshift_l((unsigned)k, rawm, 1);
-                    mk = min(mk, (unsigned)k);
-                }
-                if (__any_sync(F, hole)) {
-                    cp_async_wait<0>();
-                    return false;
-                }
-                note_raw_rows(rawm, z);
-            } else {
-                mk = min(mk, ebf_bits - __float_as_uint(em));  // every |e| <= ebf
-            }
         }
         int *const db = (int *)xb;
         int dmax = 0, dmin = 0;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
-            const int B = (int)((unsigned)A - (unsigned)azp[y]);
-            az[y] = A;
+            const int B = (int)((unsigned)A - (unsigned)a[y]);
+            a[y] = A;
             int d = sub_left(B);
-            if (ENC_ORIGIN && PAR < 0) {
-                // element 0 (lane 0, z = y = 0): its d is its q, the tile's
-                // origin (shuffled out after the walk), its code 0; selects,
-                // not a branch in the middle of every plane
-                if (y == 0) {
-                    const bool e0 = z == 0 && lane == 0;
-                    origin = e0 ? d : origin;
-                    d = e0 ? 0 : d;
-                }
-            } else if (y == 0 && (PAR < 0 ? z == 0 : PAR == 0 && z == 0)) {
+            if (y == 0 && z == 0) {
                 origin = __shfl_sync(F, d, 0);  // element 0's q: the tile's origin, its code 0
                 if (lane == 0) d = 0;
             }
@@ -635,7 +470,16 @@ __device__ __forceinline__ bool enc_fast3(Stager &st, bool pre, double inv, doub
             dmin = min(dmin, d);
         }
         __syncwarp();
-        if (!ENC_LAZY) note_raw_rows(rawm, z);
+        // Rare: raw values (rows with one: a warp OR of the lanes' masks;
+        // at tight bounds most planes hold one or two). The element-order
+        // bitmaps' words of this plane are z * 16 + y, bit x; words of rows
+        // without any stay 0.
+        for (unsigned rows = __reduce_or_sync(F, rawm); rows; rows &= rows - 1) {
+            const int bit = __ffs(rows) - 1, y = 15 - bit;
+            const unsigned br = __ballot_sync(F, (rawm >> bit) & 1u);
+            if (lane == 0) sraw[z * 16 + y] = br;
+            nraw += __popc(br);
+        }
         // the largest |d| of the z-plane picks the code width
         mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
         return true;
@@ -687,20 +531,15 @@ __device__ __forceinline__ bool enc_fast3(Stager &st, bool pre, double inv, doub
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         unsigned mabs;
-        bool ok;
-        if (ENC_ONEPAR) {  // one carry array: a1 is Dy q of the previous plane, updated in place
-            ok = quant_plane(std::integral_constant<int, -1>{}, z, a1, a1, mabs);
-        } else {
-            ok = z & 1 ? quant_plane(std::integral_constant<int, 1>{}, z, a1, a0, mabs)
-                       : quant_plane(std::integral_constant<int, 0>{}, z, a0, a1, mabs);
-        }
-        if (!ok) return false;
+        if (!quant_plane(z, mabs)) return false;
         code_plane(z, mabs);
     }
     ts.nesc = nesc;
     ts.nraw = nraw;
-    ts.origin = ENC_ORIGIN && ENC_ONEPAR ? __shfl_sync(F, origin, 0) : origin;
-    if (ENC_MREDUX) mk = __reduce_min_sync(F, mk);  // every lane: the tile's largest |e| (the fold below skipped)
+    ts.origin = origin;
+    // every lane: the tile's largest |e| (one warp min; the caller's fold
+    // of ts.merr over the lanes, 5 double shuffles, is skipped for this walk)
+    mk = __reduce_min_sync(F, mk);
     ts.merr = mk <= ebf_bits ? (double)__uint_as_float(ebf_bits - mk) : 0.0;
     return true;
 }
@@ -1097,18 +936,6 @@ struct TileStore {
         else
             *p = v;
     }
-    __device__ __forceinline__ void v4(uint4 *p, const uint4 &v) const {
-        if (HINT)
-            asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y),
-                         "r"(v.z), "r"(v.w), "l"(pol)
-                         : "memory");
-        else
-            *p = v;
-    }
-};
-// A tile's bytes into shared memory (ENC_SMEMIMG).
-struct SmemStore {
-    __device__ __forceinline__ void operator()(unsigned *p, unsigned v) const { *p = v; }
 };
 
 // Writes a zero-block coded bitmap (mask word, then the non-zero blocks).
@@ -1198,7 +1025,7 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
 // size table).
 __device__ __forceinline__ unsigned long long tables_before(const Geo &g, unsigned long long t,
                                                             unsigned long long tile0) {
-    const unsigned long long chunk = GEO_MAGIC && t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
+    const unsigned long long chunk = t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
     return 4 * (min((chunk + 1) * g.per_chunk, g.tiles) - tile0);
 }
 
@@ -1269,9 +1096,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
     const double eb = prm->eb, step = prm->step, inv = prm->inv;
     const float ebf = __double2float_rd(eb);  // e <= eb for a float e exactly when e <= ebf
-    // ENC_BITCVT: with inv >= 2^124 (eb <= 2^-126) a hole magnitude of 0
-    // sends every tile to the slow path, where f64(x) is exact
-    const float xhole = ENC_BITCVT && !(inv < 0x1p124) ? 0.0f : hole_min(inv);
     for (int i = lane; i < 128; i += 32) {  // the fast paths only set bits
         sesc[i] = 0;
         sraw[i] = 0;
@@ -1325,25 +1149,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         const unsigned long long excl = await_prefix(status, prel, psize, lane);
         if (lane == 0) tprefix[prel] = excl;
         unsigned *o = tile_out(out, cap, err, ptb, excl, psize, lane);
-        if (ENC_UNPARK2 && !ENC_EARLY && o && psize <= 2 * STG_PLANE * 4) {
-            // through the idle stage buffers: 4-byte stores, lane-consecutive
-            // (128 bytes each), not four per 16-byte piece
-            uint4 *img4 = (uint4 *)stage_buf();
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (32u * u + lane < n4) img4[32 * u + lane] = b[u];
-            for (unsigned i = 128 + lane; i < n4; i += 32) img4[i] = __ldcg(p4 + i);
-            __syncwarp();
-            const unsigned *img = (const unsigned *)img4;
-            for (unsigned w = lane; w < nw; w += 32) o[w] = img[w];
-        } else if (o && !ENC_NOWRITE) {
-            unsigned acc = 0;
+        if (o) {
             auto put = [&](unsigned i, const uint4 &v) {
                 const unsigned w = 4 * i;
-                if (ENC_PROBE_NOCOPY) {
-                    if (w < nw) acc ^= v.x ^ v.y ^ v.z ^ v.w;
-                    return;
-                }
                 if (w < nw) o[w] = v.x;
                 if (w + 1 < nw) o[w + 1] = v.y;
                 if (w + 2 < nw) o[w + 2] = v.z;
@@ -1358,21 +1166,11 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
 #pragma unroll
                 for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, b[u]);
             }
-            if (ENC_PROBE_NOCOPY && acc == 0x9e3779b9u) atomicOr(err, 2u);  // keeps the loads
         }
         __syncwarp();
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
     };
-    // ENC_EARLY (scanner kernel): the next ticket is taken once the walk
-    // is done and its tile's first plane staged during this tile's tail, so
-    // neither round trip (ticket, DRAM) sits between two walks. Safe: a warp
-    // holding an early ticket waits in the tail only for a prefix of an
-    // earlier tile, and the first unpublished tile's warp is always walking
-    // or publishing a tile before it.
-    constexpr bool early = scan && ENC_EARLY;
-    bool pre = false;  // the tile's first plane is in flight
-    Stager st;
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1380,30 +1178,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-        if constexpr (staged)
-            if (!pre) st = Stager(src, g, ENC_L2PROBE ? 0 : base, stage_buf(), lane);
-        if (staged && ENC_PFD && rel + ENC_PFD < ntiles) {
-            // The first plane of the tile ENC_PFD tickets ahead into L2: tickets
-            // go out in order at ~128 per us (1 GiB), so it is taken a few us
-            // from now and its first plane's copy then hits L2 instead of
-            // waiting on DRAM at the start of a walk (row y by lane y).
-            unsigned long long pz, py, px;
-            int plz, ply, plx;
-            tile_box(g, tile0 + rel + ENC_PFD, pz, py, px, plz, ply, plx);
-            const int r = lane & 15;  // lanes 16-31: the row's last value (a second line if unaligned)
-            if (r < ply)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(src + (pz * g.ny + py + r) * g.nx + px +
-                                                              (lane >> 4) * (plx - 1)));
-        }
         if (ENC_PREFETCH && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = 0;
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = has_fill ? enc_fast3<true>(st, pre, inv, step, ebf, xhole, (unsigned)fill_bits, pw, sq, sesc,
-                                                  sraw, lane, ts)
-                                : enc_fast3<false>(st, pre, inv, step, ebf, xhole, 0, pw, sq, sesc, sraw, lane, ts);
+                done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
+                                                  sesc, sraw, lane, ts)
+                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full)
@@ -1418,26 +1201,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
         publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
-        unsigned long long nrel = 0;
-        pre = false;
-        // ENC_EARLY: the next ticket, and its tile's first plane in flight
-        auto take_next = [&]() {
-            if constexpr (early) {
-                nrel = take() - 1;
-                if (nrel < ntiles) {
-                    unsigned long long nz0, ny0, nx0;
-                    int nlz, nly, nlx;
-                    tile_box(g, tile0 + nrel, nz0, ny0, nx0, nlz, nly, nlx);
-                    if (FAST == 3 && nlz == g.tz && nly == g.ty && nlx == g.tx) {
-                        st = Stager(src, g, (nz0 * g.ny + ny0) * g.nx + nx0, stage_buf(), lane);
-                        st.load(0);
-                        pre = true;
-                    }
-                }
-            }
-        };
         double M = ts.merr;
-        if (!(staged && ENC_MREDUX && done))
+        if (!(staged && done))  // enc_fast3 folds its own
 #pragma unroll
             for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
         if (lane == 0) {
@@ -1446,40 +1211,16 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             terr[rel] = M;
         }
         unsigned *o = park;
-        bool parks = scan && L.size <= SC_PARK_BYTES;
+        const bool parks = scan && L.size <= SC_PARK_BYTES;
         if (scan) unpark();
-        if (ENC_DIRECT && parks) {
-            // the tile's prefix may be there already: then no park
-            unsigned long long v = 0;
-            if (lane == 0) v = ld_vol(&status[rel]);
-            __syncwarp();
-            v = __shfl_sync(0xffffffffu, v, 0);
-            if ((v >> 62) == 2) {
-                parks = false;
-                const unsigned long long excl = (v & ST_VAL) - L.size;
-                if (lane == 0) tprefix[rel] = excl;
-                o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
-            }
-        } else if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+        if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
-        take_next();
-        // ENC_SMEMIMG: a parked tile is laid out in the (idle) stage buffers
-        // first and goes to the park in whole 16-byte pieces, coalesced,
-        // instead of 4-byte stores scattered over each plane's blocks.
-        const bool viasmem = staged && ENC_SMEMIMG && !ENC_EARLY && parks && L.size <= 2 * STG_PLANE * 4;
-        if (viasmem) {
-            unsigned *img = (unsigned *)stage_buf();
-            tile_write<T>(SmemStore(), img, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
-            __syncwarp();
-            const TileStore<true> pst(true);
-            const unsigned n4 = (L.size + 15) >> 4;
-            for (unsigned i = lane; i < n4; i += 32) pst.v4((uint4 *)park + i, ((const uint4 *)img)[i]);
-        } else if (o && !ENC_NOWRITE && !(ENC_PROBE_NOPARKW && parks))
-            tile_write<T>(TileStore<scan && !ENC_PROBE_PLAIN>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
+        if (o)
+            tile_write<T>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
         if (parks) {
             __syncwarp();
             if (lane == 0) {
@@ -1498,7 +1239,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        rel = early ? nrel : take() - (scan ? 1 : 0);
+        rel = take() - (scan ? 1 : 0);
     }
     unpark();
 }

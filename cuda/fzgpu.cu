@@ -65,10 +65,6 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 
 static_assert(NWARPS == 16, "one warp per bit plane");
 
-#ifndef GEO_MAGIC
-#define GEO_MAGIC 0
-#endif
-
 struct Geo {
     unsigned long long nz, ny, nx, gz, gy, gx, tiles;
     int tz, ty, tx, bz, by, bx;
@@ -86,7 +82,8 @@ struct Geo {
     // n / d = umul64hi(n, m) for 32-bit n and 2 <= d < 2^32, m = 2^64 / d
     // rounded down, plus 1 (n d < 2^64 keeps the error below 1 / d); m = 0
     // for d = 1 or d >= 2^32. For gx, gy and per_chunk: the warp encoder
-    // divides a ticket by them on every tile (GEO_MAGIC).
+    // divides a ticket by them on every tile (a 32-bit division is ~20
+    // dependent instructions on its path: PERF.md v13).
     unsigned long long mgx, mgy, mpc;
 };
 
@@ -119,18 +116,11 @@ __device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, uns
     if (g.tiles <= 0xFFFFFFFFull) {
         // 32-bit division is a few instructions, 64-bit a subroutine; every
         // field below 2^32 tiles (16 PiB of f32) takes this branch
-#if GEO_MAGIC
         const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy;
         const unsigned r = (unsigned)div_m(tt, gx, g.mgx), r2 = (unsigned)div_m(r, gy, g.mgy);
         ix = tt - r * gx;
         iy = r - r2 * gy;
         iz = r2;
-#else
-        const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy, r = tt / gx;
-        ix = tt - r * gx;
-        iy = r % gy;
-        iz = r / gy;
-#endif
     } else {
         ix = t % g.gx;
         iy = (t / g.gx) % g.gy;
@@ -406,9 +396,6 @@ __global__ void range_fold_kernel(const double *partials, int nparts, double *ac
 
 // ---------------------------------------------------------------- tables
 
-#ifndef ENC_INIT1
-#define ENC_INIT1 0
-#endif
 // A compress job's zeroed state in one launch (four memsets and the
 // meta kernel before): the look-back statuses, the ticket, the error flag
 // and the result accumulator. 4 statuses per thread.
@@ -491,9 +478,6 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
-#ifndef ENC_SYNCFIX
-#define ENC_SYNCFIX 0
-#endif
 #ifndef ENC_LB_PROBE
 #define ENC_LB_PROBE 0          // probe only (invalid output): every tile at offset 0, no look-back
 #endif
@@ -624,9 +608,6 @@ __device__ __forceinline__ unsigned long long await_prefix(const unsigned long l
     if (lane == 0)
         do v = ld_vol(&status[rel]);
         while ((v >> 62) != 2);
-    // Without it the warp reached the shuffle still split after lane 0's
-    // spin and took the collective (divergent) path every time (ncu).
-    if (ENC_SYNCFIX) __syncwarp();
     return __shfl_sync(0xffffffffu, (v & ST_VAL) - size, 0);
 }
 
@@ -1916,21 +1897,12 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
     const bool v5 = use_v5(c, g);
-#if ENC_INIT1
-    if (v5) {
+    if (v5) {  // its tables; the warp encoder does not use them
         meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
         CK(cudaGetLastError());
     }
     job_init_kernel<<<(unsigned)((nt + 1023) / 1024), 256, 0, st>>>(c->status, nt, c->ticket, c->eerr, c->jacc);
     CK(cudaGetLastError());
-#else
-    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
-    CK(cudaGetLastError());
-    CK(cudaMemsetAsync(c->status, 0, nt * sizeof(unsigned long long), st));
-    CK(cudaMemsetAsync(c->ticket, 0, sizeof(unsigned), st));
-    CK(cudaMemsetAsync(c->eerr, 0, sizeof(unsigned), st));
-    CK(cudaMemsetAsync(c->jacc, 0, sizeof(JobAcc), st));
-#endif
     if (!v5) {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
