@@ -233,9 +233,10 @@ __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsign
 // the column reads and the slot reads all hit 32 banks with addresses that
 // are one register plus an immediate. One copy of the code serves both
 // buffers, the buffer offset a register (coding since v11, quantize since
-// v13: the copy per buffer cost instruction fetch). Escapes and raw values are found once per plane (the
-// extremes of d, a raw bitmask per lane) and recorded by ballots; escapes
-// are rewritten as d = -32768 (code 0x8000) before the plane is coded.
+// v13: the copy per buffer cost instruction fetch). Escapes and raw values
+// are found once per plane (the extremes of d, a raw bitmask per lane) and
+// recorded by ballots; escapes are rewritten as d = -32768 (code 0x8000)
+// before the plane is coded.
 // v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
 // blocks per SM) walks the tile in slot order with two shuffles and a vote
 // per value and loads 32-byte row pieces into registers.

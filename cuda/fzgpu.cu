@@ -87,9 +87,10 @@ struct Geo {
     unsigned long long mgx, mgy, mpc;
 };
 
-// n / d for n < 2^32 by the magic m of Geo (m = 0: d is 1).
+// n / d for n < 2^32 by the magic m of Geo. m = 0: d is 1 (a rank-1 or -2
+// field's gy, gz), or d >= 2^32, which the callers' 32-bit paths never see.
 __device__ __forceinline__ unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long m) {
-    return m ? __umul64hi(n, m) : n / d;
+    return m ? __umul64hi(n, m) : d == 1 ? n : n / d;
 }
 
 struct DevParams {
