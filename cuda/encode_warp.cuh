@@ -1,4 +1,4 @@
-// Encoder v6/v9/v11: one warp per tile, persistent (included by fzgpu.cu).
+// Encoder v6/v9/v11-v13: one warp per tile, persistent (included by fzgpu.cu).
 //
 // Why a warp and not a block: the v1-v5 block encoder spent most of its time
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back

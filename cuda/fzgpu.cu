@@ -115,8 +115,9 @@ __device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, uns
                                          int &lx) {
     unsigned long long ix, iy, iz;
     if (g.tiles <= 0xFFFFFFFFull) {
-        // 32-bit division is a few instructions, 64-bit a subroutine; every
-        // field below 2^32 tiles (16 PiB of f32) takes this branch
+        // 32-bit quotients by Geo's magic multipliers (a 64-bit division is
+        // a subroutine); every field below 2^32 tiles (16 PiB of f32) takes
+        // this branch
         const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy;
         const unsigned r = (unsigned)div_m(tt, gx, g.mgx), r2 = (unsigned)div_m(r, gy, g.mgy);
         ix = tt - r * gx;
