@@ -60,6 +60,29 @@
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
+#ifndef ENC_LOOKAHEAD
+// scanner kernel: 0 the next ticket is taken at the end of the tile's tail;
+// 1 its atomic is issued at the start of the tail and read at the end;
+// 2 tickets are taken a tile ahead (issued at the start of a tail, used at
+// the end of the next), and the next tile's first two planes are asked
+// into L2 at the start of the tail
+#define ENC_LOOKAHEAD 0
+#endif
+#ifndef ENC_UNPARK_PROBE
+// probes (invalid output, timing only): 1 the unpark reads the prefix once
+// without waiting; 2 no prefix read (offset 0); 3 no park loads; 4 as 1 for
+// the last parked tile only
+#define ENC_UNPARK_PROBE 0
+#endif
+#ifndef ENC_AWAIT_EARLY
+#define ENC_AWAIT_EARLY 0
+#endif
+#ifndef ENC_WAIT_PROBE
+#define ENC_WAIT_PROBE 0        // 1: count the unparks that wait for their prefix (printed by tables_kernel)
+#endif
+#if ENC_WAIT_PROBE
+__device__ unsigned long long enc_dbg[32];
+#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -1137,17 +1160,51 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     __syncwarp();
     // The first 2 KiB of the parked bytes are loaded before the wait for
     // the offset, so the two round trips overlap.
-    auto unpark = [&]() {
+#if ENC_WAIT_PROBE
+    unsigned long long wp[6] = {0, 0, 0, 0, 0, 0};  // lane 0: waits, extra polls, cycles (loop, final)
+#endif
+    auto unpark = [&](bool fin) {
         const unsigned prel = pstate[0], psize = pstate[1];
         const unsigned long long ptb = (unsigned long long)pstate[3] << 32 | pstate[2];
         if (prel == ~0u) return;
         const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (psize + 15) >> 4, nw = psize >> 2;
         uint4 b[4];
+        // ENC_AWAIT_EARLY: the prefix's first poll issued before the park loads
+        unsigned long long pv = 0;
+        if (ENC_AWAIT_EARLY && lane == 0) pv = ld_vol(&status[prel]);
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (32u * u + lane < n4) b[u] = __ldcg(p4 + 32 * u + lane);
-        const unsigned long long excl = await_prefix(status, prel, psize, lane);
+            if (32u * u + lane < n4) b[u] = ENC_UNPARK_PROBE == 3 ? make_uint4(lane, u, 0, 0) : __ldcg(p4 + 32 * u + lane);
+        unsigned long long excl;
+        if (ENC_UNPARK_PROBE == 1 || (ENC_UNPARK_PROBE == 4 && fin))
+            excl = __shfl_sync(0xffffffffu, lane == 0 ? (ld_vol(&status[prel]) & ST_VAL) - psize : 0ull, 0);
+        else if (ENC_UNPARK_PROBE == 2)
+            excl = 0;
+#if ENC_WAIT_PROBE
+        else if (true) {
+            unsigned long long v = 0, n = 0;
+            const long long c0 = clock64();
+            if (lane == 0) {
+                do {
+                    v = ld_vol(&status[prel]);
+                    n++;
+                } while ((v >> 62) != 2);
+                if (n > 1) {
+                    wp[fin ? 3 : 0]++;
+                    wp[fin ? 4 : 1] += n - 1;
+                    wp[fin ? 5 : 2] += clock64() - c0;
+                }
+            }
+            excl = __shfl_sync(0xffffffffu, (v & ST_VAL) - psize, 0);
+        }
+#endif
+        else if (ENC_AWAIT_EARLY) {
+            if (lane == 0)
+                while ((pv >> 62) != 2) pv = ld_vol(&status[prel]);
+            excl = __shfl_sync(0xffffffffu, (pv & ST_VAL) - psize, 0);
+        } else
+            excl = await_prefix(status, prel, psize, lane);
         if (lane == 0) tprefix[prel] = excl;
         unsigned *o = tile_out(out, cap, err, ptb, excl, psize, lane);
         if (o) {
@@ -1172,6 +1229,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
     };
+    constexpr int la = scan ? ENC_LOOKAHEAD : 0;
+    // A ticket whose wait is left for later. PTX, not atomicAdd: ptxas turns
+    // atomicAdd (and atom.add, and inc to 2^32 - 1) into a warp-aggregated
+    // atomic with a shuffle of its result right after it, which waits there.
+    auto take_async = [&]() -> unsigned {
+        unsigned r = 0;
+        if (lane == 0) asm volatile("atom.global.inc.u32 %0, [%1], 0x7fffffff;" : "=r"(r) : "l"(ticket) : "memory");
+        return r;
+    };
+    unsigned long long nxt = 0;  // la 2: the warp's next tile
+    if (la == 2) nxt = take() - 1;
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1200,6 +1268,18 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (ts.nraw)
             raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         __syncwarp();
+        unsigned tk = la == 1 || la == 2 ? take_async() : 0u;
+        if (la == 2 && nxt < ntiles) {
+            unsigned long long nz0, ny0, nx0;
+            int nlz, nly, nlx;
+            tile_box(g, tile0 + nxt, nz0, ny0, nx0, nlz, nly, nlx);
+            if (nlz == g.tz && nly == g.ty && nlx == g.tx) {
+                const char *row =
+                    (const char *)(src + ((nz0 + (lane >> 4)) * g.ny + ny0 + (lane & 15)) * g.nx + nx0);
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 127));
+            }
+        }
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
         publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
         double M = ts.merr;
@@ -1213,7 +1293,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
-        if (scan) unpark();
+        if (scan) unpark(false);
+        if (la == 3) tk = take_async();
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
@@ -1240,7 +1321,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        rel = take() - (scan ? 1 : 0);
+        if (la == 1 || la == 3)
+            rel = (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1;
+        else if (la == 2) {
+            rel = nxt;
+            nxt = (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1;
+        } else
+            rel = take() - (scan ? 1 : 0);
     }
-    unpark();
+    unpark(true);
+#if ENC_WAIT_PROBE
+    if (lane == 0)
+        for (int i = 0; i < 6; i++) atomicAdd(&enc_dbg[i], wp[i]);
+#endif
 }

@@ -1059,6 +1059,13 @@ __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long lon
                               unsigned *out, unsigned long long cap, const unsigned *err, const DevParams *prm,
                               JobAcc *acc, fzgpu_result *res) {
     const unsigned long long rel = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+#if ENC_WAIT_PROBE
+    if (rel == 0) {
+        printf("waitprobe loop waits %llu extra polls %llu cycles %llu | final waits %llu polls %llu cycles %llu\n",
+               enc_dbg[0], enc_dbg[1], enc_dbg[2], enc_dbg[3], enc_dbg[4], enc_dbg[5]);
+        for (int i = 0; i < 32; i++) enc_dbg[i] = 0;
+    }
+#endif
     unsigned long long o = 0;
     double e = 0;
     if (rel < ntiles) {
