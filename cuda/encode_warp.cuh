@@ -66,22 +66,23 @@
 // 2 tickets are taken a tile ahead (issued at the start of a tail, used at
 // the end of the next), and the next tile's first two planes are asked
 // into L2 at the start of the tail
-#define ENC_LOOKAHEAD 0
-#endif
-#ifndef ENC_UNPARK_PROBE
-// probes (invalid output, timing only): 1 the unpark reads the prefix once
-// without waiting; 2 no prefix read (offset 0); 3 no park loads; 4 as 1 for
-// the last parked tile only
-#define ENC_UNPARK_PROBE 0
+#define ENC_LOOKAHEAD 3
 #endif
 #ifndef ENC_AWAIT_EARLY
-#define ENC_AWAIT_EARLY 0
+// scanner kernel: where the parked tile's loads and first prefix poll are
+// issued: 1 in the tail after the publish, 2 before the layout
+#define ENC_AWAIT_EARLY 2
 #endif
-#ifndef ENC_WAIT_PROBE
-#define ENC_WAIT_PROBE 0        // 1: count the unparks that wait for their prefix (printed by tables_kernel)
+#ifndef ENC_TIME_PROBE
+#define ENC_TIME_PROBE 0        // 1: warp start / exit times (printed by tables_kernel)
 #endif
-#if ENC_WAIT_PROBE
-__device__ unsigned long long enc_dbg[32];
+#if ENC_TIME_PROBE
+__device__ unsigned long long enc_tp[64];
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
 #endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
@@ -1139,10 +1140,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
     // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
+#if ENC_TIME_PROBE
+    const unsigned long long tp0 = gtime();
+    if (lane == 0) atomicMin(&enc_tp[0], tp0);
+#endif
     unsigned long long rel = take();
     if (scan) {
         if (rel == 0) {
             scan_sizes(status, ntiles, lane);
+#if ENC_TIME_PROBE
+            if (lane == 0) enc_tp[5] = gtime();
+#endif
             return;
         }
         rel -= 1;
@@ -1160,53 +1168,53 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     __syncwarp();
     // The first 2 KiB of the parked bytes are loaded before the wait for
     // the offset, so the two round trips overlap.
-#if ENC_WAIT_PROBE
-    unsigned long long wp[6] = {0, 0, 0, 0, 0, 0};  // lane 0: waits, extra polls, cycles (loop, final)
-#endif
-    auto unpark = [&](bool fin) {
-        const unsigned prel = pstate[0], psize = pstate[1];
-        const unsigned long long ptb = (unsigned long long)pstate[3] << 32 | pstate[2];
-        if (prel == ~0u) return;
-        const uint4 *const p4 = (const uint4 *)park;
-        const unsigned n4 = (psize + 15) >> 4, nw = psize >> 2;
+    constexpr int la = scan ? ENC_LOOKAHEAD : 0;
+    // A ticket whose wait is left for later. PTX, not atomicAdd: ptxas turns
+    // atomicAdd (and atom.add, and inc to 2^32 - 1) into a warp-aggregated
+    // atomic with a shuffle of its result right after it, which waits there.
+    auto take_async = [&]() -> unsigned {
+        unsigned r = 0;
+        if (lane == 0) asm volatile("atom.global.inc.u32 %0, [%1], 0x7fffffff;" : "=r"(r) : "l"(ticket) : "memory");
+        return r;
+    };
+    // The parked tile while it is being unparked: the first poll of its
+    // prefix and its first 2 KiB are loaded by unpark_issue, before the wait
+    // in unpark_finish, so the round trips overlap each other (and, with
+    // ENC_AWAIT_EARLY 2, the next tile's layout). The poll goes first: after
+    // the loads it cost 2 % (PERF.md v14).
+    struct Parked {
+        unsigned rel, size;
+        unsigned long long tb, st;
         uint4 b[4];
-        // ENC_AWAIT_EARLY: the prefix's first poll issued before the park loads
-        unsigned long long pv = 0;
-        if (ENC_AWAIT_EARLY && lane == 0) pv = ld_vol(&status[prel]);
+    };
+    auto unpark_issue = [&](Parked &P) {
+        P.rel = pstate[0];
+        P.size = pstate[1];
+        P.tb = (unsigned long long)pstate[3] << 32 | pstate[2];
+        if (P.rel == ~0u) return;
+        P.st = 0;
+        if (lane == 0) P.st = ld_vol(&status[P.rel]);
+        const uint4 *const p4 = (const uint4 *)park;
+        const unsigned n4 = (P.size + 15) >> 4;
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (32u * u + lane < n4) b[u] = ENC_UNPARK_PROBE == 3 ? make_uint4(lane, u, 0, 0) : __ldcg(p4 + 32 * u + lane);
-        unsigned long long excl;
-        if (ENC_UNPARK_PROBE == 1 || (ENC_UNPARK_PROBE == 4 && fin))
-            excl = __shfl_sync(0xffffffffu, lane == 0 ? (ld_vol(&status[prel]) & ST_VAL) - psize : 0ull, 0);
-        else if (ENC_UNPARK_PROBE == 2)
-            excl = 0;
-#if ENC_WAIT_PROBE
-        else if (true) {
-            unsigned long long v = 0, n = 0;
-            const long long c0 = clock64();
-            if (lane == 0) {
-                do {
-                    v = ld_vol(&status[prel]);
-                    n++;
-                } while ((v >> 62) != 2);
-                if (n > 1) {
-                    wp[fin ? 3 : 0]++;
-                    wp[fin ? 4 : 1] += n - 1;
-                    wp[fin ? 5 : 2] += clock64() - c0;
-                }
-            }
-            excl = __shfl_sync(0xffffffffu, (v & ST_VAL) - psize, 0);
+            if (32u * u + lane < n4) P.b[u] = __ldcg(p4 + 32 * u + lane);
+    };
+    // Waits for the parked tile's prefix (never while the warp holds a tile
+    // whose size is unpublished) and copies the tile out.
+    auto unpark_finish = [&](Parked &P, unsigned *tk) {
+        if (P.rel == ~0u) {
+            if (tk) *tk = take_async();
+            return;
         }
-#endif
-        else if (ENC_AWAIT_EARLY) {
-            if (lane == 0)
-                while ((pv >> 62) != 2) pv = ld_vol(&status[prel]);
-            excl = __shfl_sync(0xffffffffu, (pv & ST_VAL) - psize, 0);
-        } else
-            excl = await_prefix(status, prel, psize, lane);
-        if (lane == 0) tprefix[prel] = excl;
-        unsigned *o = tile_out(out, cap, err, ptb, excl, psize, lane);
+        if (lane == 0)
+            while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
+        if (tk) *tk = take_async();
+        const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
+        if (lane == 0) tprefix[P.rel] = excl;
+        const uint4 *const p4 = (const uint4 *)park;
+        const unsigned n4 = (P.size + 15) >> 4, nw = P.size >> 2;
+        unsigned *o = tile_out(out, cap, err, P.tb, excl, P.size, lane);
         if (o) {
             auto put = [&](unsigned i, const uint4 &v) {
                 const unsigned w = 4 * i;
@@ -1216,27 +1224,18 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 if (w + 3 < nw) o[w + 3] = v.w;
             };
 #pragma unroll
-            for (int u = 0; u < 4; u++) put(32u * u + lane, b[u]);
+            for (int u = 0; u < 4; u++) put(32u * u + lane, P.b[u]);
             for (unsigned i0 = 128; i0 < n4; i0 += 128) {
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (i0 + 32u * u + lane < n4) b[u] = __ldcg(p4 + i0 + 32 * u + lane);
+                    if (i0 + 32u * u + lane < n4) P.b[u] = __ldcg(p4 + i0 + 32 * u + lane);
 #pragma unroll
-                for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, b[u]);
+                for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, P.b[u]);
             }
         }
         __syncwarp();
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
-    };
-    constexpr int la = scan ? ENC_LOOKAHEAD : 0;
-    // A ticket whose wait is left for later. PTX, not atomicAdd: ptxas turns
-    // atomicAdd (and atom.add, and inc to 2^32 - 1) into a warp-aggregated
-    // atomic with a shuffle of its result right after it, which waits there.
-    auto take_async = [&]() -> unsigned {
-        unsigned r = 0;
-        if (lane == 0) asm volatile("atom.global.inc.u32 %0, [%1], 0x7fffffff;" : "=r"(r) : "l"(ticket) : "memory");
-        return r;
     };
     unsigned long long nxt = 0;  // la 2: the warp's next tile
     if (la == 2) nxt = take() - 1;
@@ -1280,6 +1279,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 127));
             }
         }
+        Parked P;
+        if (scan && ENC_AWAIT_EARLY >= 2) unpark_issue(P);
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
         publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
         double M = ts.merr;
@@ -1293,7 +1294,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
-        if (scan) unpark(false);
+        if (scan) {
+            if (ENC_AWAIT_EARLY < 2) unpark_issue(P);
+            unpark_finish(P, la == 4 ? &tk : nullptr);
+        }
         if (la == 3) tk = take_async();
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
@@ -1321,7 +1325,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        if (la == 1 || la == 3)
+        if (la == 1 || la == 3 || la == 4)
             rel = (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1;
         else if (la == 2) {
             rel = nxt;
@@ -1329,9 +1333,19 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         } else
             rel = take() - (scan ? 1 : 0);
     }
-    unpark(true);
-#if ENC_WAIT_PROBE
-    if (lane == 0)
-        for (int i = 0; i < 6; i++) atomicAdd(&enc_dbg[i], wp[i]);
+    if (scan) {
+        Parked P;
+        unpark_issue(P);
+        unpark_finish(P, nullptr);
+    }
+#if ENC_TIME_PROBE
+    if (lane == 0) {
+        const unsigned long long t1 = gtime();
+        atomicMax(&enc_tp[1], t1);
+        atomicAdd(&enc_tp[2], t1);
+        atomicAdd(&enc_tp[3], 1ull);
+        const long long b = ((long long)(t1 - *(volatile unsigned long long *)&enc_tp[0]) - ENC_TIME_PROBE * 1000) / 1000;
+        atomicAdd(&enc_tp[16 + (b < 0 ? 0 : b > 47 ? 47 : b)], 1ull);
+    }
 #endif
 }

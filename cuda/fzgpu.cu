@@ -54,7 +54,11 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 #define NWARPS (NT / 32)
 #define TILE 4096
 #define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
-#define RANGE_BLOCKS 1024
+// The range pass runs one full wave of 256-thread blocks (fzgpu_ctx's
+// range_blocks: SMs x resident blocks, 1056 on an H200), at most this many.
+// 1024 blocks left 8 SMs a block short: 4.22 vs 4.39 TB/s on an H200
+// (cuda/tools/rangeprobe.cu).
+#define RANGE_BLOCKS_MAX 4096
 #ifndef ENC_MINB
 #define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
 #endif
@@ -330,12 +334,16 @@ __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, u
     }
 }
 
-// The (min, max) of the range kernel's per-block partials, by one warp
-// (every lane gets it). Parts that saw no value hold min > max.
+// The (min, max) of the range kernel's per-block partials, by one block of
+// FOLD_T threads (every thread gets it): one round of loads for up to
+// FOLD_T parts. (One warp took 32 rounds for 1024 parts: the params kernel
+// ran 5.3 us.) Parts that saw no value hold min > max.
+#define FOLD_T 1024
 __device__ __forceinline__ void fold_partials(const double *partials, int nparts, double &lo, double &hi) {
+    __shared__ double flo[FOLD_T / 32], fhi[FOLD_T / 32];
     lo = INFINITY;
     hi = -INFINITY;
-    for (int i = threadIdx.x & 31; i < nparts; i += 32) {
+    for (int i = threadIdx.x; i < nparts; i += FOLD_T) {
         const double a = partials[2 * i], b = partials[2 * i + 1];
         if (a <= b) {
             lo = a < lo ? a : lo;
@@ -347,9 +355,21 @@ __device__ __forceinline__ void fold_partials(const double *partials, int nparts
         lo = a < lo ? a : lo;
         hi = b > hi ? b : hi;
     }
+    if ((threadIdx.x & 31) == 0) {
+        flo[threadIdx.x >> 5] = lo;
+        fhi[threadIdx.x >> 5] = hi;
+    }
+    __syncthreads();
+    lo = flo[threadIdx.x & 31];
+    hi = fhi[threadIdx.x & 31];
+    for (int o = 16; o > 0; o >>= 1) {
+        const double a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+    }
 }
 
-// One warp: the header's abs_eb and step exactly as fz/compress.go derives
+// One block of FOLD_T threads: the header's abs_eb and step exactly as fz/compress.go derives
 // them, from the range (rel) or the bound (abs). (One thread folding the
 // 1024 partials took 57 us of a 1 GiB field's 0.31 ms prepare on an H200.)
 __global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
@@ -380,7 +400,7 @@ __global__ void params_kernel(const double *partials, int nparts, int rel, doubl
     p->have = have;
 }
 
-// One warp: folds the range_kernel partials into a running range acc[2]
+// One block of FOLD_T threads: folds the range_kernel partials into a running range acc[2]
 // (lo, hi), restarting it unless accumulate: a field streamed through the
 // device in pieces gets the same range as one pass over all of it.
 __global__ void range_fold_kernel(const double *partials, int nparts, double *acc, int accumulate) {
@@ -1056,14 +1076,23 @@ static const void *enc_kernel(unsigned dtype, int fast) {
 // so the result does not depend on the order the blocks end in.
 __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long long ntiles, const unsigned *tsize,
                               const unsigned long long *tprefix, const unsigned *touts, const double *terr,
-                              unsigned *out, unsigned long long cap, const unsigned *err, const DevParams *prm,
-                              JobAcc *acc, fzgpu_result *res) {
+                              unsigned *out, unsigned long long cap, unsigned *err, const DevParams *prm,
+                              JobAcc *acc, fzgpu_result *res, unsigned long long *status, unsigned *ticket) {
     const unsigned long long rel = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-#if ENC_WAIT_PROBE
+    // The next job starts from zero statuses, ticket, error flag and sums
+    // (what job_init_kernel writes): this kernel leaves them so, which saves
+    // that launch per job.
+    if (rel < ntiles) status[rel] = 0;
+#if ENC_TIME_PROBE
     if (rel == 0) {
-        printf("waitprobe loop waits %llu extra polls %llu cycles %llu | final waits %llu polls %llu cycles %llu\n",
-               enc_dbg[0], enc_dbg[1], enc_dbg[2], enc_dbg[3], enc_dbg[4], enc_dbg[5]);
-        for (int i = 0; i < 32; i++) enc_dbg[i] = 0;
+        const double m = (double)enc_tp[2] / enc_tp[3];
+        printf("timeprobe warps %llu: last exit - first start %.2f us, mean exit %.2f us, scanner done %.2f us\n",
+               enc_tp[3], (enc_tp[1] - enc_tp[0]) / 1e3, (m - enc_tp[0]) / 1e3, ((double)enc_tp[5] - enc_tp[0]) / 1e3);
+        printf("timeprobe exits per us from %d us:", ENC_TIME_PROBE);
+        for (int i = 16; i < 64; i++) printf(" %llu", enc_tp[i]);
+        printf("\n");
+        for (int i = 0; i < 64; i++) enc_tp[i] = 0;
+        enc_tp[0] = ~0ull;
     }
 #endif
     unsigned long long o = 0;
@@ -1111,6 +1140,11 @@ __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long lon
     r.have_range = prm->have;
     r.status = *err ? FZGPU_E_CAPACITY : 0;
     *res = r;
+    *ticket = 0;
+    *err = 0;
+    acc->outliers = 0;
+    acc->err_bits = 0;
+    acc->blocks_done = 0;
 }
 
 // ---------------------------------------------------------------- decode
@@ -1644,7 +1678,9 @@ struct fzgpu_ctx {
     DevParams *params;
     fzgpu_result *res;
     unsigned char *scratch;       // warp encoder: SC_BYTES per resident warp
+    int range_blocks;                 // blocks of the range pass (one wave)
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
+    int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     int enc_force;                 // FZGPU_ENCODER: 5 or 6 forces that encoder, 0 lets use_v5 choose
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
@@ -1730,7 +1766,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(ticket, 1);
     AL(eerr, 1);
     AL(derr, 1);
-    AL(partials, 2 * RANGE_BLOCKS);
+    AL(partials, 2 * RANGE_BLOCKS_MAX);
     AL(acc, 2);
     AL(params, 1);
     AL(res, 1);
@@ -1758,6 +1794,12 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
         if (b > slots) slots = b;
     }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->scratch, (size_t)slots * ENC_W * SC_BYTES);
+    int rf = 0, rd = 0;
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&rf, range_kernel<float>, 256, 0);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&rd, range_kernel<double>, 256, 0);
+    c->range_blocks = sms * (rf < rd ? rf : rd);
+    if (c->range_blocks < 1) c->range_blocks = 1;
+    if (c->range_blocks > RANGE_BLOCKS_MAX) c->range_blocks = RANGE_BLOCKS_MAX;
     const char *ev = getenv("FZGPU_ENCODER");
     c->enc_force = ev && strcmp(ev, "v5") == 0 ? 5 : ev && strcmp(ev, "v6") == 0 ? 6 : 0;
     const char *dv = getenv("FZGPU_DECODER");
@@ -1882,14 +1924,14 @@ extern "C" int fzgpu_prepare(fzgpu_ctx *c, void *stream, const fzgpu_field *f, c
     unsigned long long n = g.nz * g.ny * g.nx;
     int nparts = 0;
     if (rel) {
-        nparts = RANGE_BLOCKS;
+        nparts = c->range_blocks;
         if (f->dtype == 1)
             range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         else
             range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         CK(cudaGetLastError());
     }
-    params_kernel<<<1, 32, 0, st>>>(c->partials, nparts, rel, f->bound, c->params);
+    params_kernel<<<1, FOLD_T, 0, st>>>(c->partials, nparts, rel, f->bound, c->params);
     CK(cudaGetLastError());
     return 0;
 }
@@ -1910,8 +1952,12 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
         CK(cudaGetLastError());
     }
-    job_init_kernel<<<(unsigned)((nt + 1023) / 1024), 256, 0, st>>>(c->status, nt, c->ticket, c->eerr, c->jacc);
-    CK(cudaGetLastError());
+    if (!c->job_clean) {  // the first job, or one after a failed launch
+        job_init_kernel<<<(unsigned)((c->max_tiles + 1023) / 1024), 256, 0, st>>>(c->status, c->max_tiles, c->ticket,
+                                                                                c->eerr, c->jacc);
+        CK(cudaGetLastError());
+    }
+    c->job_clean = 0;
     if (!v5) {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
@@ -1937,8 +1983,9 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     CK(cudaGetLastError());
     tables_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(g, tile0, nt, c->tsize, c->tprefix, c->touts,
                                                                  c->terr, (unsigned *)d_out, out_cap, c->eerr,
-                                                                 c->params, c->jacc, c->res);
+                                                                 c->params, c->jacc, c->res, c->status, c->ticket);
     CK(cudaGetLastError());
+    c->job_clean = 1;
     CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
     return 0;
 }
@@ -1950,14 +1997,14 @@ extern "C" int fzgpu_range(fzgpu_ctx *c, void *stream, const fzgpu_field *f, con
     cudaStream_t st = (cudaStream_t)stream;
     int nparts = 0;
     if (n) {
-        nparts = (int)((n + 255) / 256 < RANGE_BLOCKS ? (n + 255) / 256 : RANGE_BLOCKS);
+        nparts = (int)((n + 255) / 256 < (uint64_t)c->range_blocks ? (n + 255) / 256 : (uint64_t)c->range_blocks);
         if (f->dtype == 1)
             range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         else
             range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         CK(cudaGetLastError());
     }
-    range_fold_kernel<<<1, 32, 0, st>>>(c->partials, nparts, c->acc, accumulate);
+    range_fold_kernel<<<1, FOLD_T, 0, st>>>(c->partials, nparts, c->acc, accumulate);
     CK(cudaGetLastError());
     return 0;
 }
@@ -1966,7 +2013,7 @@ extern "C" int fzgpu_prepare_range(fzgpu_ctx *c, void *stream, const fzgpu_field
     if (!c || !f) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     int rel = f->mode == 2;
-    params_kernel<<<1, 32, 0, (cudaStream_t)stream>>>(c->acc, rel ? 1 : 0, rel, f->bound, c->params);
+    params_kernel<<<1, FOLD_T, 0, (cudaStream_t)stream>>>(c->acc, rel ? 1 : 0, rel, f->bound, c->params);
     CK(cudaGetLastError());
     return 0;
 }
