@@ -84,6 +84,9 @@ __device__ __forceinline__ unsigned long long gtime() {
     return t;
 }
 #endif
+#ifndef ENC_LAYOUT_SCAN
+#define ENC_LAYOUT_SCAN 1       // tile layout: planes' offsets by one warp scan (0: a running sum in the loop)
+#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -1015,6 +1018,29 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     TileLayout L;
     L.my_bm = L.my_at = L.pm = 0;
     unsigned at = 2;
+    if (ENC_LAYOUT_SCAN) {
+        // The ballots only in the loop; lane p keeps plane p's mask, and the
+        // planes' offsets come from one 16-lane scan (the running offset in
+        // the loop cost 17 instructions a plane on the tile's serial tail).
+        unsigned bm = 0;
+#pragma unroll
+        for (int p = 0; p < 16; p++) {
+            const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
+            const unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+            bm = lane == p ? m : bm;
+        }
+        const unsigned words = bm ? 1 + 4 * __popc(bm) : 0;  // 0 for lanes >= 16
+        unsigned inc = words;
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += y;
+        }
+        L.my_bm = bm;
+        L.my_at = 2 + inc - words;
+        L.pm = __ballot_sync(0xffffffffu, bm != 0);
+        at = 2 + __shfl_sync(0xffffffffu, inc, 15);
+    } else
 #pragma unroll 4
     for (int p = 0; p < 16; p++) {
         const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
@@ -1114,6 +1140,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
                        unsigned *ticket, unsigned *err, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
+    grid_wait();  // params, statuses and ticket from the kernels before (FZ_PDL)
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;

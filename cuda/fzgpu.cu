@@ -59,6 +59,23 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 // 1024 blocks left 8 SMs a block short: 4.22 vs 4.39 TB/s on an H200
 // (cuda/tools/rangeprobe.cu).
 #define RANGE_BLOCKS_MAX 4096
+#ifndef FZ_RES_DIRECT
+#define FZ_RES_DIRECT 1  // compress: tables_kernel writes the result into pinned h_res itself
+#endif
+#ifndef FZ_PDL
+#define FZ_PDL 1  // params, encoder and tables kernels launched as programmatic dependents
+#endif
+
+// Programmatic dependent launch (sm_90): a kernel launched with
+// launch_dependent() may be scheduled while the kernel before it in the
+// stream drains; it must call grid_wait() before it reads anything that
+// kernel wrote (its blocks then wait for that grid to complete and flush).
+// Elsewhere, and for a normal launch, both are no-ops.
+__device__ __forceinline__ void grid_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 #ifndef ENC_MINB
 #define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
 #endif
@@ -373,6 +390,7 @@ __device__ __forceinline__ void fold_partials(const double *partials, int nparts
 // them, from the range (rel) or the bound (abs). (One thread folding the
 // 1024 partials took 57 us of a 1 GiB field's 0.31 ms prepare on an H200.)
 __global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
+    grid_wait();
     double l = 0, h = 0;
     if (rel) fold_partials(partials, nparts, l, h);
     if (threadIdx.x != 0) return;
@@ -1078,6 +1096,7 @@ __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long lon
                               const unsigned long long *tprefix, const unsigned *touts, const double *terr,
                               unsigned *out, unsigned long long cap, unsigned *err, const DevParams *prm,
                               JobAcc *acc, fzgpu_result *res, unsigned long long *status, unsigned *ticket) {
+    grid_wait();
     const unsigned long long rel = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     // The next job starts from zero statuses, ticket, error flag and sums
     // (what job_init_kernel writes): this kernel leaves them so, which saves
@@ -1913,6 +1932,32 @@ static unsigned long long job_tiles(const Geo &g, uint64_t first, uint64_t n, un
     return end - *tile0;
 }
 
+// Launches kernel k as a programmatic dependent of the stream's previous
+// kernel (FZ_PDL): its launch overlaps that kernel's last blocks, and k's
+// grid_wait() keeps the order of memory. Saves a launch gap per kernel.
+static cudaError_t launch_dependent(const void *k, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                    void **args) {
+    if (!FZ_PDL) return cudaLaunchKernel(k, grid, block, args, smem, st);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelExC(&cfg, k, args);
+}
+
+// params_kernel as a dependent of the range pass.
+static cudaError_t launch_params(const double *partials, int nparts, int rel, double bound, DevParams *p,
+                                 cudaStream_t st) {
+    void *args[] = {(void *)&partials, (void *)&nparts, (void *)&rel, (void *)&bound, (void *)&p};
+    return launch_dependent((const void *)params_kernel, dim3(1), dim3(FOLD_T), 0, st, args);
+}
+
 extern "C" int fzgpu_prepare(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_src) {
     Geo g;
     if (!c || !d_src) return FZGPU_E_ARG;
@@ -1931,8 +1976,7 @@ extern "C" int fzgpu_prepare(fzgpu_ctx *c, void *stream, const fzgpu_field *f, c
             range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         CK(cudaGetLastError());
     }
-    params_kernel<<<1, FOLD_T, 0, st>>>(c->partials, nparts, rel, f->bound, c->params);
-    CK(cudaGetLastError());
+    CK(launch_params(c->partials, nparts, rel, f->bound, c->params, st));
     return 0;
 }
 
@@ -1969,7 +2013,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
                         (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
                         (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch};
-        CK(cudaLaunchKernel(k, dim3((unsigned)nb), dim3(ENC_W * 32), args, ENC_SMEM, st));
+        CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
     } else if (f->dtype == 1)
         encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
                                                          f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
@@ -1981,12 +2025,25 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                                                           c->status, c->tsize, c->tprefix, c->touts, c->terr,
                                                           c->ticket, c->eerr, c->emeta, c->eoff);
     CK(cudaGetLastError());
-    tables_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(g, tile0, nt, c->tsize, c->tprefix, c->touts,
-                                                                 c->terr, (unsigned *)d_out, out_cap, c->eerr,
-                                                                 c->params, c->jacc, c->res, c->status, c->ticket);
-    CK(cudaGetLastError());
+    // The result goes straight to h_res when the device can write it (pinned
+    // host memory): no copy after the kernel.
+    fzgpu_result *dres = c->res;
+    if (FZ_RES_DIRECT) {
+        cudaPointerAttributes pa;
+        if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost &&
+            pa.devicePointer)
+            dres = (fzgpu_result *)pa.devicePointer;
+        (void)cudaGetLastError();
+    }
+    {
+        unsigned *o = (unsigned *)d_out;
+        void *args[] = {(void *)&g,        (void *)&tile0,   (void *)&nt,      (void *)&c->tsize, (void *)&c->tprefix,
+                        (void *)&c->touts, (void *)&c->terr, (void *)&o,       (void *)&out_cap,  (void *)&c->eerr,
+                        (void *)&c->params, (void *)&c->jacc, (void *)&dres, (void *)&c->status, (void *)&c->ticket};
+        CK(launch_dependent((const void *)tables_kernel, dim3((unsigned)((nt + 255) / 256)), dim3(256), 0, st, args));
+    }
     c->job_clean = 1;
-    CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
+    if (dres == c->res) CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
     return 0;
 }
 
