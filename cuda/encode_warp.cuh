@@ -1,4 +1,4 @@
-// Encoder v6/v9/v11-v13: one warp per tile, persistent (included by fzgpu.cu).
+// Encoder v6/v9/v11-v14: one warp per tile, persistent (included by fzgpu.cu).
 //
 // Why a warp and not a block: the v1-v5 block encoder spent most of its time
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
@@ -31,9 +31,10 @@
 // belongs to a warp already running: the look-back always finishes. A warp
 // never waits for a prefix while it holds a tile whose size is not yet
 // published, so the scanner always reaches the tile waited for. A warp
-// takes its next ticket only once its tile is written or parked: taken
-// earlier (to prefetch), tickets stop starting in order and look-backs wait
-// longer.
+// takes its next ticket only once its tile is written or parked and its
+// parked tile's wait is over (the atomic is read at the end of the tail):
+// taken earlier (to prefetch), tickets stop starting in order and waits
+// chain (v9, v13, v14).
 // Numbers and the versions tried: cuda/PERF.md.
 
 #ifndef ENC_W
@@ -59,33 +60,6 @@
 #endif
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
-#endif
-#ifndef ENC_LOOKAHEAD
-// scanner kernel: 0 the next ticket is taken at the end of the tile's tail;
-// 1 its atomic is issued at the start of the tail and read at the end;
-// 2 tickets are taken a tile ahead (issued at the start of a tail, used at
-// the end of the next), and the next tile's first two planes are asked
-// into L2 at the start of the tail
-#define ENC_LOOKAHEAD 3
-#endif
-#ifndef ENC_AWAIT_EARLY
-// scanner kernel: where the parked tile's loads and first prefix poll are
-// issued: 1 in the tail after the publish, 2 before the layout
-#define ENC_AWAIT_EARLY 2
-#endif
-#ifndef ENC_TIME_PROBE
-#define ENC_TIME_PROBE 0        // 1: warp start / exit times (printed by tables_kernel)
-#endif
-#if ENC_TIME_PROBE
-__device__ unsigned long long enc_tp[64];
-__device__ __forceinline__ unsigned long long gtime() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    return t;
-}
-#endif
-#ifndef ENC_LAYOUT_SCAN
-#define ENC_LAYOUT_SCAN 1       // tile layout: planes' offsets by one warp scan (0: a running sum in the loop)
 #endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
@@ -1016,44 +990,27 @@ template <typename T>
 __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsigned char *sc, const TileSum &ts,
                                                   int lane) {
     TileLayout L;
-    L.my_bm = L.my_at = L.pm = 0;
-    unsigned at = 2;
-    if (ENC_LAYOUT_SCAN) {
-        // The ballots only in the loop; lane p keeps plane p's mask, and the
-        // planes' offsets come from one 16-lane scan (the running offset in
-        // the loop cost 17 instructions a plane on the tile's serial tail).
-        unsigned bm = 0;
+    // Only the ballots in the loop: lane p keeps plane p's mask, and the
+    // planes' offsets come from one 16-lane scan after it (a running offset
+    // in the loop took 17 instructions a plane on the tile's serial tail).
+    unsigned bm = 0;
 #pragma unroll
-        for (int p = 0; p < 16; p++) {
-            const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
-            const unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
-            bm = lane == p ? m : bm;
-        }
-        const unsigned words = bm ? 1 + 4 * __popc(bm) : 0;  // 0 for lanes >= 16
-        unsigned inc = words;
-#pragma unroll
-        for (int o = 1; o < 16; o <<= 1) {
-            const unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
-            if (lane >= o) inc += y;
-        }
-        L.my_bm = bm;
-        L.my_at = 2 + inc - words;
-        L.pm = __ballot_sync(0xffffffffu, bm != 0);
-        at = 2 + __shfl_sync(0xffffffffu, inc, 15);
-    } else
-#pragma unroll 4
     for (int p = 0; p < 16; p++) {
         const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
-        const unsigned bm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
-        if (lane == p) {
-            L.my_bm = bm;
-            L.my_at = at;
-        }
-        if (bm) {
-            L.pm |= 1u << p;
-            at += 1 + 4 * __popc(bm);
-        }
+        const unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+        bm = lane == p ? m : bm;
     }
+    const unsigned words = bm ? 1 + 4 * __popc(bm) : 0;  // 0 for lanes >= 16
+    unsigned inc = words;
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) {
+        const unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += y;
+    }
+    L.my_bm = bm;
+    L.my_at = 2 + inc - words;
+    L.pm = __ballot_sync(0xffffffffu, bm != 0);
+    unsigned at = 2 + __shfl_sync(0xffffffffu, inc, 15);
     L.esc_at = at;
     if (ts.nesc) at += 1 + ts.nesc;
     L.fill_at = at;
@@ -1140,7 +1097,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
                        unsigned *ticket, unsigned *err, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
-    grid_wait();  // params, statuses and ticket from the kernels before (FZ_PDL)
+    grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
@@ -1167,17 +1124,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
     // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
-#if ENC_TIME_PROBE
-    const unsigned long long tp0 = gtime();
-    if (lane == 0) atomicMin(&enc_tp[0], tp0);
-#endif
     unsigned long long rel = take();
     if (scan) {
         if (rel == 0) {
             scan_sizes(status, ntiles, lane);
-#if ENC_TIME_PROBE
-            if (lane == 0) enc_tp[5] = gtime();
-#endif
             return;
         }
         rel -= 1;
@@ -1195,8 +1145,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     __syncwarp();
     // The first 2 KiB of the parked bytes are loaded before the wait for
     // the offset, so the two round trips overlap.
-    constexpr int la = scan ? ENC_LOOKAHEAD : 0;
-    // A ticket whose wait is left for later. PTX, not atomicAdd: ptxas turns
+    // The next ticket, issued after the parked tile's wait and read at the
+    // end of the tail (taken before the wait, it stalls later tiles behind
+    // the waits: coads -35 %, PERF.md v14). PTX, not atomicAdd: ptxas turns
     // atomicAdd (and atom.add, and inc to 2^32 - 1) into a warp-aggregated
     // atomic with a shuffle of its result right after it, which waits there.
     auto take_async = [&]() -> unsigned {
@@ -1205,10 +1156,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         return r;
     };
     // The parked tile while it is being unparked: the first poll of its
-    // prefix and its first 2 KiB are loaded by unpark_issue, before the wait
-    // in unpark_finish, so the round trips overlap each other (and, with
-    // ENC_AWAIT_EARLY 2, the next tile's layout). The poll goes first: after
-    // the loads it cost 2 % (PERF.md v14).
+    // prefix and its first 2 KiB are loaded by unpark_issue before the next
+    // tile's layout, the wait is in unpark_finish after its publish, so the
+    // round trips overlap each other and the layout. The poll goes first:
+    // issued after the loads it cost 2 % (PERF.md v14).
     struct Parked {
         unsigned rel, size;
         unsigned long long tb, st;
@@ -1229,14 +1180,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     };
     // Waits for the parked tile's prefix (never while the warp holds a tile
     // whose size is unpublished) and copies the tile out.
-    auto unpark_finish = [&](Parked &P, unsigned *tk) {
-        if (P.rel == ~0u) {
-            if (tk) *tk = take_async();
-            return;
-        }
+    auto unpark_finish = [&](Parked &P) {
+        if (P.rel == ~0u) return;
         if (lane == 0)
             while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
-        if (tk) *tk = take_async();
         const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
         if (lane == 0) tprefix[P.rel] = excl;
         const uint4 *const p4 = (const uint4 *)park;
@@ -1264,8 +1211,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
     };
-    unsigned long long nxt = 0;  // la 2: the warp's next tile
-    if (la == 2) nxt = take() - 1;
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1294,20 +1239,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (ts.nraw)
             raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         __syncwarp();
-        unsigned tk = la == 1 || la == 2 ? take_async() : 0u;
-        if (la == 2 && nxt < ntiles) {
-            unsigned long long nz0, ny0, nx0;
-            int nlz, nly, nlx;
-            tile_box(g, tile0 + nxt, nz0, ny0, nx0, nlz, nly, nlx);
-            if (nlz == g.tz && nly == g.ty && nlx == g.tx) {
-                const char *row =
-                    (const char *)(src + ((nz0 + (lane >> 4)) * g.ny + ny0 + (lane & 15)) * g.nx + nx0);
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 127));
-            }
-        }
         Parked P;
-        if (scan && ENC_AWAIT_EARLY >= 2) unpark_issue(P);
+        if (scan) unpark_issue(P);
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
         publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
         double M = ts.merr;
@@ -1321,11 +1254,11 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
+        unsigned tk = 0;
         if (scan) {
-            if (ENC_AWAIT_EARLY < 2) unpark_issue(P);
-            unpark_finish(P, la == 4 ? &tk : nullptr);
+            unpark_finish(P);
+            tk = take_async();
         }
-        if (la == 3) tk = take_async();
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
@@ -1352,27 +1285,11 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        if (la == 1 || la == 3 || la == 4)
-            rel = (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1;
-        else if (la == 2) {
-            rel = nxt;
-            nxt = (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1;
-        } else
-            rel = take() - (scan ? 1 : 0);
+        rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
     }
     if (scan) {
         Parked P;
         unpark_issue(P);
-        unpark_finish(P, nullptr);
+        unpark_finish(P);
     }
-#if ENC_TIME_PROBE
-    if (lane == 0) {
-        const unsigned long long t1 = gtime();
-        atomicMax(&enc_tp[1], t1);
-        atomicAdd(&enc_tp[2], t1);
-        atomicAdd(&enc_tp[3], 1ull);
-        const long long b = ((long long)(t1 - *(volatile unsigned long long *)&enc_tp[0]) - ENC_TIME_PROBE * 1000) / 1000;
-        atomicAdd(&enc_tp[16 + (b < 0 ? 0 : b > 47 ? 47 : b)], 1ull);
-    }
-#endif
 }

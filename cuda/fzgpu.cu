@@ -59,12 +59,6 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 // 1024 blocks left 8 SMs a block short: 4.22 vs 4.39 TB/s on an H200
 // (cuda/tools/rangeprobe.cu).
 #define RANGE_BLOCKS_MAX 4096
-#ifndef FZ_RES_DIRECT
-#define FZ_RES_DIRECT 1  // compress: tables_kernel writes the result into pinned h_res itself
-#endif
-#ifndef FZ_PDL
-#define FZ_PDL 1  // params, encoder and tables kernels launched as programmatic dependents
-#endif
 
 // Programmatic dependent launch (sm_90): a kernel launched with
 // launch_dependent() may be scheduled while the kernel before it in the
@@ -1102,18 +1096,6 @@ __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long lon
     // (what job_init_kernel writes): this kernel leaves them so, which saves
     // that launch per job.
     if (rel < ntiles) status[rel] = 0;
-#if ENC_TIME_PROBE
-    if (rel == 0) {
-        const double m = (double)enc_tp[2] / enc_tp[3];
-        printf("timeprobe warps %llu: last exit - first start %.2f us, mean exit %.2f us, scanner done %.2f us\n",
-               enc_tp[3], (enc_tp[1] - enc_tp[0]) / 1e3, (m - enc_tp[0]) / 1e3, ((double)enc_tp[5] - enc_tp[0]) / 1e3);
-        printf("timeprobe exits per us from %d us:", ENC_TIME_PROBE);
-        for (int i = 16; i < 64; i++) printf(" %llu", enc_tp[i]);
-        printf("\n");
-        for (int i = 0; i < 64; i++) enc_tp[i] = 0;
-        enc_tp[0] = ~0ull;
-    }
-#endif
     unsigned long long o = 0;
     double e = 0;
     if (rel < ntiles) {
@@ -1933,11 +1915,10 @@ static unsigned long long job_tiles(const Geo &g, uint64_t first, uint64_t n, un
 }
 
 // Launches kernel k as a programmatic dependent of the stream's previous
-// kernel (FZ_PDL): its launch overlaps that kernel's last blocks, and k's
-// grid_wait() keeps the order of memory. Saves a launch gap per kernel.
+// kernel: its launch overlaps that kernel's last blocks, and k's grid_wait()
+// keeps the order of memory (about -0.5 % on a 1 GiB compress, PERF.md v14).
 static cudaError_t launch_dependent(const void *k, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                                     void **args) {
-    if (!FZ_PDL) return cudaLaunchKernel(k, grid, block, args, smem, st);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -2026,15 +2007,13 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                                                           c->ticket, c->eerr, c->emeta, c->eoff);
     CK(cudaGetLastError());
     // The result goes straight to h_res when the device can write it (pinned
-    // host memory): no copy after the kernel.
+    // host memory), else to the context and a copy: the copy-engine round
+    // trip after the last kernel cost 1 % of a 1 GiB compress (PERF.md v14).
     fzgpu_result *dres = c->res;
-    if (FZ_RES_DIRECT) {
-        cudaPointerAttributes pa;
-        if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost &&
-            pa.devicePointer)
-            dres = (fzgpu_result *)pa.devicePointer;
-        (void)cudaGetLastError();
-    }
+    cudaPointerAttributes pa;
+    if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost && pa.devicePointer)
+        dres = (fzgpu_result *)pa.devicePointer;
+    (void)cudaGetLastError();  // pageable memory is no error here
     {
         unsigned *o = (unsigned *)d_out;
         void *args[] = {(void *)&g,        (void *)&tile0,   (void *)&nt,      (void *)&c->tsize, (void *)&c->tprefix,

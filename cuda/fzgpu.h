@@ -109,8 +109,9 @@ int fzgpu_prepare(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void
 
 /* Encodes chunks [first_chunk, first_chunk+nchunks) of the field d_src into
  * d_out (capacity out_cap bytes, 4-byte aligned): the chunks back to back,
- * each its tile table then its tiles. The result is copied to *h_res
- * (pinned host memory for asynchrony) in stream order. */
+ * each its tile table then its tiles. The result reaches *h_res in stream
+ * order: written by the last kernel when h_res is pinned host memory (the
+ * asynchronous case), else copied. */
 int fzgpu_compress(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src,
                    uint64_t first_chunk, uint64_t nchunks, void *d_out, uint64_t out_cap,
                    fzgpu_result *h_res);
