@@ -59,20 +59,26 @@ __device__ void finish(float lo, float hi, float *part) {
     }
 }
 
+// Vectors i, i + step, ... below end, U of them in flight per thread.
+template <Load L, int U>
+__device__ __forceinline__ void take_run(const uint4 *v, unsigned long long i, unsigned long long end,
+                                         unsigned long long step, float &lo, float &hi) {
+    for (; i + (U - 1) * step < end; i += U * step) {
+        uint4 w[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) w[u] = ld16<L>(v + i + u * step);
+#pragma unroll
+        for (int u = 0; u < U; u++) take4(w[u], lo, hi);
+    }
+    for (; i < end; i += step) take4(ld16<L>(v + i), lo, hi);
+}
+
 // Grid-stride: round r reads U vectors per thread at i + u * nth.
 template <Load L, int U>
 __global__ void k_stride(const uint4 *v, unsigned long long nv, float *part) {
     float lo = INFINITY, hi = -INFINITY;
     const unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
-    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + (U - 1) * nth < nv; i += U * nth) {
-        uint4 w[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) w[u] = ld16<L>(v + i + u * nth);
-#pragma unroll
-        for (int u = 0; u < U; u++) take4(w[u], lo, hi);
-    }
-    for (; i < nv; i += nth) take4(ld16<L>(v + i), lo, hi);
+    take_run<L, U>(v, (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x, nv, nth, lo, hi);
     finish(lo, hi, part);
 }
 
@@ -83,16 +89,7 @@ __global__ void k_slice(const uint4 *v, unsigned long long nv, float *part) {
     float lo = INFINITY, hi = -INFINITY;
     const unsigned long long per = (nv + gridDim.x - 1) / gridDim.x;
     const unsigned long long b0 = blockIdx.x * per, b1 = min(nv, b0 + per);
-    const unsigned bd = blockDim.x;
-    unsigned long long i = b0 + threadIdx.x;
-    for (; i + (U - 1) * bd < b1; i += U * bd) {
-        uint4 w[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) w[u] = ld16<L>(v + i + u * bd);
-#pragma unroll
-        for (int u = 0; u < U; u++) take4(w[u], lo, hi);
-    }
-    for (; i < b1; i += bd) take4(ld16<L>(v + i), lo, hi);
+    take_run<L, U>(v, b0 + threadIdx.x, b1, blockDim.x, lo, hi);
     finish(lo, hi, part);
 }
 
