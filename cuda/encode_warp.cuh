@@ -1143,11 +1143,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     volatile unsigned *const pstate = pw + 128;
     if (lane == 0) pstate[0] = ~0u;  // jobs have < 2^31 tiles
     __syncwarp();
-    // The first 2 KiB of the parked bytes are loaded before the wait for
-    // the offset, so the two round trips overlap.
-    // The next ticket, issued after the parked tile's wait and read at the
-    // end of the tail (taken before the wait, it stalls later tiles behind
-    // the waits: coads -35 %, PERF.md v14). PTX, not atomicAdd: ptxas turns
+    // The next ticket, issued after the tail's waits and read at its end
+    // (taken before a wait, it stalls later tiles behind the waits: coads
+    // -35 %, PERF.md v14). PTX, not atomicAdd: ptxas turns
     // atomicAdd (and atom.add, and inc to 2^32 - 1) into a warp-aggregated
     // atomic with a shuffle of its result right after it, which waits there.
     auto take_async = [&]() -> unsigned {
@@ -1254,17 +1252,14 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
-        unsigned tk = 0;
-        if (scan) {
-            unpark_finish(P);
-            tk = take_async();
-        }
+        if (scan) unpark_finish(P);
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
+        const unsigned tk = scan ? take_async() : 0u;
         if (o)
             tile_write<T>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
         if (parks) {
