@@ -1143,9 +1143,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     volatile unsigned *const pstate = pw + 128;
     if (lane == 0) pstate[0] = ~0u;  // jobs have < 2^31 tiles
     __syncwarp();
-    // The next ticket, issued after the tail's waits and read at its end
-    // (taken before a wait, it stalls later tiles behind the waits: coads
-    // -35 %, PERF.md v14). PTX, not atomicAdd: ptxas turns
+    // The next ticket, issued after the parked tile's wait and read at the
+    // end of the tail (taken before that wait, it stalls later tiles behind
+    // the waits: coads -35 %, PERF.md v14). PTX, not atomicAdd: ptxas turns
     // atomicAdd (and atom.add, and inc to 2^32 - 1) into a warp-aggregated
     // atomic with a shuffle of its result right after it, which waits there.
     auto take_async = [&]() -> unsigned {
@@ -1252,14 +1252,21 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
-        if (scan) unpark_finish(P);
+        // The ticket goes out here, before the rare too-big tile's own wait
+        // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
+        // (PERF.md v14). That wait needs only earlier tiles, so holding the
+        // later ticket across it cannot deadlock.
+        unsigned tk = 0;
+        if (scan) {
+            unpark_finish(P);
+            tk = take_async();
+        }
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
-        const unsigned tk = scan ? take_async() : 0u;
         if (o)
             tile_write<T>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, lane);
         if (parks) {
