@@ -2,7 +2,7 @@
 //
 // Compress, per job (a run of whole chunks):
 //   range_kernel + params_kernel  (once per field: min/max, then eb, step)
-//   encode_warp_kernel (v6-v12)   one warp per tile, persistent
+//   encode_warp_kernel (v6-v14)   one warp per tile, persistent
 //                                 (encode_warp.cuh): the default.
 //   encode_kernel (v5)            one block per tile: kept for fields
 //                                 where most tiles are clipped (use_v5).
@@ -430,9 +430,10 @@ __global__ void range_fold_kernel(const double *partials, int nparts, double *ac
 
 // ---------------------------------------------------------------- tables
 
-// A compress job's zeroed state in one launch (four memsets and the
-// meta kernel before): the look-back statuses, the ticket, the error flag
-// and the result accumulator. 4 statuses per thread.
+// A compress job's zeroed state in one launch: the look-back statuses, the
+// ticket, the error flag and the result accumulator, 4 statuses per thread.
+// Run for a context's first job and after a failed launch only: every
+// tables_kernel leaves that state zeroed for the next job.
 __global__ void job_init_kernel(unsigned long long *status, unsigned long long nt, unsigned *ticket,
                                 unsigned *err, JobAcc *acc) {
     const unsigned long long i = 4 * ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x);
@@ -636,12 +637,13 @@ __device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles
 }
 
 // A tile's exclusive prefix once the scanner has reached it (whole warp).
+// v: lane 0's first poll of status[rel], issued by the caller as early as
+// it may be (the unpark issues it before its other loads: PERF.md v14).
 __device__ __forceinline__ unsigned long long await_prefix(const unsigned long long *status,
-                                                           unsigned long long rel, unsigned size, int lane) {
-    unsigned long long v = 0;
+                                                           unsigned long long rel, unsigned size, int lane,
+                                                           unsigned long long v) {
     if (lane == 0)
-        do v = ld_vol(&status[rel]);
-        while ((v >> 62) != 2);
+        while ((v >> 62) != 2) v = ld_vol(&status[rel]);
     return __shfl_sync(0xffffffffu, (v & ST_VAL) - size, 0);
 }
 
