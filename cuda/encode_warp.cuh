@@ -1180,7 +1180,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     // whose size is unpublished) and copies the tile out.
     auto unpark_finish = [&](Parked &P) {
         if (P.rel == ~0u) return;
-        const unsigned long long excl = await_prefix(status, P.rel, P.size, lane, P.st);
+        if (lane == 0)
+            while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
+        const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
         if (lane == 0) tprefix[P.rel] = excl;
         const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (P.size + 15) >> 4, nw = P.size >> 2;
@@ -1261,8 +1263,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
-                scan ? await_prefix(status, rel, L.size, lane, lane == 0 ? ld_vol(&status[rel]) : 0)
-                     : lookback(status, rel, L.size, lane);
+                scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }

@@ -637,13 +637,15 @@ __device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles
 }
 
 // A tile's exclusive prefix once the scanner has reached it (whole warp).
-// v: lane 0's first poll of status[rel], issued by the caller as early as
-// it may be (the unpark issues it before its other loads: PERF.md v14).
+// (The unpark polls with its own copy of this loop, its first load issued
+// before the park loads: one loop for both, taking the caller's first poll,
+// made every tile 1 % slower on an H200, PERF.md v14.)
 __device__ __forceinline__ unsigned long long await_prefix(const unsigned long long *status,
-                                                           unsigned long long rel, unsigned size, int lane,
-                                                           unsigned long long v) {
+                                                           unsigned long long rel, unsigned size, int lane) {
+    unsigned long long v = 0;
     if (lane == 0)
-        while ((v >> 62) != 2) v = ld_vol(&status[rel]);
+        do v = ld_vol(&status[rel]);
+        while ((v >> 62) != 2);
     return __shfl_sync(0xffffffffu, (v & ST_VAL) - size, 0);
 }
 
