@@ -61,22 +61,6 @@
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
-#ifndef ENC_FORCE_W8
-#define ENC_FORCE_W8 0          // experiment: z-planes with |d| <= 7 coded by the 8-bit path too (valid output)
-#endif
-#ifndef ENC_STICKY8
-#define ENC_STICKY8 0           // experiment: after an 8-bit z-plane, planes with 1 < |d| <= 7 keep the 8-bit path
-#endif
-#ifndef ENC_RAW_COMPACT
-#define ENC_RAW_COMPACT 0       // experiment: the raw mask's corner loop and the listed values' loop not unrolled (code size)
-#endif
-constexpr int kCornerUnroll = ENC_RAW_COMPACT ? 1 : 8, kListUnroll = ENC_RAW_COMPACT ? 1 : 4;
-#ifndef ENC_UNPARK_W4
-#define ENC_UNPARK_W4 0         // experiment: the unpark copies by 4-byte loads and stores, word 32u + lane
-#endif
-#ifndef ENC_PARK_T_PROBE
-#define ENC_PARK_T_PROBE 0      // probe (invalid output): the park's block stores contiguous per instruction
-#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -433,7 +417,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     unsigned mk = 0xffffffffu;  // the unsigned minimum of k over the lane's values
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
-    bool last8 = false;  // ENC_STICKY8
     st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
     if (ENC_NARROW)
@@ -507,7 +490,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     // buffers (the offset is a register): with a copy per buffer, the four
     // code widths made the kernel 16 % larger and 1e-4 5 % slower (PERF.md v11).
     auto code_plane = [&](int z, unsigned mabs) {
-        if (ENC_STICKY8) last8 = mabs > 7u || (mabs > 1u && last8);
         int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
         if (mabs > 32767u) {
@@ -528,7 +510,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         const int *const sb = slot + (z & 1) * STG_PLANE;
         if (ENC_NARROW && mabs <= 1u) {
             put_narrow<2>(sb, pw, z, lane);
-        } else if (ENC_NARROW && !ENC_FORCE_W8 && mabs <= 7u && !(ENC_STICKY8 && last8)) {
+        } else if (ENC_NARROW && mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
         } else if (ENC_NARROW && mabs <= 127u) {
             put_narrow<8>(sb, pw, z, lane);
@@ -914,7 +896,11 @@ __device__ __forceinline__ void raw_mask_sparse(const unsigned *sraw, unsigned *
             const int e = 32 * w + __ffs(b) - 1;
             b &= b - 1;
             const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-#pragma unroll kCornerUnroll
+            // Not unrolled: eight copies of slot_of (three divisions each)
+            // were 13 KiB of code, run by the few tiles with a raw value,
+            // that pushed the walk out of the instruction cache of every
+            // warp on the SM (PERF.md v15: -5 % at 1e-4 on the smooth field).
+#pragma unroll 1
             for (int c = 0; c < 8; c++) {
                 const int zc = z + (c >> 2), yc = y + ((c >> 1) & 1), xc = x + (c & 1);
                 if (zc < lz && yc < ly && xc < lx) {
@@ -965,20 +951,11 @@ __device__ __forceinline__ void put_blocks(const ST &st, unsigned *o, unsigned a
                                            int lane) {
     if (lane == 0) st(o + at, bm);
     if ((bm >> lane) & 1) {
-        if (ENC_PARK_T_PROBE) {
-            const unsigned n = __popc(bm);
-            unsigned *dst = o + at + 1 + __popc(bm & ((1u << lane) - 1));
-            st(dst, b.x);
-            st(dst + n, b.y);
-            st(dst + 2 * n, b.z);
-            st(dst + 3 * n, b.w);
-        } else {
-            unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
-            st(dst, b.x);
-            st(dst + 1, b.y);
-            st(dst + 2, b.z);
-            st(dst + 3, b.w);
-        }
+        unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
+        st(dst, b.x);
+        st(dst + 1, b.y);
+        st(dst + 2, b.z);
+        st(dst + 3, b.w);
     }
 }
 
@@ -987,7 +964,7 @@ __device__ __forceinline__ void put_blocks(const ST &st, unsigned *o, unsigned a
 template <typename F>
 __device__ __forceinline__ void put_listed(unsigned *o, const unsigned *bits, int wpv, int lane, F val) {
     unsigned pos = 0;
-#pragma unroll kListUnroll
+#pragma unroll 1  // rare (escapes, raw values): kept small for the instruction cache
     for (int w0 = 0; w0 < 128; w0 += 32) {
         unsigned b = bits[w0 + lane];
         const unsigned cntb = __popc(b);
@@ -1191,7 +1168,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         unsigned rel, size;
         unsigned long long tb, st;
         uint4 b[4];
-        unsigned w[16];
     };
     auto unpark_issue = [&](Parked &P) {
         P.rel = pstate[0];
@@ -1200,13 +1176,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (P.rel == ~0u) return;
         P.st = 0;
         if (lane == 0) P.st = ld_vol(&status[P.rel]);
-        if (ENC_UNPARK_W4) {
-            const unsigned nw = P.size >> 2;
-#pragma unroll
-            for (int u = 0; u < 16; u++)
-                if (32u * u + lane < nw) P.w[u] = __ldcg(park + 32 * u + lane);
-            return;
-        }
         const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (P.size + 15) >> 4;
 #pragma unroll
@@ -1224,20 +1193,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (P.size + 15) >> 4, nw = P.size >> 2;
         unsigned *o = tile_out(out, cap, err, P.tb, excl, P.size, lane);
-        if (ENC_UNPARK_W4 && o) {
-            const unsigned nw = P.size >> 2;
-#pragma unroll
-            for (int u = 0; u < 16; u++)
-                if (32u * u + lane < nw) o[32 * u + lane] = P.w[u];
-            for (unsigned i0 = 512; i0 < nw; i0 += 512) {
-#pragma unroll
-                for (int u = 0; u < 16; u++)
-                    if (i0 + 32u * u + lane < nw) P.w[u] = __ldcg(park + i0 + 32 * u + lane);
-#pragma unroll
-                for (int u = 0; u < 16; u++)
-                    if (i0 + 32u * u + lane < nw) o[i0 + 32 * u + lane] = P.w[u];
-            }
-        } else if (o) {
+        if (o) {
             auto put = [&](unsigned i, const uint4 &v) {
                 const unsigned w = 4 * i;
                 if (w < nw) o[w] = v.x;
