@@ -61,19 +61,6 @@
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
-#ifndef ENC_RAW2
-#define ENC_RAW2 1              // experiment: raw values listed by the v9 walk
-#endif
-#ifndef ENC_RMROWS
-#define ENC_RMROWS 1            // experiment: raw mask by rows (rank 3)
-#endif
-#ifndef ENC_RAW_LATE
-#define ENC_RAW_LATE 1          // experiment: the raw rows after the residuals, values re-read from global memory
-#endif
-#ifndef ENC_TAIL_SMALL
-#define ENC_TAIL_SMALL 0        // experiment: layout ballots unrolled by 4 (not 16), one copy of the unpark's stores
-#endif
-constexpr int kLayoutUnroll = ENC_TAIL_SMALL ? 4 : 16;
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -99,23 +86,13 @@ constexpr int kLayoutUnroll = ENC_TAIL_SMALL ? 4 : 16;
 // the parked one before each slow walk, 3-5x slower on fields with fill.
 #define SC_PARK 30720
 #define SC_PARK_BYTES 12288
-#ifndef ENC_RV_CAP
-#define ENC_RV_CAP 1            // experiment: raw values listed in the slow path's code/flag space (3072 at most)
-#endif
-#if ENC_RV_CAP
+#define SC_BYTES 43008
 // The v9 walk's raw values (u32 bits, in element order) as it finds them,
-// in the slow path's code and flag space (the walk does not use it): up to
-// SC_RV_MAX; tiles with more take them from the field at their write.
+// in the slow path's code and flag space, which the walk does not use: up
+// to SC_RV_MAX; a tile with more takes them from the field at its write
+// (a region of its own, 16 KiB a warp more, measured the same).
 #define SC_RV SC_CODE
 #define SC_RV_MAX 3072
-#ifndef SC_BYTES
-#define SC_BYTES 43008
-#endif
-#else
-#define SC_RV 43008
-#define SC_RV_MAX 4096
-#define SC_BYTES 59392
-#endif
 
 struct TileSum {
     unsigned nesc, nraw, nfill;
@@ -356,7 +333,7 @@ struct Stager {
         scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
     }
     // The bits of value (z, y, lane) of the tile from global memory (rare:
-    // raw values), after plane z's residuals replaced it in the buffer; the
+    // raw values), after plane z's residuals replaced it in the buffer;
     // planes up to min(z + 1, 7) have been loaded.
     __device__ __forceinline__ unsigned bits(int z, int y, int lane) const {
         const unsigned long long nx = al16 ? rstep >> 2 : rstep;
@@ -493,24 +470,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
-        // Rare: raw values (rows with one: a warp OR of the lanes' masks;
-        // at 1e-4 about one tile in ten has one). Rows in increasing y, so
-        // the bits of the values, appended to srv, come in element order
-        // for the tile's write; before the residuals overwrite them. The
-        // element-order bitmaps' words of this plane are z * 16 + y, bit
-        // x; words of rows without any stay 0.
-        unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
-        if (ENC_RAW2 && !ENC_RAW_LATE)
-            for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
-                const int bit = 31 - __clz(rows), y = 15 - bit;
-                rows ^= 1u << bit;
-                const bool r = (rawm >> bit) & 1u;
-                const unsigned br = __ballot_sync(F, r);
-                if (lane == 0) sraw[z * 16 + y] = br;
-                const unsigned i = nraw + __popc(br & ((1u << lane) - 1));
-                if (r && i < SC_RV_MAX) srv[i] = __float_as_uint(xb[STG_ROW * y]);
-                nraw += __popc(br);
-            }
         int *const db = (int *)xb;
         int dmax = 0, dmin = 0;
 #pragma unroll
@@ -529,25 +488,22 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         __syncwarp();
         // Rare: raw values (rows with one: a warp OR of the lanes' masks;
-        // at tight bounds most planes hold one or two). The element-order
-        // bitmaps' words of this plane are z * 16 + y, bit x; words of rows
-        // without any stay 0.
-        if (ENC_RAW2 && ENC_RAW_LATE)
-            for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
-                const int bit = 31 - __clz(rows), y = 15 - bit;
-                rows ^= 1u << bit;
-                const bool r = (rawm >> bit) & 1u;
-                const unsigned br = __ballot_sync(F, r);
-                if (lane == 0) sraw[z * 16 + y] = br;
-                const unsigned i = nraw + __popc(br & ((1u << lane) - 1));
-                if (r && i < SC_RV_MAX) srv[i] = st.bits(z, y, lane);
-                nraw += __popc(br);
-            }
-        if (!ENC_RAW2)
-        for (unsigned rows = __reduce_or_sync(F, rawm); rows; rows &= rows - 1) {
-            const int bit = __ffs(rows) - 1, y = 15 - bit;
-            const unsigned br = __ballot_sync(F, (rawm >> bit) & 1u);
+        // at 1e-4 about one tile in ten has one, on csm most). The
+        // element-order bitmaps' words of this plane are z * 16 + y, bit
+        // x; words of rows without any stay 0. Rows in increasing y, so the
+        // values' bits, appended to srv for the tile's write, come in
+        // element order. They are read back from global memory (L2): taken
+        // from the buffer before the residuals overwrite it, the loop had
+        // to run before the Lorenzo steps and cost as much (PERF.md v15).
+        unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
+        for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
+            const int bit = 31 - __clz(rows), y = 15 - bit;
+            rows ^= 1u << bit;
+            const bool r = (rawm >> bit) & 1u;
+            const unsigned br = __ballot_sync(F, r);
             if (lane == 0) sraw[z * 16 + y] = br;
+            const unsigned i = nraw + __popc(br & ((1u << lane) - 1));
+            if (r && i < SC_RV_MAX) srv[i] = st.bits(z, y, lane);
             nraw += __popc(br);
         }
         // the largest |d| of the z-plane picks the code width
@@ -785,16 +741,8 @@ __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int
     return i * BZ * ly * lx + ez * j * BY * lx + ez * ey * k * BX + (dz * ey + dy) * ex + dx;
 }
 
-#ifndef ENC_SLOW_NOINLINE
-#define ENC_SLOW_NOINLINE 0     // experiment: the slow path as a called function (hot code contiguous)
-#endif
-#if ENC_SLOW_NOINLINE
-#define ENC_SLOW_ATTR __noinline__
-#else
-#define ENC_SLOW_ATTR
-#endif
 template <typename T, int FAST>
-__device__ ENC_SLOW_ATTR void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
+__device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
                          unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
                          int has_fill, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
                          TileSum &ts) {
@@ -961,7 +909,7 @@ __device__ ENC_SLOW_ATTR void enc_slow(const T *__restrict__ src, const Geo &g, 
 // The raw mask of a tile whose raw values all kept their q (a fast path):
 // the parity Lorenzo transform of the element-order raw bitmap, by
 // toggling the 2^3 forward corners of each raw element (they are few).
-__device__ ENC_SLOW_ATTR void raw_mask_sparse(const unsigned *sraw, unsigned *smr, int lz, int ly, int lx,
+__device__ __forceinline__ void raw_mask_sparse(const unsigned *sraw, unsigned *smr, int lz, int ly, int lx,
                                                 const Geo &g, int lane) {
     for (int i = lane; i < 128; i += 32) smr[i] = 0;
     __syncwarp();
@@ -990,13 +938,13 @@ __device__ ENC_SLOW_ATTR void raw_mask_sparse(const unsigned *sraw, unsigned *sm
 }
 
 // The raw mask of a full rank-3 tile (8 x 16 x 32, sub-blocks 4 x 4 x 8)
-// from its element-order raw bitmap (word z * 16 + y, bit x), by rows:
-// the parity transform XORs each row shifted by one in x (r ^ r << 1),
-// then with the row before it in y and the same two rows of plane z - 1.
-// Slot word (z / 4) * 64 + j * 16 + k * 4 + z % 4 holds byte k (x = 8k ..
-// 8k + 7) of rows y = 4j .. 4j + 3 in its bytes 0-3. Lane (z, j) = (l / 4,
-// l % 4) writes its four slot words: no atomics, divisions or zeroing
-// (raw_mask_sparse took about 100 instructions and 8 atomics per value).
+// from its element-order raw bitmap (word z * 16 + y, bit x), by rows: the
+// parity transform XORs each row with itself shifted by one in x (r ^ r <<
+// 1), then with the row before it in y and the same two rows of plane
+// z - 1. Slot word (z / 4) * 64 + j * 16 + k * 4 + z % 4 holds byte k
+// (x = 8k .. 8k + 7) of rows y = 4j .. 4j + 3 in its bytes 0-3. Lane
+// (z, j) = (l / 4, l % 4) writes its four slot words: no atomics, divisions
+// or zeroing (raw_mask_sparse: about 100 instructions and 8 atomics a value).
 __device__ __forceinline__ void raw_mask_rows3(const unsigned *sraw, unsigned *smr, int lane) {
     const int z = lane >> 2, j = lane & 3;
     auto row = [&](int zz, int y) -> unsigned {
@@ -1106,7 +1054,7 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     // planes' offsets come from one 16-lane scan after it (a running offset
     // in the loop took 17 instructions a plane on the tile's serial tail).
     unsigned bm = 0;
-#pragma unroll kLayoutUnroll
+#pragma unroll
     for (int p = 0; p < 16; p++) {
         const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
         const unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
@@ -1167,7 +1115,7 @@ template <typename T, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
-                                           int ly, int lx, bool rvl, int lane) {
+                                           int ly, int lx, bool listed, int lane) {
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
     if (lane == 0) {
         st(o, L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
@@ -1189,7 +1137,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         put_blocks(st, o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
         const unsigned rv = L.raw_at + 1 + 4 * __popc(L.rbm);
         if (lane == 0) st(o + rv, NR);
-        if (ENC_RAW2 && sizeof(T) == 4 && rvl && NR <= SC_RV_MAX) {  // the v9 walk listed them
+        if (sizeof(T) == 4 && listed && NR <= SC_RV_MAX) {  // the v9 walk listed them
             const unsigned *srv = (const unsigned *)(sc + SC_RV);
 #pragma unroll 1
             for (unsigned i = lane; i < NR; i += 32) st(o + rv + 1 + i, srv[i]);
@@ -1197,8 +1145,8 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         }
         const int P = ly * lx;
         put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
-            // rvl: a full 8 x 16 x 32 tile of the v9 walk (shifts, not divisions)
-            const int z = rvl ? e >> 9 : e / P, r = e - z * P, y = rvl ? r >> 5 : r / lx, x = r - y * lx;
+            // listed: a full 8 x 16 x 32 tile (shifts, not divisions)
+            const int z = listed ? e >> 9 : e / P, r = e - z * P, y = listed ? r >> 5 : r / lx, x = r - y * lx;
             const unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
             st(dst, (unsigned)b);
             if (sizeof(T) == 8) st(dst + 1, (unsigned)(b >> 32));
@@ -1217,10 +1165,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                        unsigned *ticket, unsigned *err, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
-#ifdef ENC_PAD
-#pragma unroll
-    for (int i = 0; i < ENC_PAD; i++) asm volatile("nanosleep.u32 0;");  // experiment: shifts the code after it
-#endif
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
@@ -1318,17 +1262,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 if (w + 2 < nw) o[w + 2] = v.z;
                 if (w + 3 < nw) o[w + 3] = v.w;
             };
-            if (ENC_TAIL_SMALL) {
-#pragma unroll 1
-                for (unsigned i0 = 0;; i0 += 128) {
-#pragma unroll
-                    for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, P.b[u]);
-                    if (i0 + 128 >= n4) break;
-#pragma unroll
-                    for (int u = 0; u < 4; u++)
-                        if (i0 + 128 + 32u * u + lane < n4) P.b[u] = __ldcg(p4 + i0 + 128 + 32 * u + lane);
-                }
-            } else {
 #pragma unroll
             for (int u = 0; u < 4; u++) put(32u * u + lane, P.b[u]);
             for (unsigned i0 = 128; i0 < n4; i0 += 128) {
@@ -1337,7 +1270,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                     if (i0 + 32u * u + lane < n4) P.b[u] = __ldcg(p4 + i0 + 32 * u + lane);
 #pragma unroll
                 for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, P.b[u]);
-            }
             }
         }
         __syncwarp();
@@ -1370,7 +1302,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (!done)
             enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         else if (ts.nraw) {
-            if (ENC_RMROWS && FAST == 3)  // fast paths take full tiles only
+            if (FAST == 3)  // the fast paths take full tiles only
                 raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
             else
                 raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
