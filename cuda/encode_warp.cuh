@@ -1,4 +1,4 @@
-// Encoder v6/v9/v11-v14: one warp per tile, persistent (included by fzgpu.cu).
+// Encoder v6/v9/v11-v15: one warp per tile, persistent (included by fzgpu.cu).
 //
 // Why a warp and not a block: the v1-v5 block encoder spent most of its time
 // waiting (≈ 9 block barriers per tile, serial thread-0 sections, look-back
@@ -16,7 +16,9 @@
 //     warp). Escapes and check-failed raw values (rare; they keep q) go to
 //     per-warp scratch in element order. v9 (f32 rank 3, enc_fast3) stages
 //     each z-plane with cp.async and gives each lane a column instead; v11
-//     codes its z-planes with small residuals in 2-, 4- or 8-bit fields.
+//     codes its z-planes with small residuals in 2-, 4- or 8-bit fields;
+//     v15 lists its raw values' bits as it finds them, and the raw mask of
+//     its tiles is built by rows (raw_mask_rows3).
 //   slow path (anything else: clipped tiles, other shapes, values without
 //     q): the generic algorithm, four elements per lane per round, through
 //     per-warp scratch in global memory (L1-resident). It must stay fast:
@@ -92,7 +94,9 @@
 // to SC_RV_MAX; a tile with more takes them from the field at its write
 // (a region of its own, 16 KiB a warp more, measured the same).
 #define SC_RV SC_CODE
-#define SC_RV_MAX 3072
+#ifndef SC_RV_MAX
+#define SC_RV_MAX 3072          // a test build sets it low, to run the tiles with more through their fallback
+#endif
 
 struct TileSum {
     unsigned nesc, nraw, nfill;
