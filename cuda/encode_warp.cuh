@@ -63,13 +63,6 @@
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
-#ifndef ENC_EMAX
-#define ENC_EMAX 1              // experiment: per value only a float max of |e|; raw values found by a second pass (rare)
-#endif
-#ifndef ENC_RAWPASS_UNROLL
-#define ENC_RAWPASS_UNROLL 1
-#endif
-constexpr int kRawPassUnroll = ENC_RAWPASS_UNROLL;
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -305,24 +298,13 @@ __device__ __forceinline__ unsigned code16x2(int d0, int d1) {
 // while s >= 0.5), so e = |x - x'| equals the f64 difference and
 // e <= eb holds exactly when e <= ebf, the largest float <= eb. That saves
 // a conversion, a double subtraction and the double max per value.
-// Returns q; sets hole for values without q (|s| >= 2^28, NaN, Inf).
-// The check's outcome comes back as k = bits(ebf) - bits(e): raw exactly
-// when k < 0 (non-negative floats order as their bits), and the largest e
-// of the non-raw values is bits(ebf) - (the unsigned minimum of k), with no
-// predicated updates (which the compiler turns into moves).
-__device__ __forceinline__ int quant_f32(float x, double inv, double step, unsigned ebf_bits, int &k, bool &hole) {
-    const double s = __dmul_rn((double)x, inv);
-    hole = !(fabs(s) < 268435456.0);
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    const float rec = __double2float_rn(__dmul_rn(qd, step));
-    k = (int)(ebf_bits - (__float_as_uint(__fsub_rn(x, rec)) & 0x7fffffffu));
-    return __double2loint(sr);
-}
-
-// quant_f32 with the check's |e| folded into em (a float max: e >= 0, and
-// no NaN reaches it, the walk leaves on a hole first).
-__device__ __forceinline__ int quant_f32e(float x, double inv, double step, float &em, bool &hole) {
+// Returns q; sets hole for values without q (|s| >= 2^28, NaN, Inf) and
+// folds the check's |e| into em, a float max: per value one subtraction and
+// one max (the raw test, e > ebf, and the largest e of the values that are
+// not raw are taken from em once per z-plane; v14 kept both per value, with
+// integer operations on the bits of e, 2 instructions more per value:
+// PERF.md v15). No NaN reaches em: the walk leaves on a hole first.
+__device__ __forceinline__ int quant_f32(float x, double inv, double step, float &em, bool &hole) {
     const double s = __dmul_rn((double)x, inv);
     hole = !(fabs(s) < 268435456.0);
     const double sr = __dadd_rn(s, 6755399441055744.0);
@@ -451,9 +433,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     int a[16];
 #pragma unroll
     for (int y = 0; y < 16; y++) a[y] = 0;
-    const unsigned ebf_bits = __float_as_uint(ebf);
-    unsigned mk = 0xffffffffu;  // the unsigned minimum of k over the lane's values
-    float emx = 0.0f;           // ENC_EMAX: the largest |e| of the lane's values that are not raw
+    float emx = 0.0f;  // the largest |e| of the lane's values that are not raw
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
     st.load(0);
@@ -479,53 +459,36 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         int q[16];
         unsigned rawm = 0;  // bit 15 - y: value y is raw
         bool hole = false;
-        if (ENC_EMAX) {
-            float em = 0.0f;
-#pragma unroll
-            for (int y = 0; y < 16; y++) {
-                const float x = xb[STG_ROW * y];
-                bool h;
-                q[y] = quant_f32e(x, inv, step, em, h);
-                hole |= h;
-                if (HF) hole |= __float_as_uint(x) == fill32;
-            }
-            if (__any_sync(F, hole)) {
-                cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
-                return false;
-            }
-            // Rare: a value over the bound (raw). Which ones, and the largest
-            // |e| of the others, from a second pass over the column (the
-            // residuals have not replaced it yet).
-            if (__any_sync(F, em > ebf)) {
-                em = 0.0f;
-#pragma unroll kRawPassUnroll
-                for (int y = 0; y < 16; y++) {
-                    float e = 0.0f;
-                    bool h;
-                    (void)quant_f32e(xb[STG_ROW * y], inv, step, e, h);
-                    const bool r = e > ebf;
-                    rawm |= (unsigned)r << (15 - y);
-                    em = r ? em : fmaxf(em, e);
-                }
-            }
-            emx = fmaxf(emx, em);
-        } else {
+        float em = 0.0f;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const float x = xb[STG_ROW * y];
-            int k;
             bool h;
-            q[y] = quant_f32(x, inv, step, ebf_bits, k, h);
+            q[y] = quant_f32(x, inv, step, em, h);
             hole |= h;
             if (HF) hole |= __float_as_uint(x) == fill32;
-            rawm = __funnelshift_l((unsigned)k, rawm, 1);
-            mk = min(mk, (unsigned)k);
         }
         if (__any_sync(F, hole)) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
+        // Rare: a value over the bound (raw). Which ones, and the largest
+        // |e| of the others, from a second pass over the column (the
+        // residuals have not replaced it yet). Not unrolled: unrolled by 4
+        // or 16 it was slower on every field (code layout, PERF.md v15).
+        if (__any_sync(F, em > ebf)) {
+            em = 0.0f;
+#pragma unroll 1
+            for (int y = 0; y < 16; y++) {
+                float e = 0.0f;
+                bool h;
+                (void)quant_f32(xb[STG_ROW * y], inv, step, e, h);
+                const bool r = e > ebf;
+                rawm |= (unsigned)r << (15 - y);
+                em = r ? em : fmaxf(em, e);
+            }
         }
+        emx = fmaxf(emx, em);
         int *const db = (int *)xb;
         int dmax = 0, dmin = 0;
 #pragma unroll
@@ -621,12 +584,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     ts.origin = origin;
     // every lane: the tile's largest |e| (one warp min; the caller's fold
     // of ts.merr over the lanes, 5 double shuffles, is skipped for this walk)
-    if (ENC_EMAX) {  // non-negative floats order as their bits
-        ts.merr = (double)__uint_as_float(__reduce_max_sync(F, __float_as_uint(emx)));
-    } else {
-        mk = __reduce_min_sync(F, mk);
-        ts.merr = mk <= ebf_bits ? (double)__uint_as_float(ebf_bits - mk) : 0.0;
-    }
+    ts.merr = (double)__uint_as_float(__reduce_max_sync(F, __float_as_uint(emx)));  // non-negative floats order as their bits
     return true;
 }
 
