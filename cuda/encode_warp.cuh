@@ -582,9 +582,10 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     ts.nesc = nesc;
     ts.nraw = nraw;
     ts.origin = origin;
-    // every lane: the tile's largest |e| (one warp min; the caller's fold
-    // of ts.merr over the lanes, 5 double shuffles, is skipped for this walk)
-    ts.merr = (double)__uint_as_float(__reduce_max_sync(F, __float_as_uint(emx)));  // non-negative floats order as their bits
+    // every lane: the tile's largest |e| of the values that are not raw (one
+    // warp max over the bits: non-negative floats order as their bits; the
+    // caller's fold of ts.merr, 5 double shuffles, is skipped for this walk)
+    ts.merr = (double)__uint_as_float(__reduce_max_sync(F, __float_as_uint(emx)));
     return true;
 }
 
