@@ -939,11 +939,11 @@ __device__ __forceinline__ void raw_mask_sparse(const unsigned *sraw, unsigned *
             const int e = 32 * w + __ffs(b) - 1;
             b &= b - 1;
             const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-            // Not unrolled: eight copies of slot_of (three divisions each)
-            // were 13 KiB of code, run by the few tiles with a raw value,
-            // that pushed the walk out of the instruction cache of every
-            // warp on the SM (PERF.md v15: -5 % at 1e-4 on the smooth field).
-#pragma unroll 1
+            // Unrolled, as in v14: only the rank-1 and -2 walks call this
+            // since v15 (rank 3: raw_mask_rows3). Rolled up it cost them
+            // 2-3 % (code layout); in the rank-3 kernel, its 13 KiB of
+            // unrolled code had pushed the walk out of the instruction cache
+            // (PERF.md v15).
             for (int c = 0; c < 8; c++) {
                 const int zc = z + (c >> 2), yc = y + ((c >> 1) & 1), xc = x + (c & 1);
                 if (zc < lz && yc < ly && xc < lx) {
@@ -1034,10 +1034,13 @@ __device__ __forceinline__ void put_blocks(const ST &st, unsigned *o, unsigned a
 
 // Writes the set bits' values of an element-order bitmap (128 words) in
 // element order: val(e) for each e with its bit set, `wpv` words each.
-template <typename F>
+// U: the unroll count of the loop over the four groups of 32 words (rare:
+// escapes, raw values); the rank-3 kernel keeps it rolled up for the
+// instruction cache, the others unrolled as in v14 (PERF.md v15).
+template <int U, typename F>
 __device__ __forceinline__ void put_listed(unsigned *o, const unsigned *bits, int wpv, int lane, F val) {
     unsigned pos = 0;
-#pragma unroll 1  // rare (escapes, raw values): kept small for the instruction cache
+#pragma unroll U
     for (int w0 = 0; w0 < 128; w0 += 32) {
         unsigned b = bits[w0 + lane];
         const unsigned cntb = __popc(b);
@@ -1130,7 +1133,7 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
 }
 
 // Writes the tile's bytes (FORMAT.md section 5).
-template <typename T, typename ST>
+template <typename T, int LU, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
@@ -1148,7 +1151,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
     if (E) {
         const int *sq = (const int *)(sc + SC_Q);
         if (lane == 0) st(o + L.esc_at, E);
-        put_listed(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
+        put_listed<LU>(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
                    [&](int e, unsigned *dst) { st(dst, (unsigned)sq[e]); });
     }
     if (NF) put_blocks(st, o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
@@ -1163,7 +1166,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
             return;
         }
         const int P = ly * lx;
-        put_listed(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
+        put_listed<LU>(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
             // listed: a full 8 x 16 x 32 tile (shifts, not divisions)
             const int z = listed ? e >> 9 : e / P, r = e - z * P, y = listed ? r >> 5 : r / lx, x = r - y * lx;
             const unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
@@ -1358,7 +1361,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
         if (o)
-            tile_write<T>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, staged && done, lane);
+            tile_write<T, FAST == 3 ? 1 : 4>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+                                             staged && done, lane);
         if (parks) {
             __syncwarp();
             if (lane == 0) {
