@@ -352,6 +352,13 @@ __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, u
 #define FOLD_T 1024
 __device__ __forceinline__ void fold_partials(const double *partials, int nparts, double &lo, double &hi) {
     __shared__ double flo[FOLD_T / 32], fhi[FOLD_T / 32];
+    auto warp_fold = [&]() {
+        for (int o = 16; o > 0; o >>= 1) {
+            const double a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+    };
     lo = INFINITY;
     hi = -INFINITY;
     for (int i = threadIdx.x; i < nparts; i += FOLD_T) {
@@ -361,11 +368,7 @@ __device__ __forceinline__ void fold_partials(const double *partials, int nparts
             hi = b > hi ? b : hi;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        const double a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-    }
+    warp_fold();
     if ((threadIdx.x & 31) == 0) {
         flo[threadIdx.x >> 5] = lo;
         fhi[threadIdx.x >> 5] = hi;
@@ -373,11 +376,7 @@ __device__ __forceinline__ void fold_partials(const double *partials, int nparts
     __syncthreads();
     lo = flo[threadIdx.x & 31];
     hi = fhi[threadIdx.x & 31];
-    for (int o = 16; o > 0; o >>= 1) {
-        const double a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-    }
+    warp_fold();
 }
 
 // One block of FOLD_T threads: the header's abs_eb and step exactly as fz/compress.go derives
@@ -430,6 +429,16 @@ __global__ void range_fold_kernel(const double *partials, int nparts, double *ac
 
 // ---------------------------------------------------------------- tables
 
+// The scalars of a compress job's state, zeroed: job_init_kernel for the
+// first job, tables_kernel for the next one.
+__device__ __forceinline__ void zero_job_scalars(unsigned *ticket, unsigned *err, JobAcc *acc) {
+    *ticket = 0;
+    *err = 0;
+    acc->outliers = 0;
+    acc->err_bits = 0;
+    acc->blocks_done = 0;
+}
+
 // A compress job's zeroed state in one launch: the look-back statuses, the
 // ticket, the error flag and the result accumulator, 4 statuses per thread.
 // Run for a context's first job and after a failed launch only: every
@@ -443,13 +452,7 @@ __global__ void job_init_kernel(unsigned long long *status, unsigned long long n
     } else {
         for (unsigned long long k = i; k < i + 4 && k < nt; k++) status[k] = 0;
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        *ticket = 0;
-        *err = 0;
-        acc->outliers = 0;
-        acc->err_bits = 0;
-        acc->blocks_done = 0;
-    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) zero_job_scalars(ticket, err, acc);
 }
 
 // For a full tile (every tile but the clipped ones at the field's edges)
@@ -1145,11 +1148,7 @@ __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long lon
     r.have_range = prm->have;
     r.status = *err ? FZGPU_E_CAPACITY : 0;
     *res = r;
-    *ticket = 0;
-    *err = 0;
-    acc->outliers = 0;
-    acc->err_bits = 0;
-    acc->blocks_done = 0;
+    zero_job_scalars(ticket, err, acc);
 }
 
 // ---------------------------------------------------------------- decode
