@@ -199,24 +199,25 @@ template <typename T> __device__ __forceinline__ int quant_q(T x, double s, doub
 
 // ---------------------------------------------------------------- block scans
 
+// Inclusive prefix sum over lanes 0..N-1 of the warp (N = 16 or 32; lanes
+// past N add what lies N below them, which callers ignore).
+template <int N> __device__ __forceinline__ unsigned warp_incl_scan(unsigned x, int lane) {
+#pragma unroll
+    for (int o = 1; o < N; o <<= 1) {
+        const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
 // Exclusive prefix sum over the block; returns the total in *total.
 __device__ __forceinline__ unsigned block_excl_scan(unsigned v, unsigned *total, unsigned *sh /*NWARPS+1*/) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    unsigned x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        unsigned y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
+    const unsigned x = warp_incl_scan<32>(v, lane);
     if (lane == 31) sh[w] = x;
     __syncthreads();
     if (w == 0) {
-        unsigned s = lane < NWARPS ? sh[lane] : 0, t = s;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            unsigned y = __shfl_up_sync(0xffffffffu, t, o);
-            if (lane >= o) t += y;
-        }
+        const unsigned s = lane < NWARPS ? sh[lane] : 0, t = warp_incl_scan<32>(s, lane);
         if (lane < NWARPS) sh[lane] = t - s;
         if (lane == NWARPS - 1) sh[NWARPS] = t;
     }
@@ -623,12 +624,7 @@ __device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles
             s[k] = tot;
         }
         load(r + (unsigned)m);  // the next round's statuses, in flight during the stores
-        unsigned inc = tot;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
-            if (lane >= o) inc += y;
-        }
+        const unsigned inc = warp_incl_scan<32>(tot, lane);
         const unsigned long long lb = base + (inc - tot);
 #pragma unroll
         for (int k = 0; k < K; k++)
@@ -942,12 +938,7 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
         const unsigned E = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[3 * NWARPS + lane] : 0u);
         const unsigned bmp = lane < 16 ? s.bm[lane] : 0u;
         const unsigned szp = bmp ? 1 + 4 * __popc(bmp) : 0u;
-        unsigned inc = szp;
-#pragma unroll
-        for (int o = 1; o < 16; o <<= 1) {
-            unsigned y = __shfl_up_sync(0xffffffffu, inc, o);
-            if (lane >= o) inc += y;
-        }
+        const unsigned inc = warp_incl_scan<16>(szp, lane);
         const unsigned pm = __ballot_sync(0xffffffffu, bmp != 0);
         if (lane < 16) s.plane_at[lane] = 2 + inc - szp;
         double M = lane < NWARPS ? s.red_d[lane] : 0.0;
