@@ -60,20 +60,6 @@
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
-// v16 experiments (PERF.md v16), all off in the library:
-// ENC_REG8: the 8-bit coder from the lane's own residuals, only the
-// transpose's bit stages (1 from registers, 4 from shared memory); 2, 3:
-// also the 2- and 4-bit coders without the byte stages (2 with 1, 3 with 4).
-#ifndef ENC_REG8
-#define ENC_REG8 0
-#endif
-#ifndef ENC_LZ
-#define ENC_LZ 0                // 1, 2: Dy and Dz as B = q - (q_up + a) (2: the sum opaque), the carry a = q - q_up after it
-#endif
-#ifndef ENC_EXPECT
-#define ENC_EXPECT 0            // 1: rare branches marked unlikely (block placement)
-#endif
-#define RARE(x) (ENC_EXPECT ? __builtin_expect(!!(x), 0) : (x))
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
@@ -426,61 +412,6 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-// ENC_REG8: the 8-bit codes of one z-plane from the lane's own residuals
-// d(y) (column lane): put_narrow<8>'s register r after the transpose's two
-// byte stages holds, in byte B, the code of (row 4r + B, column lane), so
-// the lane packs it itself and only the three bit stages remain.
-template <typename D>
-__device__ __forceinline__ void put_narrow8_col(const D &d, unsigned *pw, int z, int lane) {
-    unsigned x[4];
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        unsigned p = __byte_perm(__byte_perm((unsigned)d(4 * r), (unsigned)d(4 * r + 1), 0x0040),
-                                 __byte_perm((unsigned)d(4 * r + 2), (unsigned)d(4 * r + 3), 0x0040), 0x5410);
-        const unsigned s = (p >> 7) & 0x01010101u;
-        p = ((p ^ (s * 0xFFu)) + s) | (p & 0x80808080u);
-        x[r] = p;
-    }
-    transpose32n_bits<4>(x, lane);
-    const int b = lane % 8, pl = b == 7 ? 15 : b;
-    unsigned *const o = pw + pl * PW_STRIDE + 4 * (lane / 8) + (z >> 2) * 64 + ((z & 3) ^ ((pl >> 2) & 3));
-#pragma unroll
-    for (int r = 0; r < 4; r++) o[16 * r] = x[r];
-}
-
-// ENC_REG8 2, 3: put_narrow<W> (W = 2 or 4) without the transpose's two byte
-// stages: lane l loads, for byte B of register r, the codes those stages
-// would have brought there: (row 4 (l / 8) + B, column 8 h + l % 8) for
-// W = 2, (row 8 r + 4 (l / 16) + B, column 16 (l / 8 % 2) + 8 h + l % 8) for
-// W = 4, field h of the byte. db: the plane's residuals, db[STG_ROW y + x].
-template <int W>
-__device__ __forceinline__ void put_narrow_pre(const int *db, unsigned *pw, int z, int lane) {
-    constexpr int C = 32 / W, R = W / 2, H = 8 / W;
-    constexpr unsigned FM = (1u << W) - 1, LSB = 0xffffffffu / FM;
-    const int *const b = db + (W == 2 ? STG_ROW * 4 * (lane >> 3) + (lane & 7)
-                                      : STG_ROW * 4 * (lane >> 4) + 16 * ((lane >> 3) & 1) + (lane & 7));
-    unsigned x[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        unsigned p = 0;
-#pragma unroll
-        for (int B = 0; B < 4; B++)
-#pragma unroll
-            for (int h = 0; h < H; h++)
-                p |= ((unsigned)b[STG_ROW * (8 * r + B) + 8 * h] & FM) << (8 * B + W * h);
-        if (W > 2) {
-            const unsigned s = (p >> (W - 1)) & LSB;
-            p = ((p ^ (s * FM)) + s) | (p & (LSB << (W - 1)));
-        }
-        x[r] = p;
-    }
-    transpose32n_bits<R>(x, lane);
-    const int bb = lane % W, pl = bb == W - 1 ? 15 : bb;
-    unsigned *const o = pw + pl * PW_STRIDE + 4 * (lane / W) + (z >> 2) * 64 + ((z & 3) ^ ((pl >> 2) & 3));
-#pragma unroll
-    for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
-}
-
 template <bool HF>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
@@ -502,7 +433,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     int a[16];
 #pragma unroll
     for (int y = 0; y < 16; y++) a[y] = 0;
-    int dr[16];  // ENC_REG8 1, 2: plane z's residuals, column lane, for the 8-bit coder
     float emx = 0.0f;  // the largest |e| of the lane's values that are not raw
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
@@ -538,7 +468,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             hole |= h;
             if (HF) hole |= __float_as_uint(x) == fill32;
         }
-        if (RARE(__any_sync(F, hole))) {
+        if (__any_sync(F, hole)) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
@@ -546,7 +476,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // |e| of the others, from a second pass over the column (the
         // residuals have not replaced it yet). Not unrolled: unrolled by 4
         // or 16 it was slower on every field (code layout, PERF.md v15).
-        if (RARE(__any_sync(F, em > ebf))) {
+        if (__any_sync(F, em > ebf)) {
             em = 0.0f;
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
@@ -563,25 +493,15 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         int dmax = 0, dmin = 0;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
-            int B;
-            if (ENC_LZ) {
-                const unsigned qm = y ? (unsigned)q[y - 1] : 0u;
-                unsigned t = qm + (unsigned)a[y];
-                if (ENC_LZ == 2) asm("" : "+r"(t));
-                B = (int)((unsigned)q[y] - t);
-                a[y] = (int)((unsigned)q[y] - qm);
-            } else {
-                const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
-                B = (int)((unsigned)A - (unsigned)a[y]);
-                a[y] = A;
-            }
+            const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
+            const int B = (int)((unsigned)A - (unsigned)a[y]);
+            a[y] = A;
             int d = sub_left(B);
             if (y == 0 && z == 0) {
                 origin = __shfl_sync(F, d, 0);  // element 0's q: the tile's origin, its code 0
                 if (lane == 0) d = 0;
             }
             db[STG_ROW * y] = d;
-            if (ENC_REG8 == 1 || ENC_REG8 == 2) dr[y] = d;
             dmax = max(dmax, d);
             dmin = min(dmin, d);
         }
@@ -595,7 +515,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // from the buffer before the residuals overwrite it, the loop had
         // to run before the Lorenzo steps and cost as much (PERF.md v15).
         unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
-        for (unsigned rows = __reduce_or_sync(F, rawm); RARE(rows);) {
+        for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
             const int bit = 31 - __clz(rows), y = 15 - bit;
             rows ^= 1u << bit;
             const bool r = (rawm >> bit) & 1u;
@@ -615,7 +535,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto code_plane = [&](int z, unsigned mabs) {
         int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
-        if (RARE(mabs > 32767u)) {
+        if (mabs > 32767u) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[STG_ROW * y];
@@ -632,22 +552,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         const int *const sb = slot + (z & 1) * STG_PLANE;
         if (ENC_NARROW && mabs <= 1u) {
-            if (ENC_REG8 == 2 || ENC_REG8 == 3)
-                put_narrow_pre<2>(db - lane, pw, z, lane);
-            else
-                put_narrow<2>(sb, pw, z, lane);
+            put_narrow<2>(sb, pw, z, lane);
         } else if (ENC_NARROW && mabs <= 7u) {
-            if (ENC_REG8 == 2 || ENC_REG8 == 3)
-                put_narrow_pre<4>(db - lane, pw, z, lane);
-            else
-                put_narrow<4>(sb, pw, z, lane);
+            put_narrow<4>(sb, pw, z, lane);
         } else if (ENC_NARROW && mabs <= 127u) {
-            if (ENC_REG8 == 1 || ENC_REG8 == 2)
-                put_narrow8_col([&](int y) { return dr[y]; }, pw, z, lane);
-            else if (ENC_REG8 >= 3)
-                put_narrow8_col([&](int y) { return db[STG_ROW * y]; }, pw, z, lane);
-            else
-                put_narrow<8>(sb, pw, z, lane);
+            put_narrow<8>(sb, pw, z, lane);
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
             unsigned *const pwp = pwl + (wz ^ pws);
@@ -1182,15 +1091,15 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     L.pm = __ballot_sync(0xffffffffu, bm != 0);
     unsigned at = 2 + __shfl_sync(0xffffffffu, inc, 15);
     L.esc_at = at;
-    if (RARE(ts.nesc)) at += 1 + ts.nesc;
+    if (ts.nesc) at += 1 + ts.nesc;
     L.fill_at = at;
     L.fbm = L.rbm = 0;
-    if (RARE(ts.nfill)) {
+    if (ts.nfill) {
         L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
         at += 1 + 4 * __popc(L.fbm);
     }
     L.raw_at = at;
-    if (RARE(ts.nraw)) {
+    if (ts.nraw) {
         L.rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
         at += 1 + 4 * __popc(L.rbm) + 1 + ts.nraw * (sizeof(T) / 4);
     }
@@ -1213,7 +1122,7 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
                                               unsigned long long tb, unsigned long long excl, unsigned size,
                                               int lane) {
     const unsigned long long off = excl + tb;  // bytes
-    if (RARE(off + size > cap)) {
+    if (off + size > cap) {
         if (lane == 0) atomicOr(err, 1u);
         return nullptr;
     }
@@ -1236,14 +1145,14 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
         put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
     }
-    if (RARE(E)) {
+    if (E) {
         const int *sq = (const int *)(sc + SC_Q);
         if (lane == 0) st(o + L.esc_at, E);
         put_listed<LU>(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
                    [&](int e, unsigned *dst) { st(dst, (unsigned)sq[e]); });
     }
-    if (RARE(NF)) put_blocks(st, o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
-    if (RARE(NR)) {
+    if (NF) put_blocks(st, o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (NR) {
         put_blocks(st, o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
         const unsigned rv = L.raw_at + 1 + 4 * __popc(L.rbm);
         if (lane == 0) st(o + rv, NR);
@@ -1358,7 +1267,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     auto unpark_finish = [&](Parked &P) {
         if (P.rel == ~0u) return;
         if (lane == 0)
-            while (RARE((P.st >> 62) != 2)) P.st = ld_vol(&status[P.rel]);
+            while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
         const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
         if (lane == 0) tprefix[P.rel] = excl;
         const uint4 *const p4 = (const uint4 *)park;
@@ -1374,7 +1283,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             };
 #pragma unroll
             for (int u = 0; u < 4; u++) put(32u * u + lane, P.b[u]);
-            for (unsigned i0 = 128; RARE(i0 < n4); i0 += 128) {
+            for (unsigned i0 = 128; i0 < n4; i0 += 128) {
 #pragma unroll
                 for (int u = 0; u < 4; u++)
                     if (i0 + 32u * u + lane < n4) P.b[u] = __ldcg(p4 + i0 + 32 * u + lane);
@@ -1409,9 +1318,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
-        if (RARE(!done))
+        if (!done)
             enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        else if (RARE(ts.nraw)) {
+        else if (ts.nraw) {
             if (FAST == 3)  // the fast paths take full tiles only
                 raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
             else
@@ -1442,7 +1351,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             unpark_finish(P);
             tk = take_async();
         }
-        if (RARE(!parks)) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+        if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
@@ -1461,7 +1370,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 pstate[3] = (unsigned)(tb >> 32);
             }
         }
-        if (RARE(ts.nesc | ts.nraw)) {
+        if (ts.nesc | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {
                 sesc[i] = 0;

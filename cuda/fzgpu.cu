@@ -70,14 +70,6 @@ __device__ __forceinline__ void grid_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-#ifndef PDL_TRIGGER
-#define PDL_TRIGGER 0       // v16 experiment: 1, range and params kernels let their dependent launch at their start
-#endif
-__device__ __forceinline__ void grid_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (PDL_TRIGGER) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 #ifndef ENC_MINB
 #define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
 #endif
@@ -302,7 +294,6 @@ __device__ __forceinline__ void range_take(T x, int has_fill, unsigned long long
 template <typename T>
 __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, unsigned long long fill_bits,
                              double *partials) {
-    grid_trigger();
     constexpr int V = 16 / sizeof(T);  // values per vector
     T lo = (T)INFINITY, hi = (T)-INFINITY;
     const unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
@@ -393,7 +384,6 @@ __device__ __forceinline__ void fold_partials(const double *partials, int nparts
 // them, from the range (rel) or the bound (abs). (One thread folding the
 // 1024 partials took 57 us of a 1 GiB field's 0.31 ms prepare on an H200.)
 __global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
-    grid_trigger();
     grid_wait();
     double l = 0, h = 0;
     if (rel) fold_partials(partials, nparts, l, h);
@@ -509,25 +499,6 @@ template <int N> __device__ __forceinline__ void transpose32n(unsigned (&x)[N], 
     for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 8);
 #pragma unroll
     for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 8) ? 0x3715u : 0x6240u);
-#pragma unroll
-    for (int j = 4; j >= 1; j >>= 1) {
-        const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
-        const bool top = (lane & j) == 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], j);
-#pragma unroll
-        for (int i = 0; i < N; i++) x[i] = bitsel(x[i], __funnelshift_l(y[i], y[i], top ? j : 32 - j), top ? m : ~m);
-    }
-}
-// transpose32n's last three stages (lane bits 4, 2, 1: bits within bytes).
-// Its first two move whole bytes between lanes: after them lane l's byte B
-// holds byte l / 8 of lane (l % 8) + 8 B. A caller that can build that
-// arrangement itself (the rank-3 walk's 8-bit coder: its lane's own column)
-// starts here. (transpose32n keeps its own copy of these stages: calling
-// this from it reordered the code of kernels that do not use it.)
-template <int N> __device__ __forceinline__ void transpose32n_bits(unsigned (&x)[N], int lane) {
-    const unsigned F = 0xffffffffu;
-    unsigned y[N];
 #pragma unroll
     for (int j = 4; j >= 1; j >>= 1) {
         const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
