@@ -60,9 +60,6 @@
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
-#ifndef ENC_TC
-#define ENC_TC 0                // 1: the rank-3 walk's transposes take their per-lane selectors, shifts and masks from a table in shared memory
-#endif
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
@@ -323,55 +320,6 @@ __device__ __forceinline__ float *stage_buf() {
     return stage3[threadIdx.x >> 5];
 }
 
-// The per-lane constants of transpose32n's five stages, lane l's entries
-// {sel16, sel8, sh4, m4} and {sh2, m2, sh1, m1}: read from shared memory
-// with two 16-byte loads they replace ~30 instructions per coded z-plane
-// that rebuild them (at 128 registers there is no room to keep them).
-__device__ __forceinline__ uint4 *tconst_buf() {
-    __shared__ __align__(16) uint4 tc[64];
-    return tc;
-}
-__device__ __forceinline__ void tconst_init(int t) {  // t < 64: entry t
-    const int lane = t & 31;
-    auto sh = [&](int j) { return (unsigned)((lane & j) == 0 ? j : 32 - j); };
-    auto mk = [&](int j, unsigned m) { return (lane & j) == 0 ? m : ~m; };
-    tconst_buf()[t] = t < 32 ? make_uint4((lane & 16) ? 0x3276u : 0x5410u, (lane & 8) ? 0x3715u : 0x6240u, sh(4),
-                                          mk(4, 0x0F0F0F0Fu))
-                             : make_uint4(sh(2), mk(2, 0x33333333u), sh(1), mk(1, 0x55555555u));
-}
-__device__ __forceinline__ uint4 tconst_ld(int i) {  // volatile: loaded where used, not kept live across the walk
-    uint4 v;
-    const unsigned a = (unsigned)__cvta_generic_to_shared(tconst_buf() + i);
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-    return v;
-}
-template <int N> __device__ __forceinline__ void transpose32n_t(unsigned (&x)[N], int lane) {
-    if (!ENC_TC) {
-        transpose32n<N>(x, lane);
-        return;
-    }
-    const unsigned F = 0xffffffffu;
-    const uint4 c0 = tconst_ld(lane), c1 = tconst_ld(32 + lane);
-    unsigned y[N];
-#pragma unroll
-    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 16);
-#pragma unroll
-    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], c0.x);
-#pragma unroll
-    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 8);
-#pragma unroll
-    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], c0.y);
-#pragma unroll
-    for (int k = 0; k < 3; k++) {
-        const int j = 4 >> k;
-        const unsigned sh = k == 0 ? c0.z : k == 1 ? c1.x : c1.z, m = k == 0 ? c0.w : k == 1 ? c1.y : c1.w;
-#pragma unroll
-        for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], j);
-#pragma unroll
-        for (int i = 0; i < N; i++) x[i] = bitsel(x[i], __funnelshift_l(y[i], y[i], sh), m);
-    }
-}
-
 // Copies the planes of one full rank-3 f32 tile into the warp's buffers.
 // 16-byte copies when every row starts on a 16-byte boundary: lane l
 // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
@@ -457,7 +405,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
         }  // W = 2: d in {-1, 0, 1} is its own code
         x[r] = p;
     }
-    transpose32n_t<R>(x, lane);
+    transpose32n<R>(x, lane);
     const int b = lane % W, pl = b == W - 1 ? 15 : b;
     unsigned *const o = pw + pl * PW_STRIDE + 4 * (lane / W) + (z >> 2) * 64 + ((z & 3) ^ ((pl >> 2) & 3));
 #pragma unroll
@@ -618,7 +566,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll
                 for (int k = 0; k < 4; k++)  // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
                     x[k] = code16x2(sb[STG_ROW * 8 * jp + 8 * k], sb[STG_ROW * (8 * jp + 4) + 8 * k]);
-                transpose32n_t<4>(x, lane);
+                transpose32n<4>(x, lane);
 #pragma unroll
                 for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
             }
@@ -1236,10 +1184,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                        unsigned *ticket, unsigned *err, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
-    if constexpr (FAST == 3 && ENC_V9 && sizeof(T) == 4 && ENC_TC) {
-        if (threadIdx.x < 64) tconst_init(threadIdx.x);
-        __syncthreads();  // before any warp leaves (the scanner) or reads the table
-    }
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
