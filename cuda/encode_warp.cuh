@@ -1044,14 +1044,7 @@ __device__ __forceinline__ void put_listed(unsigned *o, const unsigned *bits, in
     for (int w0 = 0; w0 < 128; w0 += 32) {
         unsigned b = bits[w0 + lane];
         const unsigned cntb = __popc(b);
-        // (warp_incl_scan<32> here moved the rank-3 kernel's code by one
-        // instruction, unmeasured on a GPU this round: left as it was)
-        unsigned inc = cntb;
-#pragma unroll
-        for (int o2 = 1; o2 < 32; o2 <<= 1) {
-            const unsigned y = __shfl_up_sync(0xffffffffu, inc, o2);
-            if (lane >= o2) inc += y;
-        }
+        const unsigned inc = warp_incl_scan<32>(cntb, lane);
         unsigned k = pos + inc - cntb;
         while (b) {
             const int bit = __ffs(b) - 1;
