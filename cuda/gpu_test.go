@@ -389,3 +389,58 @@ func TestHugeField(t *testing.T) {
 	}
 	t.Logf("%d bytes -> %d (ratio %.2f), identical to CPU, 0 violations", len(raw), len(blob), st.Ratio())
 }
+
+// TestChunkTablesMatchCPU: chunks of 256 tiles and more, where the f32
+// rank-3 encoder writes the chunks' tile tables and the job's result itself
+// (cuda/PERF.md v17), through one job and through a streamer whose jobs
+// start past the field's first chunk; tiles with raw values, escapes, a
+// NaN (slow path) and clipped edges among them.
+func TestChunkTablesMatchCPU(t *testing.T) {
+	g := gpu(t)
+	ctx := context.Background()
+	dims := []uint64{72, 256, 520} // 9 x 16 x 17 tiles, the last x tile clipped
+	n := dims[0] * dims[1] * dims[2]
+	r := rand.New(rand.NewPCG(7, 8))
+	v := make([]float32, n)
+	for i := range v {
+		z, y, x := float64(uint64(i)/(dims[1]*dims[2])), float64(uint64(i)/dims[2]%dims[1]), float64(uint64(i)%dims[2])
+		v[i] = float32(math.Sin(z*0.05)*math.Cos(y*0.03)*100 + x*0.01 + r.NormFloat64()*0.001)
+		if r.IntN(200000) == 0 {
+			v[i] *= 1e4 // escapes
+		}
+	}
+	v[12345] = float32(math.NaN())
+	raw := f32bytes(v)
+	s := newStreamer(t, 0, StreamOptions{JobTiles: 1024, ArenaBytes: 256 << 20, StageBytes: 8 << 20})
+	cases := 0
+	for _, pc := range []int{256, 257, 300, 1000, 65536} {
+		for _, p := range []fz.Params{
+			{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-2},
+			{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-5},
+			{DType: fz.Float32, Dims: dims, Mode: fz.Abs, Bound: 0.5},
+		} {
+			name := fmt.Sprintf("chunks of %d, %v %g", pc, p.Mode, p.Bound)
+			check(t, g, name, raw, p, fz.WithTilesPerChunk(pc))
+			cases++
+			if pc > 1024 {
+				continue // larger than the streamer's job
+			}
+			want, wst, err := fz.Compress(ctx, raw, p, fz.WithTilesPerChunk(pc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, gst, err := s.Compress(ctx, Source{Bytes: raw}, p, fz.WithTilesPerChunk(pc))
+			if err != nil {
+				t.Fatalf("%s, streamed: %v", name, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s, streamed: %d bytes differ from the CPU's %d at %d", name, len(got), len(want), firstDiff(got, want))
+			}
+			if gst != wst {
+				t.Fatalf("%s, streamed: stats %+v, CPU %+v", name, gst, wst)
+			}
+			cases++
+		}
+	}
+	t.Logf("%d compressions with chunks of 256 tiles or more byte-identical to the CPU (one job and streamed)", cases)
+}
