@@ -60,12 +60,6 @@
 #ifndef ENC_PF3
 #define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
 #endif
-#ifndef TABLES_FOLD
-#define TABLES_FOLD 0           // 1: the scanner's kernel does tables_kernel's work (enc_folds; PERF.md v17: +2-3 %)
-#endif
-#ifndef ENC_BAL
-#define ENC_BAL 0               // 1: fewer tile warps where that splits the tiles into whole rounds (enc_drop; PERF.md v17: +3 %)
-#endif
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
@@ -1174,78 +1168,17 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
-// Whether the encoder does tables_kernel's work itself (TABLES_FOLD, the
-// scanner's kernel): the scanner writes the chunks' tile-size tables as it
-// turns sizes into prefixes (a round of ENC_SCAN_K * 32 tiles then meets at
-// most one chunk start), each tile warp zeroes its status once it has read
-// its prefix, and the warps fold the raw counts and errors at their exit.
-// Saves the tables launch after the encoder (PERF.md v17).
-__device__ __host__ __forceinline__ bool enc_folds(const Geo &g) {
-    return TABLES_FOLD && g.per_chunk >= 32ull * ENC_SCAN_K;
-}
-
-// A warp's exit when the encoder folds the tables (every warp of the grid
-// passes here once): its raw count and largest error into the job's sums;
-// the last warp out writes the result and leaves the job state zeroed for
-// the next job, as tables_kernel does.
-__device__ __noinline__ void enc_exit(JobAcc *acc, fzgpu_result *res, const DevParams *prm,
-                                      unsigned long long ntiles, unsigned *ticket, unsigned *err,
-                                      const unsigned *wouts, const double *werr, int lane) {
-    __syncwarp();
-    if (lane != 0) return;
-    if (*wouts) atomicAdd(&acc->outliers, (unsigned long long)*wouts);
-    if (*werr > 0.0) atomicMax(&acc->err_bits, (unsigned long long)__double_as_longlong(*werr));
-    __threadfence();
-    if (atomicAdd(&acc->blocks_done, 1u) != gridDim.x * ENC_W - 1) return;
-    __threadfence();
-    fzgpu_result r;
-    memset(&r, 0, sizeof r);
-    r.bytes = *(volatile unsigned long long *)&acc->bytes + 4 * ntiles;
-    r.outliers = *(volatile unsigned long long *)&acc->outliers;
-    r.max_abs_err = __longlong_as_double((long long)*(volatile unsigned long long *)&acc->err_bits);
-    r.abs_eb = prm->eb;
-    r.step = prm->step;
-    r.range_min = prm->lo;
-    r.range_max = prm->hi;
-    r.have_range = prm->have;
-    r.status = *(volatile unsigned *)err ? FZGPU_E_CAPACITY : 0;
-    *res = r;
-    zero_job_scalars(ticket, err, acc);
-}
-
 template <typename T, int FAST>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
-                       unsigned *ticket, unsigned *err, unsigned char *scratch, JobAcc *acc, fzgpu_result *res,
-                       unsigned drop) {
+                       unsigned *ticket, unsigned *err, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
-    // the v9 walk stages its tiles with cp.async one plane ahead
-    constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
-    // The scanner and parked tiles (ENC_SCAN) for the v9 walk only: on the
-    // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
-    // probe), and parking cost 10-26 % there (PERF.md v12).
-    constexpr bool scan = ENC_SCAN && !ENC_LB_PROBE && staged;
-    const bool fold = scan && enc_folds(g);
-    // The warp's raw count and largest error so far (fold), in pad words of
-    // plane row 1 (words 128-131, which no plane uses), not in registers.
-    unsigned *const wouts = pw + PW_STRIDE + 130;
-    double *const werr = (double *)(pw + PW_STRIDE + 128);
-    if (fold && lane == 0) {
-        *wouts = 0;
-        *werr = 0.0;
-    }
-    // ENC_BAL: the last warp of the last `drop` blocks takes no tile, so
-    // that the tiles split into whole rounds over the warps that do.
-    if (ENC_BAL && blockIdx.x >= gridDim.x - drop && wib == ENC_W - 1) {
-        if (fold) enc_exit(acc, res, prm, ntiles, ticket, err, wouts, werr, lane);
-        return;
-    }
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
     int *sq = (int *)(sc + SC_Q);
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
@@ -1261,17 +1194,19 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0) r = atomicAdd(ticket, 1u);
         return __shfl_sync(0xffffffffu, r, 0);
     };
+    // the v9 walk stages its tiles with cp.async one plane ahead
+    constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
+    // The scanner and parked tiles (ENC_SCAN) for the v9 walk only: on the
+    // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
+    // probe), and parking cost 10-26 % there (PERF.md v12).
+    constexpr bool scan = ENC_SCAN && !ENC_LB_PROBE && staged;
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
     // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
     unsigned long long rel = take();
     if (scan) {
         if (rel == 0) {
-            const unsigned long long total = scan_sizes(status, ntiles, lane, fold, out, cap, g.per_chunk);
-            if (fold) {
-                if (lane == 0) acc->bytes = total;
-                enc_exit(acc, res, prm, ntiles, ticket, err, wouts, werr, lane);
-            }
+            scan_sizes(status, ntiles, lane);
             return;
         }
         rel -= 1;
@@ -1327,12 +1262,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0)
             while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
         const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
-        if (lane == 0) {
-            if (fold)
-                status[P.rel] = 0;  // read for the last time: zero for the next job
-            else
-                tprefix[P.rel] = excl;
-        }
+        if (lane == 0) tprefix[P.rel] = excl;
         const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (P.size + 15) >> 4, nw = P.size >> 2;
         unsigned *o = tile_out(out, cap, err, P.tb, excl, P.size, lane);
@@ -1393,20 +1323,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         Parked P;
         if (scan) unpark_issue(P);
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
-        publish_size(status, rel, L.size, lane, fold);  // later tiles wait for it: before the error fold
+        publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
         double M = ts.merr;
         if (!(staged && done))  // enc_fast3 folds its own
 #pragma unroll
             for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
         if (lane == 0) {
-            if (fold) {
-                *wouts += ts.nraw;
-                *werr = fmax(*werr, M);
-            } else {
-                tsize[rel] = L.size;
-                touts[rel] = ts.nraw;
-                terr[rel] = M;
-            }
+            tsize[rel] = L.size;
+            touts[rel] = ts.nraw;
+            terr[rel] = M;
         }
         unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
@@ -1422,12 +1347,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
-            if (lane == 0) {
-                if (fold)
-                    status[rel] = 0;
-                else
-                    tprefix[rel] = excl;
-            }
+            if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
         if (o)
@@ -1458,5 +1378,4 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         unpark_issue(P);
         unpark_finish(P);
     }
-    if (fold) enc_exit(acc, res, prm, ntiles, ticket, err, wouts, werr, lane);
 }

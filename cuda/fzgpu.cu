@@ -59,15 +59,6 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 // 1024 blocks left 8 SMs a block short: 4.22 vs 4.39 TB/s on an H200
 // (cuda/tools/rangeprobe.cu).
 #define RANGE_BLOCKS_MAX 4096
-#ifndef PROBE_NO_SCAN_TABLES
-#define PROBE_NO_SCAN_TABLES 0  // probe only (invalid output): the scanner writes no tile tables
-#endif
-#ifndef PROBE_TABLES_TWICE
-#define PROBE_TABLES_TWICE 0    // probe only (invalid result): tables_kernel launched twice
-#endif
-#ifndef RANGE_FOLD
-#define RANGE_FOLD 0        // 1: the range pass's last block sets the params, no params kernel (PERF.md v17: ±0)
-#endif
 
 // Programmatic dependent launch (sm_90): a kernel launched with
 // launch_dependent() may be scheduled while the kernel before it in the
@@ -126,8 +117,7 @@ struct DevParams {
 struct JobAcc {
     unsigned long long outliers;  // sum of the tiles' raw counts
     unsigned long long err_bits;  // max of the tiles' max errors: each is +0 or more (an |x - x'|), so the bits order as the values
-    unsigned blocks_done;         // tables_kernel's blocks, or the encoder's warps (TABLES_FOLD), that are done
-    unsigned long long bytes;     // the job's tile bytes, from the scanner (TABLES_FOLD)
+    unsigned blocks_done;
 };
 
 // 64-bit look-back status: bits 62-63 flag (1 aggregate, 2 inclusive prefix), rest value.
@@ -290,49 +280,6 @@ __device__ __forceinline__ int block_seg_carry(int flag, int v, int *shv, int *s
 
 // ---------------------------------------------------------------- range
 
-// The range pass's running (min, max) when it folds its own result
-// (fzgpu_prepare): each block adds its part by two atomics on order-keyed
-// bits, and the block that ends last derives the params and leaves the
-// accumulator zeroed for the next job. (A params kernel after the range
-// pass cost a launch and 3.9 us on an H200, PERF.md v17.) Min and max do
-// not depend on the order the blocks end in.
-struct RangeAcc {
-    unsigned long long lo_key;  // ~key(min): zero is above every key
-    unsigned long long hi_key;  // key(max): zero is below every key
-    unsigned done;              // blocks that have added their part
-};
-
-// A key whose unsigned order is the order of the (non-NaN) doubles.
-__device__ __forceinline__ unsigned long long order_key(double x) {
-    const unsigned long long b = (unsigned long long)__double_as_longlong(x);
-    return (b >> 63) ? ~b : b | (1ull << 63);
-}
-__device__ __forceinline__ double order_val(unsigned long long k) {
-    return __longlong_as_double((long long)((k >> 63) ? k & ~(1ull << 63) : ~k));
-}
-
-__device__ __forceinline__ void set_params(int rel, double l, double h, double bound, DevParams *p);
-
-// One block's (lo, hi) into the accumulator (thread 0); the last block sets
-// the params (rel) and zeroes the accumulator.
-__device__ __forceinline__ void range_acc_put(RangeAcc *ra, double lo, double hi, double bound, DevParams *p) {
-    if (lo <= hi) {  // the block saw a value
-        atomicMax(&ra->lo_key, ~order_key(lo));
-        atomicMax(&ra->hi_key, order_key(hi));
-    }
-    __threadfence();
-    if (atomicAdd(&ra->done, 1u) != gridDim.x - 1) return;
-    __threadfence();
-    const unsigned long long lk = *(volatile unsigned long long *)&ra->lo_key,
-                             hk = *(volatile unsigned long long *)&ra->hi_key;
-    // nothing seen: min > max, as fold_partials leaves it
-    set_params(1, lk ? order_val(~lk) : INFINITY, hk ? order_val(hk) : -INFINITY, bound, p);
-    ra->lo_key = 0;
-    ra->hi_key = 0;
-    ra->done = 0;
-}
-
-
 // Min and max over finite non-fill values. The bulk is read as 16-byte
 // vectors, four per thread per round (64 bytes in flight per thread): the
 // scalar grid-stride loop of v1-v5 kept a quarter of that in flight and
@@ -346,7 +293,7 @@ __device__ __forceinline__ void range_take(T x, int has_fill, unsigned long long
 
 template <typename T>
 __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, unsigned long long fill_bits,
-                             double *partials, RangeAcc *ra, double bound, DevParams *p) {
+                             double *partials) {
     constexpr int V = 16 / sizeof(T);  // values per vector
     T lo = (T)INFINITY, hi = (T)-INFINITY;
     const unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
@@ -394,12 +341,8 @@ __global__ void range_kernel(const T *src, unsigned long long n, int has_fill, u
             lo = slo[i] < lo ? slo[i] : lo;
             hi = shi[i] > hi ? shi[i] : hi;
         }
-        if (ra)
-            range_acc_put(ra, (double)lo, (double)hi, bound, p);
-        else {
-            partials[2 * blockIdx.x] = (double)lo;
-            partials[2 * blockIdx.x + 1] = (double)hi;
-        }
+        partials[2 * blockIdx.x] = (double)lo;
+        partials[2 * blockIdx.x + 1] = (double)hi;
     }
 }
 
@@ -437,10 +380,14 @@ __device__ __forceinline__ void fold_partials(const double *partials, int nparts
     warp_fold();
 }
 
-// The header's abs_eb and step exactly as fz/compress.go derives them, from
-// the range (rel: l, h, the min and max over finite non-fill values; min >
-// max when there were none) or the bound (abs).
-__device__ __forceinline__ void set_params(int rel, double l, double h, double bound, DevParams *p) {
+// One block of FOLD_T threads: the header's abs_eb and step exactly as fz/compress.go derives
+// them, from the range (rel) or the bound (abs). (One thread folding the
+// 1024 partials took 57 us of a 1 GiB field's 0.31 ms prepare on an H200.)
+__global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
+    grid_wait();
+    double l = 0, h = 0;
+    if (rel) fold_partials(partials, nparts, l, h);
+    if (threadIdx.x != 0) return;
     double lo = 0, hi = 0;
     int have = 0;
     if (rel) {
@@ -463,16 +410,6 @@ __device__ __forceinline__ void set_params(int rel, double l, double h, double b
     p->lo = have ? lo : __longlong_as_double(0x7FF8000000000000ll);
     p->hi = have ? hi : __longlong_as_double(0x7FF8000000000000ll);
     p->have = have;
-}
-
-
-// One block of FOLD_T threads: the params from the range kernel's partials (rel) or the bound (abs). (One thread folding the
-// 1024 partials took 57 us of a 1 GiB field's 0.31 ms prepare on an H200.)
-__global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
-    grid_wait();
-    double l = 0, h = 0;
-    if (rel) fold_partials(partials, nparts, l, h);
-    if (threadIdx.x == 0) set_params(rel, l, h, bound, p);
 }
 
 // One block of FOLD_T threads: folds the range_kernel partials into a running range acc[2]
@@ -501,7 +438,6 @@ __device__ __forceinline__ void zero_job_scalars(unsigned *ticket, unsigned *err
     acc->outliers = 0;
     acc->err_bits = 0;
     acc->blocks_done = 0;
-    acc->bytes = 0;
 }
 
 // A compress job's zeroed state in one launch: the look-back statuses, the
@@ -588,13 +524,10 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 // Publishes a tile's size for the look-backs of later tiles, as early as
 // possible: they wait for it (cuda/PERF.md v11: with the first look-back
 // loads issued just before this store, compress took 7-9 % longer).
-// With fold (enc_folds) tile 0 too waits for the scanner's prefix, so that
-// a status the scanner has not yet read is never ST_INC (a tile warp zeroes
-// its status after reading ST_INC there: enc_folds).
 __device__ __forceinline__ void publish_size(unsigned long long *status, unsigned long long rel, unsigned size,
-                                             int lane, bool fold = false) {
+                                             int lane) {
     if (!ENC_LB_PROBE && lane == 0)
-        *(volatile unsigned long long *)&status[rel] = (rel == 0 && !fold ? ST_INC : ST_AGG) | size;
+        *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
 }
 
 // Decoupled look-back over tile sizes, after publish_size: returns the sum
@@ -660,15 +593,9 @@ __device__ __forceinline__ unsigned long long ld_vol(const unsigned long long *p
 // scan and stores, so a round costs about one L2 round trip: after a slow
 // tile publishes, the thousands of tiles waiting behind it get their
 // prefixes within a few rounds.
-// With fold (enc_folds: per_chunk >= 32 * K, so a round meets at most one
-// chunk start) it also writes each tile's size into its chunk's table, the
-// u32 at byte (exclusive prefix of the chunk's first tile) + 4 * tile, as
-// tables_kernel would. Returns the sum of the sizes.
-__device__ unsigned long long scan_sizes(unsigned long long *status, unsigned long long ntiles, int lane, bool fold,
-                                         unsigned *out, unsigned long long cap, unsigned long long per_chunk) {
+__device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles, int lane) {
     constexpr int K = ENC_SCAN_K;
     unsigned long long r = 0, base = 0, v[K];
-    unsigned long long cfirst = 0, cnext = per_chunk;  // fold: chunk start's prefix, next chunk start
     auto load = [&](unsigned long long at) {
         const unsigned long long i0 = at + (unsigned long long)K * lane;
 #pragma unroll
@@ -703,38 +630,9 @@ __device__ unsigned long long scan_sizes(unsigned long long *status, unsigned lo
         for (int k = 0; k < K; k++)
             if (K * lane + k < m && i0 + k < ntiles)
                 *(volatile unsigned long long *)&status[i0 + k] = ST_INC | (lb + s[k]);
-        if (fold && !PROBE_NO_SCAN_TABLES) {
-            if (r == cnext) {  // a chunk starts at this round's first tile
-                cfirst = base;
-                cnext += per_chunk;
-            }
-            const bool cross = cnext < r + (unsigned)m;  // a chunk starts inside the round
-            unsigned long long cb = 0;
-            if (cross) {
-                const unsigned d = (unsigned)(cnext - r);
-                unsigned long long mine = 0;
-#pragma unroll
-                for (int k = 0; k < K; k++)
-                    if (k == (int)(d % K)) mine = lb + (k ? s[k - 1] : 0u);
-                cb = __shfl_sync(0xffffffffu, mine, (int)(d / K));
-            }
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                const unsigned long long i = i0 + k;
-                if (K * lane + k < m && i < ntiles) {
-                    const unsigned long long at = (cross && i >= cnext ? cb : cfirst) + 4 * i;
-                    if (at + 4 <= cap) out[at / 4] = s[k] - (k ? s[k - 1] : 0u);
-                }
-            }
-            if (cross) {
-                cfirst = cb;
-                cnext += per_chunk;
-            }
-        }
         base += __shfl_sync(0xffffffffu, inc, 31);
         r += (unsigned)m;
     }
-    return base;
 }
 
 // A tile's exclusive prefix once the scanner has reached it (whole warp).
@@ -1778,8 +1676,6 @@ struct fzgpu_ctx {
     double *terr, *partials, *acc;
     JobAcc *jacc;
     DevParams *params;
-    RangeAcc *racc;                // the range pass's own fold (fzgpu_prepare)
-    int range_clean;               // racc is zero (the range pass's last block leaves it so)
     fzgpu_result *res;
     unsigned char *scratch;       // warp encoder: SC_BYTES per resident warp
     int range_blocks;                 // blocks of the range pass (one wave)
@@ -1873,7 +1769,6 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(partials, 2 * RANGE_BLOCKS_MAX);
     AL(acc, 2);
     AL(params, 1);
-    AL(racc, 1);
     AL(res, 1);
     AL(jacc, 1);
     AL(emeta, TILE);
@@ -1940,7 +1835,6 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->jacc);
     cudaFree(c->acc);
     cudaFree(c->params);
-    cudaFree(c->racc);
     cudaFree(c->res);
     cudaFree(c->emeta);
     cudaFree(c->eoff);
@@ -2037,18 +1931,6 @@ static cudaError_t launch_dependent(const void *k, dim3 grid, dim3 block, size_t
     return cudaLaunchKernelExC(&cfg, k, args);
 }
 
-// ENC_BAL: how many of the scanner kernel's nb blocks run one tile warp
-// fewer, so that nt tiles split into whole rounds: with P tile warps the
-// last round of ceil(nt / P) holds nt mod P tiles and runs on an otherwise
-// idle device; ceil(nt / rounds) warps take as many rounds without it.
-static unsigned enc_drop(unsigned long long nt, unsigned long long nb) {
-    const unsigned long long pmax = nb * ENC_W - 1;  // one warp scans
-    if (pmax < 2) return 0;
-    const unsigned long long rounds = (nt + pmax - 1) / pmax, p = (nt + rounds - 1) / rounds;
-    const unsigned long long d = pmax - p;
-    return (unsigned)(d < nb ? d : 0);
-}
-
 // params_kernel as a dependent of the range pass.
 static cudaError_t launch_params(const double *partials, int nparts, int rel, double bound, DevParams *p,
                                  cudaStream_t st) {
@@ -2066,28 +1948,12 @@ extern "C" int fzgpu_prepare(fzgpu_ctx *c, void *stream, const fzgpu_field *f, c
     int rel = f->mode == 2;
     unsigned long long n = g.nz * g.ny * g.nx;
     int nparts = 0;
-    if (rel && RANGE_FOLD) {  // the range pass's last block sets the params
-        if (!c->range_clean) CK(cudaMemsetAsync(c->racc, 0, sizeof(RangeAcc), st));
-        c->range_clean = 0;
-        RangeAcc *ra = c->racc;
-        if (f->dtype == 1)
-            range_kernel<float><<<c->range_blocks, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits,
-                                                                 nullptr, ra, f->bound, c->params);
-        else
-            range_kernel<double><<<c->range_blocks, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits,
-                                                                  nullptr, ra, f->bound, c->params);
-        CK(cudaGetLastError());
-        c->range_clean = 1;
-        return 0;
-    }
     if (rel) {
         nparts = c->range_blocks;
         if (f->dtype == 1)
-            range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials,
-                                                       nullptr, 0.0, nullptr);
+            range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         else
-            range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits,
-                                                        c->partials, nullptr, 0.0, nullptr);
+            range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         CK(cudaGetLastError());
     }
     CK(launch_params(c->partials, nparts, rel, f->bound, c->params, st));
@@ -2116,30 +1982,17 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         CK(cudaGetLastError());
     }
     c->job_clean = 0;
-    // The result goes straight to h_res when the device can write it (pinned
-    // host memory), else to the context and a copy: the copy-engine round
-    // trip after the last kernel cost 1 % of a 1 GiB compress (PERF.md v14).
-    fzgpu_result *dres = c->res;
-    cudaPointerAttributes pa;
-    if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost && pa.devicePointer)
-        dres = (fzgpu_result *)pa.devicePointer;
-    (void)cudaGetLastError();  // pageable memory is no error here
-    bool folded = false;       // the encoder did tables_kernel's work
     if (!v5) {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
         if (nb > cap_b) nb = cap_b;
-        const bool scan = ENC_SCAN && !ENC_LB_PROBE && ENC_V9 && fast == 3 && f->dtype == 1;
-        folded = scan && enc_folds(g);
-        unsigned drop = ENC_BAL && scan ? enc_drop(nt, nb) : 0u;
         const void *k = enc_kernel(f->dtype, fast);
         const void *src = d_src;
         void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
                         (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
-                        (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&c->jacc,
-                        (void *)&dres, (void *)&drop};
+                        (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch};
         CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
     } else if (f->dtype == 1)
         encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
@@ -2152,14 +2005,20 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                                                           c->status, c->tsize, c->tprefix, c->touts, c->terr,
                                                           c->ticket, c->eerr, c->emeta, c->eoff);
     CK(cudaGetLastError());
-    if (!folded) {
+    // The result goes straight to h_res when the device can write it (pinned
+    // host memory), else to the context and a copy: the copy-engine round
+    // trip after the last kernel cost 1 % of a 1 GiB compress (PERF.md v14).
+    fzgpu_result *dres = c->res;
+    cudaPointerAttributes pa;
+    if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost && pa.devicePointer)
+        dres = (fzgpu_result *)pa.devicePointer;
+    (void)cudaGetLastError();  // pageable memory is no error here
+    {
         unsigned *o = (unsigned *)d_out;
         void *args[] = {(void *)&g,        (void *)&tile0,   (void *)&nt,      (void *)&c->tsize, (void *)&c->tprefix,
                         (void *)&c->touts, (void *)&c->terr, (void *)&o,       (void *)&out_cap,  (void *)&c->eerr,
                         (void *)&c->params, (void *)&c->jacc, (void *)&dres, (void *)&c->status, (void *)&c->ticket};
         CK(launch_dependent((const void *)tables_kernel, dim3((unsigned)((nt + 255) / 256)), dim3(256), 0, st, args));
-        if (PROBE_TABLES_TWICE)
-            CK(launch_dependent((const void *)tables_kernel, dim3((unsigned)((nt + 255) / 256)), dim3(256), 0, st, args));
     }
     c->job_clean = 1;
     if (dres == c->res) CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
@@ -2175,11 +2034,9 @@ extern "C" int fzgpu_range(fzgpu_ctx *c, void *stream, const fzgpu_field *f, con
     if (n) {
         nparts = (int)((n + 255) / 256 < (uint64_t)c->range_blocks ? (n + 255) / 256 : (uint64_t)c->range_blocks);
         if (f->dtype == 1)
-            range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials,
-                                                       nullptr, 0.0, nullptr);
+            range_kernel<float><<<nparts, 256, 0, st>>>((const float *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         else
-            range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits,
-                                                        c->partials, nullptr, 0.0, nullptr);
+            range_kernel<double><<<nparts, 256, 0, st>>>((const double *)d_src, n, f->has_fill, f->fill_bits, c->partials);
         CK(cudaGetLastError());
     }
     range_fold_kernel<<<1, FOLD_T, 0, st>>>(c->partials, nparts, c->acc, accumulate);
