@@ -51,9 +51,6 @@
 // hyg (rank 1) 863 vs 800.
 #define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
 #endif
-#ifndef ENC_BOUNDS
-#define ENC_BOUNDS(fast) __launch_bounds__(ENC_W * 32, ENC_MINB_W(fast))
-#endif
 #ifndef ENC_V9
 #define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
 #endif
@@ -77,10 +74,7 @@
 
 #define PW_STRIDE 132           // words per plane row in shared memory (LDS.128-aligned)
 #define PW_WORDS (16 * PW_STRIDE)
-#ifndef ENC_STG_DYN
-#define ENC_STG_DYN 0           // 1: the v9 walk's plane buffers in dynamic shared memory (past the 48 KiB of static)
-#endif
-#define ENC_SMEM (ENC_W * (PW_WORDS + (ENC_STG_DYN ? 2 * STG_PLANE : 0)) * 4)
+#define ENC_SMEM (ENC_W * PW_WORDS * 4)
 // Per-warp scratch in global memory (bytes).
 #define SC_Q 0          // int32 q, then residuals, in element order (16 KiB)
 #define SC_CODE 16384   // u16 codes in slot order (8 KiB)
@@ -322,13 +316,8 @@ __device__ __forceinline__ int quant_f32(float x, double inv, double step, float
 
 // The warp's two plane buffers (5 KiB): one array for both instantiations.
 __device__ __forceinline__ float *stage_buf() {
-#if ENC_STG_DYN
-    extern __shared__ __align__(16) unsigned enc_smem[];
-    return (float *)enc_smem + ENC_W * PW_WORDS + (threadIdx.x >> 5) * 2 * STG_PLANE;
-#else
     __shared__ __align__(16) float stage3[ENC_W][2 * STG_PLANE];
     return stage3[threadIdx.x >> 5];
-#endif
 }
 
 // Copies the planes of one full rank-3 f32 tile into the warp's buffers.
@@ -1180,7 +1169,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 template <typename T, int FAST>
-__global__ void ENC_BOUNDS(FAST)
+__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
