@@ -433,16 +433,7 @@ func TestChunkTablesMatchCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, gst, err := s.Compress(ctx, Source{Bytes: raw}, p, fz.WithTilesPerChunk(pc))
-			if err != nil {
-				t.Fatalf("%s, streamed: %v", name, err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s, streamed: %d bytes differ from the CPU's %d at %d", name, len(got), len(want), firstDiff(got, want))
-			}
-			if gst != wst {
-				t.Fatalf("%s, streamed: stats %+v, CPU %+v", name, gst, wst)
-			}
+			checkStreamed(t, s, name+", streamed", Source{Bytes: raw}, p, want, wst, fz.WithTilesPerChunk(pc))
 			cases++
 		}
 	}

@@ -66,6 +66,23 @@ func smoothField(dt fz.DType, dims []uint64, seed int) []byte {
 	return f32bytes(v32)
 }
 
+// checkStreamed compresses src through s and requires the CPU's bytes
+// (want) and stats (wst).
+func checkStreamed(t *testing.T, s *Streamer, name string, src Source, p fz.Params, want []byte, wst fz.Stats,
+	opts ...fz.Option) {
+	t.Helper()
+	got, gst, err := s.Compress(context.Background(), src, p, opts...)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes differ from the CPU's %d at %d", name, len(got), len(want), firstDiff(got, want))
+	}
+	if gst != wst {
+		t.Fatalf("%s: stats %+v, CPU %+v", name, gst, wst)
+	}
+}
+
 // TestStreamerMatchesCPU compresses from pinned and from staged memory,
 // with an arena that holds the field (resident) and one that forces the
 // field through two sliding windows (and rel's two passes), and requires
@@ -102,16 +119,7 @@ func TestStreamerMatchesCPU(t *testing.T) {
 					garbage := bytes.Repeat([]byte{0xAB}, 2*len(raw)+(1<<20))
 					for _, src := range []Source{{Bytes: pinned, Pinned: true}, {Bytes: raw, Out: garbage[:0]}} {
 						name := fmt.Sprintf("%s %v %v %v pinned=%v", a.name, dims, dt, mode, src.Pinned)
-						got, gst, err := s.Compress(ctx, src, p, opts...)
-						if err != nil {
-							t.Fatalf("%s: %v", name, err)
-						}
-						if !bytes.Equal(got, want) {
-							t.Fatalf("%s: %d bytes differ from the CPU's %d at %d", name, len(got), len(want), firstDiff(got, want))
-						}
-						if gst != wst {
-							t.Fatalf("%s: stats %+v, CPU %+v", name, gst, wst)
-						}
+						checkStreamed(t, s, name, src, p, want, wst, opts...)
 						n++
 					}
 				}
