@@ -390,11 +390,12 @@ func TestHugeField(t *testing.T) {
 	t.Logf("%d bytes -> %d (ratio %.2f), identical to CPU, 0 violations", len(raw), len(blob), st.Ratio())
 }
 
-// TestChunkTablesMatchCPU: chunks of 256 tiles (the default) and more, so
-// that chunk starts fall anywhere in the scanner's rounds, through one job
-// and through a streamer whose jobs start past the field's first chunk;
-// tiles with raw values, escapes, a NaN (slow path) and clipped edges
-// among them.
+// TestChunkTablesMatchCPU: chunks of 256 tiles (the default) and more,
+// including sizes that divide neither the field nor the streamer's job
+// (257, 300), through one job and through a streamer whose jobs start past
+// the field's first chunk; tiles with raw values, escapes, a NaN (slow
+// path) and clipped edges among them. (The other GPU tests use chunks of
+// 1-5 tiles.)
 func TestChunkTablesMatchCPU(t *testing.T) {
 	g := gpu(t)
 	ctx := context.Background()
