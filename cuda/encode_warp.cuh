@@ -93,7 +93,10 @@
 #define ENC_STG_DYN 0           // 1: the v9 walk's plane buffers in dynamic shared memory (past the 48 KiB of static)
 #endif
 #ifndef ENC_EARLY0
-#define ENC_EARLY0 0            // v18 experiment: the next tile's first plane staged before the park write
+#define ENC_EARLY0 0            // v18 experiment: the next tile's first plane staged before the park write (3: one Stager, also for the first tile)
+#endif
+#ifndef ENC_TK_EARLY
+#define ENC_TK_EARLY 0          // v18 experiment: with ENC_EARLY0, the next ticket taken before the unpark's copy
 #endif
 #ifndef ENC_EARLYPF
 #define ENC_EARLYPF 0           // v18 experiment: with ENC_EARLY0, the rest of the next tile prefetched into L2 as well
@@ -364,7 +367,11 @@ struct Stager {
     unsigned long long rstep, plane;
     unsigned scp;
     bool al16;
+    Stager() = default;
     __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
+        init(src, g, base, stg, lane);
+    }
+    __device__ __forceinline__ void init(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
         const unsigned long long nx = g.nx;
         plane = g.ny * g.nx;
         al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
@@ -451,10 +458,12 @@ template <bool HF>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
-                                          bool pre = false) {
+                                          bool pre = false, Stager *pst = nullptr) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
-    Stager st(src, g, base, stg, lane);
+    Stager own;
+    Stager &st = pst ? *pst : own;  // pst (ENC_EARLY0 3): made and its plane 0 staged by the caller
+    if (!pst) own.init(src, g, base, stg, lane);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
@@ -472,7 +481,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     float emx = 0.0f;  // the largest |e| of the lane's values that are not raw
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
-    if (ENC_EARLY0 && pre)
+    if (pst) {
+    } else if (ENC_EARLY0 && pre)
         st.gz += st.plane;  // plane 0 is on its way (staged in the previous tile's tail)
     else
         st.load(0);
@@ -1403,7 +1413,15 @@ __global__ void ENC_BOUNDS(FAST)
     unsigned long long z0, y0, x0;
     int lz, ly, lx;
     bool pre = false;  // early: the tile's first plane is being staged
-    if (early && rel < ntiles) tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+    Stager nst;        // ENC_EARLY0 3: the next tile's, made in the tail
+    if (early && rel < ntiles) {
+        tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+        if (ENC_EARLY0 == 3 && lz == g.tz && ly == g.ty && lx == g.tx) {
+            nst.init((const float *)src, g, (z0 * g.ny + y0) * g.nx + x0, stage_buf(), lane);
+            nst.load(0);
+            pre = true;
+        }
+    }
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         if (!early) tile_box(g, t, z0, y0, x0, lz, ly, lx);
@@ -1416,8 +1434,9 @@ __global__ void ENC_BOUNDS(FAST)
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
-                                                  sesc, sraw, lane, ts, pre)
-                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts, pre);
+                                                  sesc, sraw, lane, ts, pre, ENC_EARLY0 == 3 ? &nst : nullptr)
+                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts, pre,
+                                                   ENC_EARLY0 == 3 ? &nst : nullptr);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full)
@@ -1455,7 +1474,7 @@ __global__ void ENC_BOUNDS(FAST)
         // later ticket across it cannot deadlock.
         unsigned tk = 0;
         if (scan) {
-            if (ENC_EARLY0 == 2) {
+            if (ENC_EARLY0 && ENC_TK_EARLY) {
                 unpark_finish(P, &tk);
             } else {
                 unpark_finish(P, nullptr);
@@ -1478,7 +1497,8 @@ __global__ void ENC_BOUNDS(FAST)
             if (nrel < ntiles) {
                 tile_box(g, tile0 + nrel, nz0, ny0, nx0, nlz, nly, nlx);
                 if (nlz == g.tz && nly == g.ty && nlx == g.tx) {
-                    Stager ns((const float *)src, g, (nz0 * g.ny + ny0) * g.nx + nx0, stage_buf(), lane);
+                    Stager &ns = nst;
+                    ns.init((const float *)src, g, (nz0 * g.ny + ny0) * g.nx + nx0, stage_buf(), lane);
                     ns.load(0);
                     if (ENC_EARLYPF) prefetch_tile(src, g, (nz0 * g.ny + ny0) * g.nx + nx0, nlz, nly, nlx, lane);
                     pre = true;
