@@ -51,9 +51,6 @@
 // hyg (rank 1) 863 vs 800.
 #define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
 #endif
-#ifndef ENC_BOUNDS
-#define ENC_BOUNDS(fast) __launch_bounds__(ENC_W * 32, ENC_MINB_W(fast))
-#endif
 #ifndef ENC_V9
 #define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
 #endif
@@ -76,38 +73,8 @@
 #endif
 
 #define PW_STRIDE 132           // words per plane row in shared memory (LDS.128-aligned)
-#ifndef ENC_QHALF
-#define ENC_QHALF 0             // v18 experiment: the v9 walk quantizes a z-plane in two halves of 8 rows
-#endif
-#ifndef ENC_PWPROBE
-#define ENC_PWPROBE 0           // v18 probe (invalid output for 16-bit codes): rows 8-14 share one row, 10 rows a warp
-#endif
-#if ENC_PWPROBE
-#define PWROW(p) (((p) < 8 ? (p) : (p) == 15 ? 9 : 8) * PW_STRIDE)
-#define PW_WORDS (10 * PW_STRIDE)
-#else
-#define PWROW(p) ((p) * PW_STRIDE)
 #define PW_WORDS (16 * PW_STRIDE)
-#endif
-#ifndef ENC_STG_DYN
-#define ENC_STG_DYN 0           // 1: the v9 walk's plane buffers in dynamic shared memory (past the 48 KiB of static)
-#endif
-#ifndef ENC_EARLY0
-#define ENC_EARLY0 0            // v18 experiment: the next tile's first plane staged before the park write (3: one Stager, also for the first tile)
-#endif
-#ifndef ENC_TK_EARLY
-#define ENC_TK_EARLY 0          // v18 experiment: with ENC_EARLY0, the next ticket taken before the unpark's copy
-#endif
-#ifndef ENC_EARLYPF
-#define ENC_EARLYPF 0           // v18 experiment: with ENC_EARLY0, the rest of the next tile prefetched into L2 as well
-#endif
-#ifndef ENC_SPARK
-#define ENC_SPARK 0             // v18 experiment: park tiles up to this many bytes in shared memory (past the plane buffers)
-#endif
-#if ENC_SPARK && !ENC_STG_DYN
-#error "ENC_SPARK needs ENC_STG_DYN"
-#endif
-#define ENC_SMEM (ENC_W * (PW_WORDS + (ENC_STG_DYN ? 2 * STG_PLANE : 0) + ENC_SPARK / 4) * 4)
+#define ENC_SMEM (ENC_W * PW_WORDS * 4)
 // Per-warp scratch in global memory (bytes).
 #define SC_Q 0          // int32 q, then residuals, in element order (16 KiB)
 #define SC_CODE 16384   // u16 codes in slot order (8 KiB)
@@ -170,11 +137,11 @@ __device__ __forceinline__ unsigned code_of(int d, bool &esc) {
 // 4 times over (word pairs w, w + 16) or 2 times (w, w + 1); with the XOR
 // all 32 hit distinct banks. Blocks stay whole for the 16-byte reads.
 __device__ __forceinline__ void put_planes(unsigned *pw, unsigned t, int w0, int w1, int lane) {
-    pw[PWROW(lane & 15) + ((lane < 16 ? w0 : w1) ^ ((lane >> 2) & 3))] = t;
+    pw[(lane & 15) * PW_STRIDE + ((lane < 16 ? w0 : w1) ^ ((lane >> 2) & 3))] = t;
 }
 // Block `lane` of plane p in word order.
 __device__ __forceinline__ uint4 pw_block(const unsigned *pw, int p, int lane) {
-    uint4 b = *(const uint4 *)&pw[PWROW(p) + 4 * lane];
+    uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
     const int f = (p >> 2) & 3;
     if (f & 1) b = make_uint4(b.y, b.x, b.w, b.z);
     if (f & 2) b = make_uint4(b.z, b.w, b.x, b.y);
@@ -349,13 +316,8 @@ __device__ __forceinline__ int quant_f32(float x, double inv, double step, float
 
 // The warp's two plane buffers (5 KiB): one array for both instantiations.
 __device__ __forceinline__ float *stage_buf() {
-#if ENC_STG_DYN
-    extern __shared__ __align__(16) unsigned enc_smem[];
-    return (float *)enc_smem + ENC_W * PW_WORDS + (threadIdx.x >> 5) * 2 * STG_PLANE;
-#else
     __shared__ __align__(16) float stage3[ENC_W][2 * STG_PLANE];
     return stage3[threadIdx.x >> 5];
-#endif
 }
 
 // Copies the planes of one full rank-3 f32 tile into the warp's buffers.
@@ -367,11 +329,7 @@ struct Stager {
     unsigned long long rstep, plane;
     unsigned scp;
     bool al16;
-    Stager() = default;
     __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
-        init(src, g, base, stg, lane);
-    }
-    __device__ __forceinline__ void init(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
         const unsigned long long nx = g.nx;
         plane = g.ny * g.nx;
         al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
@@ -449,7 +407,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     }
     transpose32n<R>(x, lane);
     const int b = lane % W, pl = b == W - 1 ? 15 : b;
-    unsigned *const o = pw + PWROW(pl) + 4 * (lane / W) + (z >> 2) * 64 + ((z & 3) ^ ((pl >> 2) & 3));
+    unsigned *const o = pw + pl * PW_STRIDE + 4 * (lane / W) + (z >> 2) * 64 + ((z & 3) ^ ((pl >> 2) & 3));
 #pragma unroll
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
@@ -457,19 +415,16 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 template <bool HF>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
-                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
-                                          bool pre = false, Stager *pst = nullptr) {
+                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
-    Stager own;
-    Stager &st = pst ? *pst : own;  // pst (ENC_EARLY0 3): made and its plane 0 staged by the caller
-    if (!pst) own.init(src, g, base, stg, lane);
+    Stager st(src, g, base, stg, lane);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
     // plane p of word w sits at pw[p * PW_STRIDE + (w ^ ((p / 4) % 4))] (put_planes):
     // lanes 0-15 store plane lane of w0, lanes 16-31 plane lane - 16 of w0 + 16
-    unsigned *const pwl = pw + PWROW(lane & 15) + (lane >> 4) * 16;
+    unsigned *const pwl = pw + (lane & 15) * PW_STRIDE + (lane >> 4) * 16;
     const int pws = (lane >> 2) & 3;
     // Dy q of the previous plane, per y, updated in place. (v9-v12 kept two
     // arrays and a copy of the quantize half per plane parity so that the
@@ -481,15 +436,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     float emx = 0.0f;  // the largest |e| of the lane's values that are not raw
     unsigned nraw = 0, nesc = 0;
     int origin = 0;
-    if (pst) {
-    } else if (ENC_EARLY0 && pre)
-        st.gz += st.plane;  // plane 0 is on its way (staged in the previous tile's tail)
-    else
-        st.load(0);
+    st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
     if (ENC_NARROW)
 #pragma unroll
-        for (int p = 1; p < 15; p++) *(uint4 *)&pw[PWROW(p) + 4 * lane] = make_uint4(0, 0, 0, 0);
+        for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
     // Quantizes plane z (buffer z % 2) and turns it into residuals d in
     // place; mabs: the largest |d|. False for a hole (the tile then takes
     // the slow path).
@@ -503,63 +454,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         __syncwarp();
         float *const xb = xcol + b * STG_PLANE;
-#if ENC_QHALF
-        // v18 experiment: the column in two halves of 8 rows, quantize and
-        // Lorenzo per half, so that only 8 q are live (for <= 96 registers).
-        // A hole in the second half leaves the first half's residuals in the
-        // buffer and a[0..7] advanced: the slow path redoes the tile from
-        // the field.
-        unsigned rawm = 0;  // bit 15 - y: value y is raw
-        int *const db = (int *)xb;
-        int dmax = 0, dmin = 0, qprev = 0;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int q[8];
-            bool hole = false;
-            float em = 0.0f;
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const float x = xb[STG_ROW * (8 * h + u)];
-                bool hh;
-                q[u] = quant_f32(x, inv, step, em, hh);
-                hole |= hh;
-                if (HF) hole |= __float_as_uint(x) == fill32;
-            }
-            if (__any_sync(F, hole)) {
-                cp_async_wait<0>();
-                return false;
-            }
-            if (__any_sync(F, em > ebf)) {
-                em = 0.0f;
-#pragma unroll 1
-                for (int u = 0; u < 8; u++) {
-                    float e = 0.0f;
-                    bool hh;
-                    (void)quant_f32(xb[STG_ROW * (8 * h + u)], inv, step, e, hh);
-                    const bool r = e > ebf;
-                    rawm |= (unsigned)r << (15 - 8 * h - u);
-                    em = r ? em : fmaxf(em, e);
-                }
-            }
-            emx = fmaxf(emx, em);
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int y = 8 * h + u;
-                const int A = (int)((unsigned)q[u] - (unsigned)(u ? q[u - 1] : qprev));
-                const int B = (int)((unsigned)A - (unsigned)a[y]);
-                a[y] = A;
-                int d = sub_left(B);
-                if (y == 0 && z == 0) {
-                    origin = __shfl_sync(F, d, 0);
-                    if (lane == 0) d = 0;
-                }
-                db[STG_ROW * y] = d;
-                dmax = max(dmax, d);
-                dmin = min(dmin, d);
-            }
-            qprev = q[7];
-        }
-#else
         // quantize the column first: 16 independent chains the scheduler
         // can interleave; the Lorenzo steps and shuffles after them
         int q[16];
@@ -611,7 +505,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             dmax = max(dmax, d);
             dmin = min(dmin, d);
         }
-#endif
         __syncwarp();
         // Rare: raw values (rows with one: a warp OR of the lanes' masks;
         // at 1e-4 about one tile in ten has one, on csm most). The
@@ -1180,7 +1073,7 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     unsigned bm = 0;
 #pragma unroll
     for (int p = 0; p < 16; p++) {
-        const uint4 b = *(const uint4 *)&pw[PWROW(p) + 4 * lane];
+        const uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
         const unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
         bm = lane == p ? m : bm;
     }
@@ -1276,7 +1169,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 template <typename T, int FAST>
-__global__ void ENC_BOUNDS(FAST)
+__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
@@ -1321,15 +1214,7 @@ __global__ void ENC_BOUNDS(FAST)
     // The parked tile (ENC_SCAN): its size is published and its bytes wait
     // in the scratch while the warp walks its next tile; by then the
     // scanner has (nearly always) turned the size into its prefix.
-    unsigned *const gpark = (unsigned *)(sc + SC_PARK);
-#if ENC_SPARK
-    unsigned *const spark = enc_smem + ENC_W * (PW_WORDS + 2 * STG_PLANE) + wib * (ENC_SPARK / 4);
-    auto park_of = [&](unsigned size) -> unsigned * { return size <= ENC_SPARK ? spark : gpark; };
-    auto ldpark = [&](const uint4 *p) -> uint4 { return *p; };
-#else
-    auto park_of = [&](unsigned) -> unsigned * { return gpark; };
-    auto ldpark = [&](const uint4 *p) -> uint4 { return __ldcg(p); };
-#endif
+    unsigned *const park = (unsigned *)(sc + SC_PARK);
     // Its tile, size and tables_before sit in pad words of the plane buffer
     // (words 128-131 of plane row 0, which no plane uses) rather than in
     // registers that would stay live through the whole walk (the spill
@@ -1364,27 +1249,21 @@ __global__ void ENC_BOUNDS(FAST)
         if (P.rel == ~0u) return;
         P.st = 0;
         if (lane == 0) P.st = ld_vol(&status[P.rel]);
-        const uint4 *const p4 = (const uint4 *)park_of(P.size);
+        const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (P.size + 15) >> 4;
 #pragma unroll
         for (int u = 0; u < 4; u++)
-            if (32u * u + lane < n4) P.b[u] = ldpark(p4 + 32 * u + lane);
+            if (32u * u + lane < n4) P.b[u] = __ldcg(p4 + 32 * u + lane);
     };
     // Waits for the parked tile's prefix (never while the warp holds a tile
     // whose size is unpublished) and copies the tile out.
-    // tk (ENC_EARLY0 2): the next ticket is taken once the wait is over,
-    // before the copy, so that its round trip overlaps the copy.
-    auto unpark_finish = [&](Parked &P, unsigned *tk) {
-        if (P.rel == ~0u) {
-            if (tk) *tk = take_async();
-            return;
-        }
+    auto unpark_finish = [&](Parked &P) {
+        if (P.rel == ~0u) return;
         if (lane == 0)
             while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
-        if (tk) *tk = take_async();
         const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
         if (lane == 0) tprefix[P.rel] = excl;
-        const uint4 *const p4 = (const uint4 *)park_of(P.size);
+        const uint4 *const p4 = (const uint4 *)park;
         const unsigned n4 = (P.size + 15) >> 4, nw = P.size >> 2;
         unsigned *o = tile_out(out, cap, err, P.tb, excl, P.size, lane);
         if (o) {
@@ -1400,7 +1279,7 @@ __global__ void ENC_BOUNDS(FAST)
             for (unsigned i0 = 128; i0 < n4; i0 += 128) {
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (i0 + 32u * u + lane < n4) P.b[u] = ldpark(p4 + i0 + 32 * u + lane);
+                    if (i0 + 32u * u + lane < n4) P.b[u] = __ldcg(p4 + i0 + 32 * u + lane);
 #pragma unroll
                 for (int u = 0; u < 4; u++) put(i0 + 32u * u + lane, P.b[u]);
             }
@@ -1409,22 +1288,11 @@ __global__ void ENC_BOUNDS(FAST)
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
     };
-    constexpr bool early = ENC_EARLY0 && scan;
-    unsigned long long z0, y0, x0;
-    int lz, ly, lx;
-    bool pre = false;  // early: the tile's first plane is being staged
-    Stager nst;        // ENC_EARLY0 3: the next tile's, made in the tail
-    if (early && rel < ntiles) {
-        tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
-        if (ENC_EARLY0 == 3 && lz == g.tz && ly == g.ty && lx == g.tx) {
-            nst.init((const float *)src, g, (z0 * g.ny + y0) * g.nx + x0, stage_buf(), lane);
-            nst.load(0);
-            pre = true;
-        }
-    }
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
-        if (!early) tile_box(g, t, z0, y0, x0, lz, ly, lx);
+        unsigned long long z0, y0, x0;
+        int lz, ly, lx;
+        tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         if (ENC_PREFETCH && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
@@ -1434,9 +1302,8 @@ __global__ void ENC_BOUNDS(FAST)
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
-                                                  sesc, sraw, lane, ts, pre, ENC_EARLY0 == 3 ? &nst : nullptr)
-                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts, pre,
-                                                   ENC_EARLY0 == 3 ? &nst : nullptr);
+                                                  sesc, sraw, lane, ts)
+                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full)
@@ -1466,7 +1333,7 @@ __global__ void ENC_BOUNDS(FAST)
             touts[rel] = ts.nraw;
             terr[rel] = M;
         }
-        unsigned *o = park_of(L.size);
+        unsigned *o = park;
         const bool parks = scan && L.size <= SC_PARK_BYTES;
         // The ticket goes out here, before the rare too-big tile's own wait
         // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
@@ -1474,12 +1341,8 @@ __global__ void ENC_BOUNDS(FAST)
         // later ticket across it cannot deadlock.
         unsigned tk = 0;
         if (scan) {
-            if (ENC_EARLY0 && ENC_TK_EARLY) {
-                unpark_finish(P, &tk);
-            } else {
-                unpark_finish(P, nullptr);
-                tk = take_async();
-            }
+            unpark_finish(P);
+            tk = take_async();
         }
         if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
@@ -1487,26 +1350,8 @@ __global__ void ENC_BOUNDS(FAST)
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
-        unsigned long long nrel = 0, nz0 = 0, ny0 = 0, nx0 = 0;
-        int nlz = 0, nly = 0, nlx = 0;
-        if constexpr (early) {
-            // the next ticket now, and its first plane on its way during the
-            // park write (the stage buffers are free once the walk is done)
-            nrel = (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1;
-            pre = false;
-            if (nrel < ntiles) {
-                tile_box(g, tile0 + nrel, nz0, ny0, nx0, nlz, nly, nlx);
-                if (nlz == g.tz && nly == g.ty && nlx == g.tx) {
-                    Stager &ns = nst;
-                    ns.init((const float *)src, g, (nz0 * g.ny + ny0) * g.nx + nx0, stage_buf(), lane);
-                    ns.load(0);
-                    if (ENC_EARLYPF) prefetch_tile(src, g, (nz0 * g.ny + ny0) * g.nx + nx0, nlz, nly, nlx, lane);
-                    pre = true;
-                }
-            }
-        }
         if (o)
-            tile_write<T, FAST == 3 ? 1 : 4>(TileStore<scan && !ENC_SPARK>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+            tile_write<T, FAST == 3 ? 1 : 4>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                              staged && done, lane);
         if (parks) {
             __syncwarp();
@@ -1526,16 +1371,11 @@ __global__ void ENC_BOUNDS(FAST)
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
-        if constexpr (early) {
-            rel = nrel;
-            z0 = nz0, y0 = ny0, x0 = nx0, lz = nlz, ly = nly, lx = nlx;
-        }
-        else
-            rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
+        rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
     }
     if (scan) {
         Parked P;
         unpark_issue(P);
-        unpark_finish(P, nullptr);
+        unpark_finish(P);
     }
 }
