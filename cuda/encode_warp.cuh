@@ -63,6 +63,16 @@
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
+#ifndef ENC_NORARE
+// Probe (PERF.md v19): pieces of rare code left out of the f32 rank-3
+// kernel (bits: 1 slow path, 2 escapes, 4 16-bit coder, 8 too-big tiles,
+// 16 escape list and raw fallback writes, 32 the fill walk, 64 raw values).
+// Output valid only where none of that is needed.
+#define ENC_NORARE 0
+#endif
+#ifndef ENC_SLOWC
+#define ENC_SLOWC 0             // no-fill f32 rank-3 kernel (ENC_HFK): 1 slow path rolled up, 2 slow path called
+#endif
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -476,7 +486,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // |e| of the others, from a second pass over the column (the
         // residuals have not replaced it yet). Not unrolled: unrolled by 4
         // or 16 it was slower on every field (code layout, PERF.md v15).
-        if (__any_sync(F, em > ebf)) {
+        if (!(ENC_NORARE & 64) && __any_sync(F, em > ebf)) {
             em = 0.0f;
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
@@ -515,6 +525,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // from the buffer before the residuals overwrite it, the loop had
         // to run before the Lorenzo steps and cost as much (PERF.md v15).
         unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
+        if (!(ENC_NORARE & 64))
         for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
             const int bit = 31 - __clz(rows), y = 15 - bit;
             rows ^= 1u << bit;
@@ -535,7 +546,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto code_plane = [&](int z, unsigned mabs) {
         int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
-        if (mabs > 32767u) {
+        if (!(ENC_NORARE & 2) && mabs > 32767u) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[STG_ROW * y];
@@ -555,7 +566,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             put_narrow<2>(sb, pw, z, lane);
         } else if (ENC_NARROW && mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
-        } else if (ENC_NARROW && mabs <= 127u) {
+        } else if (ENC_NARROW && ((ENC_NORARE & 4) || mabs <= 127u)) {
             put_narrow<8>(sb, pw, z, lane);
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
@@ -760,7 +771,8 @@ __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int
     return i * BZ * ly * lx + ez * j * BY * lx + ez * ey * k * BX + (dz * ey + dy) * ex + dx;
 }
 
-template <typename T, int FAST>
+// U: elements per lane per round (4; 1 for the rolled-up copy, ENC_SLOWC).
+template <typename T, int FAST, int U = 4>
 __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
                          unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
                          int has_fill, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
@@ -783,10 +795,10 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     unsigned nraw = 0, nfill = 0, cnt = 0;
     long long sum = 0;
     double merr = 0;
-    for (int e0 = 0; e0 < n; e0 += 128) {
-        T v[4];
+    for (int e0 = 0; e0 < n; e0 += 32 * U) {
+        T v[U];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < U; u++) {
             const int e = e0 + 32 * u + lane;
             if (e < n) {
                 const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
@@ -794,7 +806,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
             }
         }
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < U; u++) {
             const int e = e0 + 32 * u + lane;
             if (e >= n) continue;
             unsigned char f = 0;
@@ -847,10 +859,10 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     //    residual overwrites its q once every lane has read its neighbours
     //    (all at lower indices), so lower rounds still see q.
     unsigned nesc = 0;
-    for (int c0 = (n - 1) & ~127; c0 >= 0; c0 -= 128) {
-        int d[4], zz[4], yy[4], xx[4];
+    for (int c0 = (n - 1) & ~(32 * U - 1); c0 >= 0; c0 -= 32 * U) {
+        int d[U], zz[U], yy[U], xx[U];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < U; u++) {
             const int e = c0 + 32 * u + lane;
             d[u] = 0;
             zz[u] = yy[u] = xx[u] = 0;
@@ -874,7 +886,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
         }
         __syncwarp();
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < U; u++) {
             const int e = c0 + 32 * u + lane;
             if (e < n) {
                 sq[e] = d[u];
@@ -911,18 +923,27 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     }
     __syncwarp();
     // 4. bit planes by warp transpose, two words at a time
-    for (int m = 0; m < 64; m += 4) {
-        unsigned c[4];
+    for (int m = 0; m < 64; m += U) {
+        unsigned c[U];
 #pragma unroll
-        for (int u = 0; u < 4; u++)
+        for (int u = 0; u < U; u++)
             c[u] = (unsigned)scode[64 * (m + u) + lane] | (unsigned)scode[64 * (m + u) + 32 + lane] << 16;
 #pragma unroll
-        for (int u = 0; u < 4; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
+        for (int u = 0; u < U; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
     }
     ts.nesc = __reduce_add_sync(0xffffffffu, nesc);
     ts.nraw = NR;
     ts.nfill = NF;
     ts.merr = merr;
+}
+
+// The slow path of the no-fill f32 rank-3 kernel as a call (ENC_SLOWC 2).
+template <typename T, int FAST>
+__device__ __noinline__ void enc_slow_call(const T *__restrict__ src, const Geo &g, unsigned long long z0,
+                                           unsigned long long y0, unsigned long long x0, int lz, int ly, int lx,
+                                           double inv, double step, double eb, unsigned *pw, unsigned char *sc,
+                                           int lane, TileSum &ts) {
+    enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, 0, 0, pw, sc, lane, ts);
 }
 
 // The raw mask of a tile whose raw values all kept their q (a fast path):
@@ -1123,7 +1144,7 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
 }
 
 // Writes the tile's bytes (FORMAT.md section 5).
-template <typename T, int LU, typename ST>
+template <typename T, int LU, bool NORARE, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
@@ -1138,7 +1159,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
         put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
     }
-    if (E) {
+    if (!NORARE && E) {
         const int *sq = (const int *)(sc + SC_Q);
         if (lane == 0) st(o + L.esc_at, E);
         put_listed<LU>(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
@@ -1155,6 +1176,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
             for (unsigned i = lane; i < NR; i += 32) st(o + rv + 1 + i, srv[i]);
             return;
         }
+        if (NORARE) return;
         const int P = ly * lx;
         put_listed<LU>(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
             // listed: a full 8 x 16 x 32 tile (shifts, not divisions)
@@ -1168,14 +1190,17 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
-template <typename T, int FAST>
+// HF: 0 has_fill read at run time; 1 no fill, 2 fill, known at compile
+// time (ENC_HFK: one copy of the walk per kernel instead of two).
+template <typename T, int FAST, int HF = 0>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
-    encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
+    encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
                        unsigned *ticket, unsigned *err, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
+    const int has_fill = HF ? HF - 1 : has_fill_arg;
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
@@ -1301,7 +1326,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
+                done = ((ENC_NORARE & 32) && staged) ? (has_fill ? false : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts))
+                       : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
@@ -1311,9 +1337,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
-        if (!done)
-            enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        else if (ts.nraw) {
+        constexpr int norare = staged ? ENC_NORARE : 0;
+        if (!done) {
+            if constexpr (norare & 1)
+                asm volatile("trap;");
+            else if constexpr (staged && HF == 1 && ENC_SLOWC == 1)
+                enc_slow<T, FAST, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, 0, fill_bits, pw, sc, lane, ts);
+            else if constexpr (staged && HF == 1 && ENC_SLOWC == 2)
+                enc_slow_call<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, pw, sc, lane, ts);
+            else
+                enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+        } else if (ts.nraw) {
             if (FAST == 3)  // the fast paths take full tiles only
                 raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
             else
@@ -1344,14 +1378,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             unpark_finish(P);
             tk = take_async();
         }
-        if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+        if ((norare & 8) && !parks) asm volatile("trap;");
+        if (!(norare & 8) && !parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
         if (o)
-            tile_write<T, FAST == 3 ? 1 : 4>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+            tile_write<T, FAST == 3 ? 1 : 4, (norare & 16) != 0>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                              staged && done, lane);
         if (parks) {
             __syncwarp();

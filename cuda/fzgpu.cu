@@ -1067,12 +1067,17 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 #include "encode_warp.cuh"
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
-static const void *enc_kernel(unsigned dtype, int fast) {
+#ifndef ENC_HFK
+#define ENC_HFK 0
+#endif
+static const void *enc_kernel(unsigned dtype, int fast, int has_fill) {
     if (dtype == 1) {
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1>;
         case 2: return (const void *)encode_warp_kernel<float, 2>;
-        case 3: return (const void *)encode_warp_kernel<float, 3>;
+        case 3:
+            if (ENC_HFK) return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
+            return (const void *)encode_warp_kernel<float, 3>;
         default: return (const void *)encode_warp_kernel<float, 0>;
         }
     }
@@ -1782,9 +1787,11 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     unsigned long long slots = 0;
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     for (int i = 0; i < 8 && e == cudaSuccess; i++) {
-        const void *k = enc_kernel(i >> 2 ? 2 : 1, i & 3);
+        const void *k = enc_kernel(i >> 2 ? 2 : 1, i & 3, 0);
         int nb = 0;
         e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        if (e == cudaSuccess && enc_kernel(i >> 2 ? 2 : 1, i & 3, 1) != k)
+            e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, i & 3, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, ENC_SMEM);
         unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
         const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
@@ -1987,7 +1994,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
         if (nb > cap_b) nb = cap_b;
-        const void *k = enc_kernel(f->dtype, fast);
+        const void *k = enc_kernel(f->dtype, fast, f->has_fill);
         const void *src = d_src;
         void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
