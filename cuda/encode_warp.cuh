@@ -70,6 +70,19 @@
 // Output valid only where none of that is needed.
 #define ENC_NORARE 0
 #endif
+#ifndef ENC_HOT
+// No-fill f32 rank-3 kernel (ENC_HFK): tiles with an escape or more than
+// HOT_RV_MAX raw values leave the walk for the slow path, so that walked
+// tiles always park and their tail needs no escape list, raw fallback or
+// too-big wait; those stay in a second copy of the tail, for slow tiles.
+#define ENC_HOT 0
+#endif
+#ifndef ENC_C16R
+#define ENC_C16R 0              // f32 rank-3 walk: the 16-bit coder's two word pairs in a loop (one copy of the code)
+#endif
+// A walked tile of 16 planes (2 + 16 * 129 words), the raw mask and count
+// (130) and its listed raw values fits the park (3072 words) up to 876.
+#define HOT_RV_MAX 876
 #ifndef ENC_SLOWC
 #define ENC_SLOWC 0             // no-fill f32 rank-3 kernel (ENC_HFK): 1 slow path rolled up, 2 slow path called
 #endif
@@ -422,7 +435,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-template <bool HF>
+template <bool HF, bool HOT = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
@@ -546,7 +559,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto code_plane = [&](int z, unsigned mabs) {
         int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
-        if (!(ENC_NORARE & 2) && mabs > 32767u) {
+        if (!HOT && !(ENC_NORARE & 2) && mabs > 32767u) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[STG_ROW * y];
@@ -571,8 +584,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
             unsigned *const pwp = pwl + (wz ^ pws);
-#pragma unroll
-            for (int jp = 0; jp < 2; jp++) {
+            auto pair = [&](int jp) {
                 unsigned x[4];
 #pragma unroll
                 for (int k = 0; k < 4; k++)  // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
@@ -580,6 +592,13 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
                 transpose32n<4>(x, lane);
 #pragma unroll
                 for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
+            };
+            if (ENC_C16R) {
+#pragma unroll 1
+                for (int jp = 0; jp < 2; jp++) pair(jp);
+            } else {
+                pair(0);
+                pair(1);
             }
         }
         __syncwarp();  // this buffer takes plane z + 2
@@ -588,8 +607,13 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     for (int z = 0; z < 8; z++) {
         unsigned mabs;
         if (!quant_plane(z, mabs)) return false;
+        if (HOT && mabs > 32767u) {  // an escape: the slow path takes the tile
+            cp_async_wait<0>();
+            return false;
+        }
         code_plane(z, mabs);
     }
+    if (HOT && nraw > HOT_RV_MAX) return false;  // it would not fit the park
     ts.nesc = nesc;
     ts.nraw = nraw;
     ts.origin = origin;
@@ -1313,6 +1337,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
     };
+    // ENC_HOT 1: two copies of the tail; 2: one tail, two copies of the write
+    constexpr bool hot = ENC_HOT && staged && HF == 1 && scan, hot2 = hot && ENC_HOT == 2;
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1326,7 +1352,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = ((ENC_NORARE & 32) && staged) ? (has_fill ? false : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts))
+                done = hot ? enc_fast3<false, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                       : ((ENC_NORARE & 32) && staged) ? (has_fill ? false : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts))
                        : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
@@ -1354,6 +1381,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         }
         __syncwarp();
+        // The tail. hot (ENC_HOT): a walked tile, which always parks and has
+        // no escapes; a second copy of this code serves the slow tiles.
+        auto tail = [&](auto hotc) -> unsigned {
+        constexpr bool hotw = decltype(hotc)::value;
         Parked P;
         if (scan) unpark_issue(P);
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
@@ -1368,7 +1399,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             terr[rel] = M;
         }
         unsigned *o = park;
-        const bool parks = scan && L.size <= SC_PARK_BYTES;
+        const bool parks = hotw || (scan && L.size <= SC_PARK_BYTES);
         // The ticket goes out here, before the rare too-big tile's own wait
         // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
         // (PERF.md v14). That wait needs only earlier tiles, so holding the
@@ -1379,15 +1410,19 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             tk = take_async();
         }
         if ((norare & 8) && !parks) asm volatile("trap;");
-        if (!(norare & 8) && !parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+        if (hot2 && done) {
+            tile_write<T, 1, true>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
+        } else {
+        if (!hotw && !(norare & 8) && !parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
         if (o)
-            tile_write<T, FAST == 3 ? 1 : 4, (norare & 16) != 0>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+            tile_write<T, FAST == 3 ? 1 : 4, hotw || (norare & 16) != 0>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                              staged && done, lane);
+        }
         if (parks) {
             __syncwarp();
             if (lane == 0) {
@@ -1398,7 +1433,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 pstate[3] = (unsigned)(tb >> 32);
             }
         }
-        if (ts.nesc | ts.nraw) {
+        if ((hotw ? 0u : ts.nesc) | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {
                 sesc[i] = 0;
@@ -1406,6 +1441,13 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
         }
         __syncwarp();  // pw and scratch are reused by the next tile
+        return tk;
+        };
+        unsigned tk;
+        if (hot && !hot2 && done)
+            tk = tail(std::true_type{});
+        else
+            tk = tail(std::false_type{});
         rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
     }
     if (scan) {
