@@ -82,7 +82,7 @@
 #endif
 // A walked tile of 16 planes (2 + 16 * 129 words), the raw mask and count
 // (130) and its listed raw values fits the park (3072 words) up to 876.
-#define HOT_RV_MAX 876
+#define HOT_RV_MAX (ENC_BIGPARK ? SC_RV_MAX : 876)
 #ifndef ENC_SLOWC
 #define ENC_SLOWC 0             // no-fill f32 rank-3 kernel (ENC_HFK): 1 slow path rolled up, 2 slow path called
 #endif
@@ -110,8 +110,16 @@
 // space: sharing the slow path's (v10b) made a tile wait for the offset of
 // the parked one before each slow walk, 3-5x slower on fields with fill.
 #define SC_PARK 30720
+#ifndef ENC_BIGPARK
+#define ENC_BIGPARK 0           // 1: a park for the largest f32 tile, so that every tile parks (no too-big wait)
+#endif
+#if ENC_BIGPARK
+#define SC_PARK_BYTES 42080     // fzgpu_compress_bound's f32 tile, rounded up to 16 bytes
+#define SC_BYTES 72800
+#else
 #define SC_PARK_BYTES 12288
 #define SC_BYTES 43008
+#endif
 // The v9 walk's raw values (u32 bits, in element order) as it finds them,
 // in the slow path's code and flag space, which the walk does not use: up
 // to SC_RV_MAX; a tile with more takes them from the field at its write
@@ -1399,7 +1407,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             terr[rel] = M;
         }
         unsigned *o = park;
-        const bool parks = hotw || (scan && L.size <= SC_PARK_BYTES);
+        const bool parks = hotw || (scan && (ENC_BIGPARK || L.size <= SC_PARK_BYTES));
         // The ticket goes out here, before the rare too-big tile's own wait
         // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
         // (PERF.md v14). That wait needs only earlier tiles, so holding the
