@@ -1223,17 +1223,23 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 // HF: 0 has_fill read at run time; 1 no fill, 2 fill, known at compile
-// time (ENC_HFK: one copy of the walk per kernel instead of two).
+// time (ENC_HFK: one copy of the walk per kernel instead of two); 3 the
+// optimistic kernel (ENC_OPT): no fill, full tiles only, no slow path.
+// abortf: HF 3 sets it (and leaves) at the first tile the walk cannot
+// take; any other kernel given abortf runs only if it is set, i.e. it
+// redoes the job the optimistic kernel gave up.
 template <typename T, int FAST, int HF = 0>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
-                       unsigned *ticket, unsigned *err, unsigned char *scratch) {
+                       unsigned *ticket, unsigned *err, unsigned char *scratch, unsigned *abortf) {
     extern __shared__ __align__(16) unsigned enc_smem[];
-    const int has_fill = HF ? HF - 1 : has_fill_arg;
-    grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
+    const int has_fill = HF == 3 ? 0 : HF ? HF - 1 : has_fill_arg;
+    grid_wait();
+    constexpr bool opt = HF == 3 && FAST == 3 && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && sizeof(T) == 4;
+    if (!opt && abortf && *(const volatile unsigned *)abortf == 0) return;  // the optimistic kernel did the job  // params, statuses and ticket from the kernels before (launch_dependent)
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
@@ -1263,7 +1269,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     unsigned long long rel = take();
     if (scan) {
         if (rel == 0) {
-            scan_sizes(status, ntiles, lane);
+            scan_sizes(status, ntiles, lane, opt ? abortf : nullptr);
             return;
         }
         rel -= 1;
@@ -1314,9 +1320,20 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     };
     // Waits for the parked tile's prefix (never while the warp holds a tile
     // whose size is unpublished) and copies the tile out.
-    auto unpark_finish = [&](Parked &P) {
-        if (P.rel == ~0u) return;
-        if (lane == 0)
+    auto unpark_finish = [&](Parked &P) -> bool {
+        if (P.rel == ~0u) return false;
+        if (opt) {
+            bool quit = false;
+            if (lane == 0)
+                while ((P.st >> 62) != 2) {
+                    if (*(const volatile unsigned *)abortf) {
+                        quit = true;
+                        break;
+                    }
+                    P.st = ld_vol(&status[P.rel]);
+                }
+            if (__any_sync(0xffffffffu, quit)) return true;
+        } else if (lane == 0)
             while ((P.st >> 62) != 2) P.st = ld_vol(&status[P.rel]);
         const unsigned long long excl = __shfl_sync(0xffffffffu, (P.st & ST_VAL) - P.size, 0);
         if (lane == 0) tprefix[P.rel] = excl;
@@ -1344,9 +1361,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();
         if (lane == 0) pstate[0] = ~0u;
         __syncwarp();
+        return false;
     };
     // ENC_HOT 1: two copies of the tail; 2: one tail, two copies of the write
-    constexpr bool hot = ENC_HOT && staged && HF == 1 && scan, hot2 = hot && ENC_HOT == 2;
+    constexpr bool hot = (ENC_HOT && staged && HF == 1 && scan) || opt, hot2 = (hot && ENC_HOT == 2) || opt;
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1373,6 +1391,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
         constexpr int norare = staged ? ENC_NORARE : 0;
+        if (opt && !done) {  // a tile the walk cannot take: the full kernel redoes the job
+            if (lane == 0) atomicExch(abortf, 1u);
+            return;
+        }
         if (!done) {
             if constexpr (norare & 1)
                 asm volatile("trap;");
@@ -1391,6 +1413,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();
         // The tail. hot (ENC_HOT): a walked tile, which always parks and has
         // no escapes; a second copy of this code serves the slow tiles.
+        bool quit = false;  // the optimistic kernel's job was given up
         auto tail = [&](auto hotc) -> unsigned {
         constexpr bool hotw = decltype(hotc)::value;
         Parked P;
@@ -1414,7 +1437,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         // later ticket across it cannot deadlock.
         unsigned tk = 0;
         if (scan) {
-            unpark_finish(P);
+            if (unpark_finish(P)) {
+                quit = true;
+                return tk;
+            }
             tk = take_async();
         }
         if ((norare & 8) && !parks) asm volatile("trap;");
@@ -1456,6 +1482,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             tk = tail(std::true_type{});
         else
             tk = tail(std::false_type{});
+        if (opt && quit) return;
         rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
     }
     if (scan) {
