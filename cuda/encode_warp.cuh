@@ -80,6 +80,9 @@
 #ifndef ENC_C16R
 #define ENC_C16R 0              // f32 rank-3 walk: the 16-bit coder's two word pairs in a loop (one copy of the code)
 #endif
+#ifndef ENC_OPT_C16R
+#define ENC_OPT_C16R ENC_C16R   // the same for the optimistic kernel's walk
+#endif
 // A walked tile of 16 planes (2 + 16 * 129 words), the raw mask and count
 // (130) and its listed raw values fits the park (3072 words) up to 876.
 #define HOT_RV_MAX (ENC_BIGPARK ? SC_RV_MAX : 876)
@@ -443,7 +446,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-template <bool HF, bool HOT = false>
+template <bool HF, bool HOT = false, bool OPTW = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
@@ -601,7 +604,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll
                 for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
             };
-            if (ENC_C16R) {
+            if (OPTW ? ENC_OPT_C16R : ENC_C16R) {
 #pragma unroll 1
                 for (int jp = 0; jp < 2; jp++) pair(jp);
             } else {
@@ -1378,7 +1381,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = hot ? enc_fast3<false, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                done = hot ? enc_fast3<false, true, opt>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : ((ENC_NORARE & 32) && staged) ? (has_fill ? false : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts))
                        : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)

@@ -1074,6 +1074,9 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 #ifndef ENC_HFK
 #define ENC_HFK 0
 #endif
+#ifndef ENC_OPT_NOFB
+#define ENC_OPT_NOFB 0          // probe: no full kernel after the optimistic one (wrong output where it gives up)
+#endif
 #ifndef ENC_OPT
 #define ENC_OPT 0               // f32 rank-3 fields of full tiles without fill: the optimistic kernel first
 #endif
@@ -2032,7 +2035,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
                         (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
                         (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
-        CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
+        if (!(opt && ENC_OPT_NOFB)) CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
         status_opt = opt ? c->status + c->max_tiles : nullptr;
     } else if (f->dtype == 1)
         encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
