@@ -134,6 +134,7 @@
 
 struct TileSum {
     unsigned nesc, nraw, nfill;
+    unsigned wide;  // the narrow-only walk gave the tile up for a z-plane of 16-bit codes
     int origin;
     double merr;
 };
@@ -446,7 +447,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-template <bool HF, bool HOT = false, bool OPTW = false>
+template <bool HF, bool HOT = false, bool OPTW = false, bool NO16 = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
@@ -590,7 +591,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             put_narrow<2>(sb, pw, z, lane);
         } else if (ENC_NARROW && mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
-        } else if (ENC_NARROW && ((ENC_NORARE & 4) || mabs <= 127u)) {
+        } else if (ENC_NARROW && (NO16 || (ENC_NORARE & 4) || mabs <= 127u)) {
             put_narrow<8>(sb, pw, z, lane);
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
@@ -620,6 +621,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         if (!quant_plane(z, mabs)) return false;
         if (HOT && mabs > 32767u) {  // an escape: the slow path takes the tile
             cp_async_wait<0>();
+            return false;
+        }
+        if (NO16 && mabs > 127u) {  // 16-bit codes: the kernel with that coder takes the job
+            cp_async_wait<0>();
+            ts.wide = 1;
             return false;
         }
         code_plane(z, mabs);
@@ -1226,11 +1232,13 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 // HF: 0 has_fill read at run time; 1 no fill, 2 fill, known at compile
-// time (ENC_HFK: one copy of the walk per kernel instead of two); 3 the
-// optimistic kernel (ENC_OPT): no fill, full tiles only, no slow path.
-// abortf: HF 3 sets it (and leaves) at the first tile the walk cannot
-// take; any other kernel given abortf runs only if it is set, i.e. it
-// redoes the job the optimistic kernel gave up.
+// time (ENC_HFK: one copy of the walk per kernel instead of two); 3 and 4
+// the optimistic kernels (ENC_OPT): no fill, full tiles only, no slow
+// path; 4 also without the 16-bit coder. They run first, 4 then 3 then
+// the full kernel, and each runs only if the ones before it gave the job
+// up: at the first tile its walk cannot take, a kernel sets its bit in
+// *abortf and stops (4: bit 0 for 16-bit codes, bit 1 for anything else;
+// 3: bit 1), and every kernel of the job gets abortf.
 template <typename T, int FAST, int HF = 0>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
@@ -1241,8 +1249,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     extern __shared__ __align__(16) unsigned enc_smem[];
     const int has_fill = HF == 3 ? 0 : HF ? HF - 1 : has_fill_arg;
     grid_wait();
-    constexpr bool opt = HF == 3 && FAST == 3 && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && sizeof(T) == 4;
-    if (!opt && abortf && *(const volatile unsigned *)abortf == 0) return;  // the optimistic kernel did the job  // params, statuses and ticket from the kernels before (launch_dependent)
+    constexpr bool opt = (HF == 3 || HF == 4) && FAST == 3 && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && sizeof(T) == 4,
+                   opt8 = opt && HF == 4;
+    // the bits of *abortf that make this kernel stop (it sets them) and run
+    constexpr unsigned quit_bits = opt8 ? 3u : 2u;
+    if (abortf) {
+        const unsigned a = *(const volatile unsigned *)abortf;
+        if (!opt && !(a & 2u)) return;                      // an optimistic kernel did the job
+        if (opt && !opt8 && (!(a & 1u) || (a & 2u))) return;  // the narrow one did it, or it cannot
+    }  // params, statuses and ticket from the kernels before (launch_dependent)
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
@@ -1272,7 +1287,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     unsigned long long rel = take();
     if (scan) {
         if (rel == 0) {
-            scan_sizes(status, ntiles, lane, opt ? abortf : nullptr);
+            scan_sizes(status, ntiles, lane, opt ? abortf : nullptr, quit_bits);
             return;
         }
         rel -= 1;
@@ -1329,7 +1344,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             bool quit = false;
             if (lane == 0)
                 while ((P.st >> 62) != 2) {
-                    if (*(const volatile unsigned *)abortf) {
+                    if (*(const volatile unsigned *)abortf & quit_bits) {
                         quit = true;
                         break;
                     }
@@ -1377,11 +1392,12 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         if (ENC_PREFETCH && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
-        ts.nraw = ts.nfill = 0;
+        ts.nraw = ts.nfill = ts.wide = 0;
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = hot ? enc_fast3<false, true, opt>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                done = opt8 ? enc_fast3<false, true, true, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                       : hot ? enc_fast3<false, true, opt>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : ((ENC_NORARE & 32) && staged) ? (has_fill ? false : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts))
                        : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)
@@ -1394,8 +1410,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
         constexpr int norare = staged ? ENC_NORARE : 0;
-        if (opt && !done) {  // a tile the walk cannot take: the full kernel redoes the job
-            if (lane == 0) atomicExch(abortf, 1u);
+        if (opt && !done) {  // a tile the walk cannot take: a kernel after this one redoes the job
+            if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);
             return;
         }
         if (!done) {

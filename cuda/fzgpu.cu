@@ -433,7 +433,7 @@ __global__ void range_fold_kernel(const double *partials, int nparts, double *ac
 // The scalars of a compress job's state, zeroed: job_init_kernel for the
 // first job, tables_kernel for the next one.
 __device__ __forceinline__ void zero_job_scalars(unsigned *ticket, unsigned *err, JobAcc *acc) {
-    ticket[0] = ticket[1] = ticket[2] = 0;
+    ticket[0] = ticket[1] = ticket[2] = ticket[3] = 0;
     *err = 0;
     acc->outliers = 0;
     acc->err_bits = 0;
@@ -593,10 +593,11 @@ __device__ __forceinline__ unsigned long long ld_vol(const unsigned long long *p
 // scan and stores, so a round costs about one L2 round trip: after a slow
 // tile publishes, the thousands of tiles waiting behind it get their
 // prefixes within a few rounds.
-// abortf (the optimistic kernel): set when a warp gives the job up; the
-// scanner then stops waiting for the size it will never get.
+// abortf (the optimistic kernels): one of quit_bits is set when a warp
+// gives the job up; the scanner then stops waiting for a size it will
+// never get.
 __device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles, int lane,
-                           const unsigned *abortf = nullptr) {
+                           const unsigned *abortf = nullptr, unsigned quit_bits = 0) {
     constexpr int K = ENC_SCAN_K;
     unsigned long long r = 0, base = 0, v[K];
     auto load = [&](unsigned long long at) {
@@ -618,7 +619,7 @@ __device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles
 #pragma unroll
             for (int k = 0; k < K; k++)
                 if ((v[k] >> 62) == 0 && i0 + k < ntiles) v[k] = ld_vol(&status[i0 + k]);
-            if (abortf && *(const volatile unsigned *)abortf) return;
+            if (abortf && (*(const volatile unsigned *)abortf & quit_bits)) return;
             continue;
         }
         unsigned s[K], tot = 0;  // a round's sizes sum to < 2^32
@@ -1080,13 +1081,14 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 #ifndef ENC_OPT
 #define ENC_OPT 0               // f32 rank-3 fields of full tiles without fill: the optimistic kernel first
 #endif
-static const void *enc_kernel(unsigned dtype, int fast, int has_fill, bool opt = false) {
+// opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
+static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0) {
     if (dtype == 1) {
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1>;
         case 2: return (const void *)encode_warp_kernel<float, 2>;
         case 3:
-            if (opt) return (const void *)encode_warp_kernel<float, 3, 3>;
+            if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4> : (const void *)encode_warp_kernel<float, 3, 3>;
             if (ENC_HFK) return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
             return (const void *)encode_warp_kernel<float, 3>;
         default: return (const void *)encode_warp_kernel<float, 0>;
@@ -1109,14 +1111,17 @@ __global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long lon
                               const unsigned long long *tprefix, const unsigned *touts, const double *terr,
                               unsigned *out, unsigned long long cap, unsigned *err, const DevParams *prm,
                               JobAcc *acc, fzgpu_result *res, unsigned long long *status, unsigned *ticket,
-                              unsigned long long *status_opt) {
+                              unsigned long long *status_opt, unsigned long long *status_opt8) {
     grid_wait();
     const unsigned long long rel = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     // The next job starts from zero statuses, ticket, error flag and sums
     // (what job_init_kernel writes): this kernel leaves them so, which saves
     // that launch per job.
     if (rel < ntiles) status[rel] = 0;
-    if (status_opt && rel < ntiles) status_opt[rel] = 0;
+    if (status_opt && rel < ntiles) {
+        status_opt[rel] = 0;
+        status_opt8[rel] = 0;
+    }
     unsigned long long o = 0;
     double e = 0;
     if (rel < ntiles) {
@@ -1775,13 +1780,13 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     cudaError_t e = cudaSuccess;
 #define AL(p, n)                                                            \
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->p, (size_t)(n) * sizeof(*c->p));
-    AL(status, 2 * max_tiles);  // the second half: the optimistic kernel's
+    AL(status, 3 * max_tiles);  // the full kernels', the optimistic kernel's, the narrow one's
     AL(tprefix, max_tiles);
     AL(toff, max_tiles);
     AL(tsize, max_tiles);
     AL(touts, max_tiles);
     AL(terr, max_tiles);
-    AL(ticket, 3);  // the full kernels' ticket, the optimistic kernel's, its abort flag
+    AL(ticket, 4);  // the full kernels' ticket, the optimistic kernel's, the narrow one's, their abort bits
     AL(eerr, 1);
     AL(derr, 1);
     AL(partials, 2 * RANGE_BLOCKS_MAX);
@@ -1805,8 +1810,8 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
         e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess && enc_kernel(i >> 2 ? 2 : 1, i & 3, 1) != k)
             e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, i & 3, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-        if (e == cudaSuccess && i == 3)
-            e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, true), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
+            e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, ENC_SMEM);
         unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
         const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
@@ -1999,12 +2004,12 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         CK(cudaGetLastError());
     }
     if (!c->job_clean) {  // the first job, or one after a failed launch
-        job_init_kernel<<<(unsigned)((2 * c->max_tiles + 1023) / 1024), 256, 0, st>>>(c->status, 2 * c->max_tiles, c->ticket,
+        job_init_kernel<<<(unsigned)((3 * c->max_tiles + 1023) / 1024), 256, 0, st>>>(c->status, 3 * c->max_tiles, c->ticket,
                                                                                 c->eerr, c->jacc);
         CK(cudaGetLastError());
     }
     c->job_clean = 0;
-    unsigned long long *status_opt = nullptr;
+    unsigned long long *status_opt = nullptr, *status_opt8 = nullptr;
     if (!v5) {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
@@ -2012,24 +2017,26 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         if (nb > cap_b) nb = cap_b;
         const void *k = enc_kernel(f->dtype, fast, f->has_fill);
         const void *src = d_src;
-        // The optimistic kernel (no slow path: a smaller kernel, PERF.md v19)
-        // takes the job first where it can: f32 rank-3 tiles, all full, no
-        // fill. At the first tile it cannot take (a value without q, an
-        // escape, too many raw values) it sets the abort flag and stops, and
-        // the full kernel after it redoes the job; else that one returns at
-        // once. Their statuses and tickets are apart, so neither sees the
-        // other's.
+        // The optimistic kernels (no slow path: smaller kernels, PERF.md v19)
+        // take the job first where they can: f32 rank-3 tiles, all full, no
+        // fill. The narrow one (no 16-bit coder either) runs first; at the
+        // first tile it cannot take it stops, and the optimistic one (for
+        // 16-bit codes) or the full kernel redoes the job; at a tile the
+        // optimistic one cannot take (a value without q, an escape, too many
+        // raw values) the full kernel does. A kernel whose job is done
+        // returns at once. Statuses and tickets are apart per kernel, so
+        // none sees another's.
         const bool opt = ENC_OPT && c->enc_force != 7 && f->dtype == 1 && fast == 3 && !f->has_fill &&
                          g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
-        unsigned *abortf = opt ? c->ticket + 2 : nullptr;
-        if (opt) {
-            unsigned long long *status_o = c->status + c->max_tiles;
-            unsigned *ticket_o = c->ticket + 1;
+        unsigned *abortf = opt ? c->ticket + 3 : nullptr;
+        for (int o = 2; opt && o >= 1; o--) {
+            unsigned long long *status_o = c->status + (unsigned long long)o * c->max_tiles;
+            unsigned *ticket_o = c->ticket + o;
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                             (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&status_o,
                             (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
                             (void *)&ticket_o, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
-            CK(launch_dependent(enc_kernel(1, 3, 0, true), dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
+            CK(launch_dependent(enc_kernel(1, 3, 0, o), dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
         }
         void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
@@ -2037,6 +2044,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                         (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
         if (!(opt && ENC_OPT_NOFB)) CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
         status_opt = opt ? c->status + c->max_tiles : nullptr;
+        status_opt8 = opt ? c->status + 2 * c->max_tiles : nullptr;
     } else if (f->dtype == 1)
         encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
                                                          f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
@@ -2061,7 +2069,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         void *args[] = {(void *)&g,        (void *)&tile0,   (void *)&nt,      (void *)&c->tsize, (void *)&c->tprefix,
                         (void *)&c->touts, (void *)&c->terr, (void *)&o,       (void *)&out_cap,  (void *)&c->eerr,
                         (void *)&c->params, (void *)&c->jacc, (void *)&dres, (void *)&c->status, (void *)&c->ticket,
-                        (void *)&status_opt};
+                        (void *)&status_opt, (void *)&status_opt8};
         CK(launch_dependent((const void *)tables_kernel, dim3((unsigned)((nt + 255) / 256)), dim3(256), 0, st, args));
     }
     c->job_clean = 1;
