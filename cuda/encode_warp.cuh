@@ -63,32 +63,26 @@
 #ifndef ENC_PARK_EL
 #define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
 #endif
-#ifndef ENC_NORARE
-// Probe (PERF.md v19): pieces of rare code left out of the f32 rank-3
-// kernel (bits: 1 slow path, 2 escapes, 4 16-bit coder, 8 too-big tiles,
-// 16 escape list and raw fallback writes, 32 the fill walk, 64 raw values).
-// Output valid only where none of that is needed.
-#define ENC_NORARE 0
+// The f32 rank-3 kernels are kept small: the less code, the fewer
+// instruction-fetch stalls (PERF.md v19, -10 % on the smooth field).
+// ENC_HFK: one kernel without fill and one with (has_fill known at compile
+// time: one copy of the walk each). ENC_OPT: for fields of full tiles
+// without fill, the optimistic kernels first (encode_warp_kernel, HF 3 and
+// 4). ENC_C16R: the 16-bit coder's two word pairs in a loop (one copy).
+#ifndef ENC_HFK
+#define ENC_HFK 1
 #endif
-#ifndef ENC_HOT
-// No-fill f32 rank-3 kernel (ENC_HFK): tiles with an escape or more than
-// HOT_RV_MAX raw values leave the walk for the slow path, so that walked
-// tiles always park and their tail needs no escape list, raw fallback or
-// too-big wait; those stay in a second copy of the tail, for slow tiles.
-#define ENC_HOT 0
+#ifndef ENC_OPT
+#define ENC_OPT 1
 #endif
 #ifndef ENC_C16R
-#define ENC_C16R 0              // f32 rank-3 walk: the 16-bit coder's two word pairs in a loop (one copy of the code)
-#endif
-#ifndef ENC_OPT_C16R
-#define ENC_OPT_C16R ENC_C16R   // the same for the optimistic kernel's walk
+#define ENC_C16R 1
 #endif
 // A walked tile of 16 planes (2 + 16 * 129 words), the raw mask and count
-// (130) and its listed raw values fits the park (3072 words) up to 876.
-#define HOT_RV_MAX (ENC_BIGPARK ? SC_RV_MAX : 876)
-#ifndef ENC_SLOWC
-#define ENC_SLOWC 0             // no-fill f32 rank-3 kernel (ENC_HFK): 1 slow path rolled up, 2 slow path called
-#endif
+// (130) and its listed raw values fits the park (3072 words) up to 876:
+// the no-fill kernels' walk leaves a tile with more to the slow path, so
+// that every walked tile parks.
+#define HOT_RV_MAX 876
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -113,16 +107,8 @@
 // space: sharing the slow path's (v10b) made a tile wait for the offset of
 // the parked one before each slow walk, 3-5x slower on fields with fill.
 #define SC_PARK 30720
-#ifndef ENC_BIGPARK
-#define ENC_BIGPARK 0           // 1: a park for the largest f32 tile, so that every tile parks (no too-big wait)
-#endif
-#if ENC_BIGPARK
-#define SC_PARK_BYTES 42080     // fzgpu_compress_bound's f32 tile, rounded up to 16 bytes
-#define SC_BYTES 72800
-#else
 #define SC_PARK_BYTES 12288
 #define SC_BYTES 43008
-#endif
 // The v9 walk's raw values (u32 bits, in element order) as it finds them,
 // in the slow path's code and flag space, which the walk does not use: up
 // to SC_RV_MAX; a tile with more takes them from the field at its write
@@ -511,7 +497,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // |e| of the others, from a second pass over the column (the
         // residuals have not replaced it yet). Not unrolled: unrolled by 4
         // or 16 it was slower on every field (code layout, PERF.md v15).
-        if (!(ENC_NORARE & 64) && __any_sync(F, em > ebf)) {
+        if (__any_sync(F, em > ebf)) {
             em = 0.0f;
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
@@ -550,7 +536,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // from the buffer before the residuals overwrite it, the loop had
         // to run before the Lorenzo steps and cost as much (PERF.md v15).
         unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
-        if (!(ENC_NORARE & 64))
         for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
             const int bit = 31 - __clz(rows), y = 15 - bit;
             rows ^= 1u << bit;
@@ -571,7 +556,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto code_plane = [&](int z, unsigned mabs) {
         int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
-        if (!HOT && !(ENC_NORARE & 2) && mabs > 32767u) {
+        if (!HOT && mabs > 32767u) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[STG_ROW * y];
@@ -591,7 +576,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             put_narrow<2>(sb, pw, z, lane);
         } else if (ENC_NARROW && mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
-        } else if (ENC_NARROW && (NO16 || (ENC_NORARE & 4) || mabs <= 127u)) {
+        } else if (ENC_NARROW && (NO16 || mabs <= 127u)) {
             put_narrow<8>(sb, pw, z, lane);
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
@@ -605,7 +590,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll
                 for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
             };
-            if (OPTW ? ENC_OPT_C16R : ENC_C16R) {
+            if (ENC_C16R) {
 #pragma unroll 1
                 for (int jp = 0; jp < 2; jp++) pair(jp);
             } else {
@@ -812,12 +797,12 @@ __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int
     return i * BZ * ly * lx + ez * j * BY * lx + ez * ey * k * BX + (dz * ey + dy) * ex + dx;
 }
 
-// U: elements per lane per round (4; 1 for the rolled-up copy, ENC_SLOWC).
-template <typename T, int FAST, int U = 4>
+template <typename T, int FAST>
 __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
                          unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
                          int has_fill, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
                          TileSum &ts) {
+    constexpr int U = 4;  // elements per lane per round
     int *sq = (int *)(sc + SC_Q);
     unsigned short *scode = (unsigned short *)(sc + SC_CODE);
     unsigned char *sfl = sc + SC_FL;
@@ -976,15 +961,6 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     ts.nraw = NR;
     ts.nfill = NF;
     ts.merr = merr;
-}
-
-// The slow path of the no-fill f32 rank-3 kernel as a call (ENC_SLOWC 2).
-template <typename T, int FAST>
-__device__ __noinline__ void enc_slow_call(const T *__restrict__ src, const Geo &g, unsigned long long z0,
-                                           unsigned long long y0, unsigned long long x0, int lz, int ly, int lx,
-                                           double inv, double step, double eb, unsigned *pw, unsigned char *sc,
-                                           int lane, TileSum &ts) {
-    enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, 0, 0, pw, sc, lane, ts);
 }
 
 // The raw mask of a tile whose raw values all kept their q (a fast path):
@@ -1253,7 +1229,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                    opt8 = opt && HF == 4;
     // the bits of *abortf that make this kernel stop (it sets them) and run
     constexpr unsigned quit_bits = opt8 ? 3u : 2u;
-    if (abortf) {
+    if ((opt || (HF == 1 && FAST == 3)) && abortf) {  // the kernels of an optimistic job
         const unsigned a = *(const volatile unsigned *)abortf;
         if (!opt && !(a & 2u)) return;                      // an optimistic kernel did the job
         if (opt && !opt8 && (!(a & 1u) || (a & 2u))) return;  // the narrow one did it, or it cannot
@@ -1381,8 +1357,12 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();
         return false;
     };
-    // ENC_HOT 1: two copies of the tail; 2: one tail, two copies of the write
-    constexpr bool hot = (ENC_HOT && staged && HF == 1 && scan) || opt, hot2 = (hot && ENC_HOT == 2) || opt;
+    // hot: the walk leaves tiles with an escape or more than HOT_RV_MAX raw
+    // values to the slow path (or, in an optimistic kernel, gives the job
+    // up), so that a walked tile always parks and its write needs no escape
+    // list, raw fallback or too-big wait: that code (the second write) runs
+    // for slow tiles only. Smaller hot code: PERF.md v19.
+    constexpr bool hot = (staged && HF == 1 && scan) || opt;
     for (; rel < ntiles;) {
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
@@ -1398,7 +1378,6 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             if constexpr (staged)
                 done = opt8 ? enc_fast3<false, true, true, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : hot ? enc_fast3<false, true, opt>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : ((ENC_NORARE & 32) && staged) ? (has_fill ? false : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts))
                        : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
@@ -1409,32 +1388,21 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
-        constexpr int norare = staged ? ENC_NORARE : 0;
         if (opt && !done) {  // a tile the walk cannot take: a kernel after this one redoes the job
             if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);
             return;
         }
-        if (!done) {
-            if constexpr (norare & 1)
-                asm volatile("trap;");
-            else if constexpr (staged && HF == 1 && ENC_SLOWC == 1)
-                enc_slow<T, FAST, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, 0, fill_bits, pw, sc, lane, ts);
-            else if constexpr (staged && HF == 1 && ENC_SLOWC == 2)
-                enc_slow_call<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, pw, sc, lane, ts);
-            else
-                enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        } else if (ts.nraw) {
+        if (!done)
+            enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+        else if (ts.nraw) {
             if (FAST == 3)  // the fast paths take full tiles only
                 raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
             else
                 raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
         }
         __syncwarp();
-        // The tail. hot (ENC_HOT): a walked tile, which always parks and has
-        // no escapes; a second copy of this code serves the slow tiles.
         bool quit = false;  // the optimistic kernel's job was given up
-        auto tail = [&](auto hotc) -> unsigned {
-        constexpr bool hotw = decltype(hotc)::value;
+        auto tail = [&]() -> unsigned {
         Parked P;
         if (scan) unpark_issue(P);
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
@@ -1449,7 +1417,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             terr[rel] = M;
         }
         unsigned *o = park;
-        const bool parks = hotw || (scan && (ENC_BIGPARK || L.size <= SC_PARK_BYTES));
+        const bool parks = scan && L.size <= SC_PARK_BYTES;
         // The ticket goes out here, before the rare too-big tile's own wait
         // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
         // (PERF.md v14). That wait needs only earlier tiles, so holding the
@@ -1462,18 +1430,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             }
             tk = take_async();
         }
-        if ((norare & 8) && !parks) asm volatile("trap;");
-        if (hot2 && done) {
+        if (hot && done) {
             tile_write<T, 1, true>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
         } else {
-        if (!hotw && !(norare & 8) && !parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+        if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
             const unsigned long long excl =
                 scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
             if (lane == 0) tprefix[rel] = excl;
             o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
         }
         if (o)
-            tile_write<T, FAST == 3 ? 1 : 4, hotw || (norare & 16) != 0>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+            tile_write<T, FAST == 3 ? 1 : 4, false>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                              staged && done, lane);
         }
         if (parks) {
@@ -1486,7 +1453,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                 pstate[3] = (unsigned)(tb >> 32);
             }
         }
-        if ((hotw ? 0u : ts.nesc) | ts.nraw) {
+        if (ts.nesc | ts.nraw) {
             __syncwarp();
             for (int i = lane; i < 128; i += 32) {
                 sesc[i] = 0;
@@ -1496,11 +1463,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();  // pw and scratch are reused by the next tile
         return tk;
         };
-        unsigned tk;
-        if (hot && !hot2 && done)
-            tk = tail(std::true_type{});
-        else
-            tk = tail(std::false_type{});
+        const unsigned tk = tail();
         if (opt && quit) return;
         rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
     }

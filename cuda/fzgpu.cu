@@ -1072,15 +1072,6 @@ __global__ void __launch_bounds__(NT, ENC_MINB)
 #include "encode_warp.cuh"
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
-#ifndef ENC_HFK
-#define ENC_HFK 0
-#endif
-#ifndef ENC_OPT_NOFB
-#define ENC_OPT_NOFB 0          // probe: no full kernel after the optimistic one (wrong output where it gives up)
-#endif
-#ifndef ENC_OPT
-#define ENC_OPT 0               // f32 rank-3 fields of full tiles without fill: the optimistic kernel first
-#endif
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
 static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0) {
     if (dtype == 1) {
@@ -2042,7 +2033,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                         (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
                         (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
                         (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
-        if (!(opt && ENC_OPT_NOFB)) CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
+        CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
         status_opt = opt ? c->status + c->max_tiles : nullptr;
         status_opt8 = opt ? c->status + 2 * c->max_tiles : nullptr;
     } else if (f->dtype == 1)
