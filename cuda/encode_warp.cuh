@@ -83,6 +83,7 @@
 // the no-fill kernels' walk leaves a tile with more to the slow path, so
 // that every walked tile parks.
 #define HOT_RV_MAX 876
+static_assert(4 * (2 + 16 * 129 + 130 + HOT_RV_MAX) <= 12288, "a walked tile must fit the park (SC_PARK_BYTES)");
 #ifndef ENC_PREFETCH
 // 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
 // stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
@@ -433,7 +434,11 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-template <bool HF, bool HOT = false, bool OPTW = false, bool NO16 = false>
+// HOT: tiles with an escape or more than HOT_RV_MAX raw values are left to
+// the slow path (false), so that a walked tile always parks and has no
+// escape list. NO16: also tiles with a z-plane of 16-bit codes (ts.wide
+// says so), and no 16-bit coder (the narrow optimistic kernel).
+template <bool HF, bool HOT = false, bool NO16 = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
@@ -1160,8 +1165,10 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
     return out + off / 4;
 }
 
-// Writes the tile's bytes (FORMAT.md section 5).
-template <typename T, int LU, bool NORARE, typename ST>
+// Writes the tile's bytes (FORMAT.md section 5). WALKED: a tile of a hot
+// walk (enc_fast3's HOT: no escapes, its raw values listed), for which the
+// escape list and the raw fallback are not compiled.
+template <typename T, int LU, bool WALKED, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
@@ -1176,7 +1183,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
         put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
     }
-    if (!NORARE && E) {
+    if (!WALKED && E) {
         const int *sq = (const int *)(sc + SC_Q);
         if (lane == 0) st(o + L.esc_at, E);
         put_listed<LU>(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
@@ -1193,7 +1200,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
             for (unsigned i = lane; i < NR; i += 32) st(o + rv + 1 + i, srv[i]);
             return;
         }
-        if (NORARE) return;
+        if (WALKED) return;
         const int P = ly * lx;
         put_listed<LU>(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
             // listed: a full 8 x 16 x 32 tile (shifts, not divisions)
@@ -1223,17 +1230,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
                        unsigned *ticket, unsigned *err, unsigned char *scratch, unsigned *abortf) {
     extern __shared__ __align__(16) unsigned enc_smem[];
-    const int has_fill = HF == 3 ? 0 : HF ? HF - 1 : has_fill_arg;
-    grid_wait();
+    const int has_fill = HF >= 3 ? 0 : HF ? HF - 1 : has_fill_arg;
+    grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
     constexpr bool opt = (HF == 3 || HF == 4) && FAST == 3 && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && sizeof(T) == 4,
                    opt8 = opt && HF == 4;
     // the bits of *abortf that make this kernel stop (it sets them) and run
     constexpr unsigned quit_bits = opt8 ? 3u : 2u;
-    if ((opt || (HF == 1 && FAST == 3)) && abortf) {  // the kernels of an optimistic job
+    if ((opt || (FAST == 3 && HF < 2 && sizeof(T) == 4)) && abortf) {  // the kernels of an optimistic job
         const unsigned a = *(const volatile unsigned *)abortf;
         if (!opt && !(a & 2u)) return;                      // an optimistic kernel did the job
         if (opt && !opt8 && (!(a & 1u) || (a & 2u))) return;  // the narrow one did it, or it cannot
-    }  // params, statuses and ticket from the kernels before (launch_dependent)
+    }
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = enc_smem + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
@@ -1376,8 +1383,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = opt8 ? enc_fast3<false, true, true, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : hot ? enc_fast3<false, true, opt>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                done = opt8 ? enc_fast3<false, true, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                       : hot ? enc_fast3<false, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
@@ -1403,65 +1410,65 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         __syncwarp();
         bool quit = false;  // the optimistic kernel's job was given up
         auto tail = [&]() -> unsigned {
-        Parked P;
-        if (scan) unpark_issue(P);
-        const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
-        publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
-        double M = ts.merr;
-        if (!(staged && done))  // enc_fast3 folds its own
-#pragma unroll
-            for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
-        if (lane == 0) {
-            tsize[rel] = L.size;
-            touts[rel] = ts.nraw;
-            terr[rel] = M;
-        }
-        unsigned *o = park;
-        const bool parks = scan && L.size <= SC_PARK_BYTES;
-        // The ticket goes out here, before the rare too-big tile's own wait
-        // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
-        // (PERF.md v14). That wait needs only earlier tiles, so holding the
-        // later ticket across it cannot deadlock.
-        unsigned tk = 0;
-        if (scan) {
-            if (unpark_finish(P)) {
-                quit = true;
-                return tk;
-            }
-            tk = take_async();
-        }
-        if (hot && done) {
-            tile_write<T, 1, true>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
-        } else {
-        if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
-            const unsigned long long excl =
-                scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
-            if (lane == 0) tprefix[rel] = excl;
-            o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
-        }
-        if (o)
-            tile_write<T, FAST == 3 ? 1 : 4, false>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
-                                             staged && done, lane);
-        }
-        if (parks) {
-            __syncwarp();
+            Parked P;
+            if (scan) unpark_issue(P);
+            const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
+            publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
+            double M = ts.merr;
+            if (!(staged && done))  // enc_fast3 folds its own
+    #pragma unroll
+                for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
             if (lane == 0) {
-                const unsigned long long tb = tables_before(g, t, tile0);
-                pstate[0] = (unsigned)rel;
-                pstate[1] = L.size;
-                pstate[2] = (unsigned)tb;
-                pstate[3] = (unsigned)(tb >> 32);
+                tsize[rel] = L.size;
+                touts[rel] = ts.nraw;
+                terr[rel] = M;
             }
-        }
-        if (ts.nesc | ts.nraw) {
-            __syncwarp();
-            for (int i = lane; i < 128; i += 32) {
-                sesc[i] = 0;
-                sraw[i] = 0;
+            unsigned *o = park;
+            const bool parks = scan && L.size <= SC_PARK_BYTES;
+            // The ticket goes out here, before the rare too-big tile's own wait
+            // below: taken after it, every tile paid +0.7 % (1e-2) / +1.2 % (1e-4)
+            // (PERF.md v14). That wait needs only earlier tiles, so holding the
+            // later ticket across it cannot deadlock.
+            unsigned tk = 0;
+            if (scan) {
+                if (unpark_finish(P)) {
+                    quit = true;
+                    return tk;
+                }
+                tk = take_async();
             }
-        }
-        __syncwarp();  // pw and scratch are reused by the next tile
-        return tk;
+            if (hot && done) {
+                tile_write<T, 1, true>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
+            } else {
+            if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+                const unsigned long long excl =
+                    scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
+                if (lane == 0) tprefix[rel] = excl;
+                o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
+            }
+            if (o)
+                tile_write<T, FAST == 3 ? 1 : 4, false>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+                                                 staged && done, lane);
+            }
+            if (parks) {
+                __syncwarp();
+                if (lane == 0) {
+                    const unsigned long long tb = tables_before(g, t, tile0);
+                    pstate[0] = (unsigned)rel;
+                    pstate[1] = L.size;
+                    pstate[2] = (unsigned)tb;
+                    pstate[3] = (unsigned)(tb >> 32);
+                }
+            }
+            if (ts.nesc | ts.nraw) {
+                __syncwarp();
+                for (int i = lane; i < 128; i += 32) {
+                    sesc[i] = 0;
+                    sraw[i] = 0;
+                }
+            }
+            __syncwarp();  // pw and scratch are reused by the next tile
+            return tk;
         };
         const unsigned tk = tail();
         if (opt && quit) return;

@@ -2017,7 +2017,8 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         // raw values) the full kernel does. A kernel whose job is done
         // returns at once. Statuses and tickets are apart per kernel, so
         // none sees another's.
-        const bool opt = ENC_OPT && c->enc_force != 7 && f->dtype == 1 && fast == 3 && !f->has_fill &&
+        const bool opt = ENC_OPT && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && c->enc_force != 7 && f->dtype == 1 &&
+                         fast == 3 && !f->has_fill &&
                          g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
         unsigned *abortf = opt ? c->ticket + 3 : nullptr;
         for (int o = 2; opt && o >= 1; o--) {
