@@ -2021,20 +2021,16 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
                          fast == 3 && !f->has_fill &&
                          g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
         unsigned *abortf = opt ? c->ticket + 3 : nullptr;
-        for (int o = 2; opt && o >= 1; o--) {
-            unsigned long long *status_o = c->status + (unsigned long long)o * c->max_tiles;
-            unsigned *ticket_o = c->ticket + o;
+        auto launch = [&](const void *kern, unsigned long long *status, unsigned *ticket) {
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
-                            (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&status_o,
+                            (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&status,
                             (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
-                            (void *)&ticket_o, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
-            CK(launch_dependent(enc_kernel(1, 3, 0, o), dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
-        }
-        void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
-                        (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&c->status,
-                        (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
-                        (void *)&c->ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
-        CK(launch_dependent(k, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args));
+                            (void *)&ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
+            return launch_dependent(kern, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args);
+        };
+        for (int o = 2; opt && o >= 1; o--)  // the narrow kernel, then the optimistic one
+            CK(launch(enc_kernel(1, 3, 0, o), c->status + (unsigned long long)o * c->max_tiles, c->ticket + o));
+        CK(launch(k, c->status, c->ticket));
         status_opt = opt ? c->status + c->max_tiles : nullptr;
         status_opt8 = opt ? c->status + 2 * c->max_tiles : nullptr;
     } else if (f->dtype == 1)
