@@ -92,6 +92,8 @@ func TestErrors(t *testing.T) {
 		{file: "pipeline:\n\twriters: 3\n", want: []string{"c.yaml"}},
 		{file: "nats:\n  url: nats://x:4222\n  listen: 127.0.0.1:1\n", want: []string{"nats.listen", "cannot be combined with nats.url"}},
 		{file: "s3:\n  part_size: 1MiB\n", want: []string{"s3.part_size", "5MiB"}},
+		{flags: []string{"--replicas", "3"}, want: []string{"flag --replicas", "jetstream.replicas", "needs a NATS cluster (nats.url)"}},
+		{flags: []string{"--replicas", "7", "--nats-url", "nats://a:4222"}, want: []string{"jetstream.replicas", "1 to 5"}},
 		{file: "metrics:\n  listen: nowhere\n", want: []string{"metrics.listen", "host:port", "off"}},
 		{file: "gpus: 0,0\n", want: []string{"gpus", "device numbers"}},
 		{env: map[string]string{"FZ_PIPELINE_COMPRESSORS": "0"}, want: []string{"environment FZ_PIPELINE_COMPRESSORS", "pipeline.compressors", "from 1 to 64"}},

@@ -127,6 +127,10 @@ func (s *Settings) check() error {
 	if (s.NATS.TLSCert == "") != (s.NATS.TLSKey == "") {
 		return &Error{Source: s.Source("nats.tls_cert"), Key: "nats.tls_cert", Msg: "expected nats.tls_cert and nats.tls_key together"}
 	}
+	if s.Replicas > 1 && s.NATS.URL == "" {
+		return &Error{Source: s.Source("jetstream.replicas"), Key: "jetstream.replicas", Value: strconv.Itoa(s.Replicas),
+			Msg: "needs a NATS cluster (nats.url); the embedded server is a single server: use 1"}
+	}
 	if s.S3.PartSize != 0 && s.S3.PartSize < 5<<20 {
 		return &Error{Source: s.Source("s3.part_size"), Key: "s3.part_size", Value: formatSize(s.S3.PartSize), Msg: "expected at least 5MiB (the S3 minimum part size)"}
 	}

@@ -57,6 +57,10 @@ type Settings struct {
 	ResultTTL   time.Duration
 	MaxQueued   int64
 	MaxDeliver  int
+	// Replicas is how many servers of a NATS cluster keep each stream
+	// (1, or 3 for a 3-server cluster: one server may die without losing
+	// a queued snapshot). Only for an external cluster (nats.url).
+	Replicas int
 
 	Pipeline struct {
 		Compressors  int
@@ -108,6 +112,7 @@ func Defaults() Settings {
 	s.DedupWindow = 10 * time.Minute
 	s.ResultTTL = 24 * time.Hour
 	s.MaxQueued = 100000
+	s.Replicas = 1
 	s.Pipeline.Compressors = 2
 	s.Pipeline.Writers = 4
 	s.Pipeline.Queue = 4

@@ -93,6 +93,8 @@ var table = []entry{
 		parse: int64In(func(s *Settings) *int64 { return &s.MaxQueued }, 1, 1<<40, "a positive count"), show: func(s *Settings) string { return itoa64(s.MaxQueued) }},
 	{key: "jetstream.max_deliver", flag: "max-deliver", help: "give up (error result) on a snapshot after this many deliveries; 0: never",
 		parse: intIn(func(s *Settings) *int { return &s.MaxDeliver }, 0, 1<<30, "a count, 0 for never"), show: func(s *Settings) string { return itoa64(int64(s.MaxDeliver)) }},
+	{key: "jetstream.replicas", flag: "replicas", help: "servers of a NATS cluster that keep each stream: 1, or 3 on a 3-server cluster (survives one server's loss); more than 1 needs nats.url",
+		parse: intIn(func(s *Settings) *int { return &s.Replicas }, 1, 5, "1 to 5 servers (JetStream's limit)"), show: func(s *Settings) string { return itoa64(int64(s.Replicas)) }},
 
 	{key: "pipeline.compressors", flag: "compressors", help: "snapshots copied and compressed at once (each uses all codec threads)",
 		parse: intIn(func(s *Settings) *int { return &s.Pipeline.Compressors }, 1, 64, "a number of snapshots"), show: func(s *Settings) string { return itoa64(int64(s.Pipeline.Compressors)) }},

@@ -21,6 +21,10 @@ type StreamConfig struct {
 	// ResultTTL is how long results stay fetchable for producers that were
 	// disconnected when their result was published.
 	ResultTTL time.Duration
+	// Replicas is how many servers of a NATS cluster keep each stream (and
+	// the consumer, which inherits it); 0 or 1: one. 3 on a 3-server
+	// cluster lets any one server die without losing a queued snapshot.
+	Replicas int
 }
 
 func (c *StreamConfig) defaults() {
@@ -32,6 +36,9 @@ func (c *StreamConfig) defaults() {
 	}
 	if c.ResultTTL <= 0 {
 		c.ResultTTL = 24 * time.Hour
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
 	}
 }
 
@@ -54,6 +61,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 		MaxMsgSize:  MaxNotificationBytes,
 		Duplicates:  c.DedupWindow,
 		AllowDirect: true,
+		Replicas:    c.Replicas,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", sub.SnapshotStream(), err)
@@ -70,6 +78,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 		MaxMsgSize:        MaxNotificationBytes,
 		Duplicates:        dup,
 		AllowDirect:       true,
+		Replicas:          c.Replicas,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", sub.ResultStream(), err)

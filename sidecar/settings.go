@@ -92,7 +92,7 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 		Receiver: ingest.ReceiverConfig{
 			Subjects: ingest.Subjects{Prefix: n.SubjectPrefix}, ShmDir: s.ShmDir, Budget: s.Budget,
 			MaxBlock: s.MaxBlock, LeaseTTL: s.LeaseTTL, AckWait: s.AckWait, MaxDeliver: s.MaxDeliver,
-			Streams: ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL},
+			Streams: ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL, Replicas: s.Replicas},
 		},
 		Pipeline: pipeline.Config{
 			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct, Release: cc.release,

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs a pinned nats-server binary for the multi-node cluster test
+# (internal/clustertest): three nats-server processes form a JetStream
+# cluster there, so the server runs as separate processes, not embedded.
+#
+# The version is the one go.mod requires for github.com/nats-io/nats-server/v2
+# (the embedded server of `fzsidecar serve`), so the cluster test and the
+# zero-config sidecar run the same server code. The binary lands in
+# ${FZ_CACHE:-$HOME/.cache/fzsidecar}/bin/nats-server and the build is skipped
+# when a binary built from the same version is there.
+# Prints the binary's path on its last line of stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NATS_SERVER_VERSION="${FZ_NATS_SERVER_VERSION:-$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)}"
+if [[ ! "$NATS_SERVER_VERSION" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then
+	echo "install-nats-server: cannot tell the nats-server version from go.mod (got '$NATS_SERVER_VERSION')" >&2
+	exit 1
+fi
+
+cache="${FZ_CACHE:-$HOME/.cache/fzsidecar}"
+bindir="$cache/bin"
+bin="$bindir/nats-server"
+stamp="$bindir/nats-server.version"
+
+if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$NATS_SERVER_VERSION" ]]; then
+	echo "nats-server $NATS_SERVER_VERSION already installed" >&2
+	echo "$bin"
+	exit 0
+fi
+
+mkdir -p "$bindir"
+echo "building nats-server $NATS_SERVER_VERSION into $bindir..." >&2
+start=$(date +%s)
+# Outside the module (cd /), so `go install pkg@version` builds exactly the
+# pinned release with its own go.mod. GOTOOLCHAIN=local: the installed Go.
+(cd / && GOBIN="$bindir" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+	nice -n 10 go install -trimpath "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION" >&2)
+echo "$NATS_SERVER_VERSION" >"$stamp"
+echo "nats-server built in $(($(date +%s) - start))s" >&2
+echo "$bin"
