@@ -3,7 +3,9 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -245,11 +247,18 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 			set.Progress(uint64(len(src))*end/g.Tiles, uint64(len(src)))
 		}
 	}
-	if err := finishContainer(p, g, res, out, hsz, set.Workers, &st); err != nil {
+	if err := finishContainer(p, g, res, out, hsz, set.Workers, &st); errors.Is(err, errBoundOnHost) {
+		return fz.CPU().Compress(ctx, src, p, opts...)
+	} else if err != nil {
 		return nil, fz.Stats{}, err
 	}
 	return out, st, nil
 }
+
+// errBoundOnHost says the device derived another bound or step than
+// fz.DeriveBound (a value range wider than the largest float64): the
+// field is compressed on the CPU instead, so the bytes stay the same.
+var errBoundOnHost = errors.New("the GPU's error bound differs from fz.DeriveBound's")
 
 // headerSize is the bytes before the first chunk: header, index, CRC.
 func headerSize(p fz.Params, g fz.Geometry) uint64 {
@@ -260,7 +269,17 @@ func headerSize(p fz.Params, g fz.Geometry) uint64 {
 // the chunks the device wrote after it (res is the last job's result) and
 // completes st.
 func finishContainer(p fz.Params, g fz.Geometry, res result, out []byte, hsz uint64, workers int, st *fz.Stats) error {
-	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	// The bound rule lives in fz.DeriveBound; the device computes it too
+	// (its range is there) but not past the float64 range (then it has
+	// +Inf): such a field is refused, or redone on the CPU.
+	absEB, step, err := fz.DeriveBound(p, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	if err != nil {
+		return err
+	}
+	if math.Float64bits(absEB) != math.Float64bits(res.absEB) || math.Float64bits(step) != math.Float64bits(res.step) {
+		return errBoundOnHost
+	}
+	h := fz.NewHeader(p, g, absEB, step, res.rangeMin, res.rangeMax, res.haveRange != 0)
 	if err := indexChunks(h, g, out, hsz, workers); err != nil {
 		return err
 	}

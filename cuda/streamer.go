@@ -340,7 +340,11 @@ func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts .
 		return nil, fz.Stats{}, fmt.Errorf("compress: waiting for a GPU lane: %w", context.Cause(ctx))
 	}
 	defer func() { s.lanes <- ln }()
-	return ln.compress(ctx, src, p, g, set)
+	out, st, err := ln.compress(ctx, src, p, g, set)
+	if errors.Is(err, errBoundOnHost) {
+		return fz.CPU().Compress(ctx, src.Bytes, p, opts...)
+	}
+	return out, st, err
 }
 
 // job is a run of whole chunks and the elements its tiles read.

@@ -102,22 +102,9 @@ func compressTyped[T float](ctx context.Context, src []T, p Params, o options) (
 		if have {
 			h.RangeMin, h.RangeMax = lo, hi
 		}
-		h.AbsEB = p.Bound * (hi - lo)
-	} else {
-		h.AbsEB = p.Bound
 	}
-	h.Step = 2 * h.AbsEB
-	if h.AbsEB == 0 {
-		// A constant field under a relative bound: the bound is 0, so every
-		// value must come back exactly. With step = |c|, q = ±1 rebuilds c
-		// exactly and costs almost nothing.
-		h.Step = 1
-		if have && lo != 0 && !math.IsInf(lo, 0) {
-			h.Step = math.Abs(lo)
-		}
-	}
-	if math.IsInf(h.Step, 0) {
-		h.Step = math.MaxFloat64
+	if h.AbsEB, h.Step, err = DeriveBound(p, lo, hi, have); err != nil {
+		return nil, Stats{}, err
 	}
 	qz.step, qz.eb, qz.inv = h.Step, h.AbsEB, 1/h.Step
 

@@ -198,11 +198,8 @@ func ReadHeader(b []byte) (*Header, error) {
 	} else if h.FillBits != 0 {
 		return nil, formatErr("header field fill is set but the has-fill flag is not")
 	}
-	if !(h.Step > 0) {
-		return nil, formatErr("header field step = %v, expected > 0", h.Step)
-	}
-	if !(h.AbsEB >= 0) {
-		return nil, formatErr("header field abs_eb = %v, expected >= 0", h.AbsEB)
+	if err := h.checkBound(); err != nil {
+		return nil, err
 	}
 	h.Dims = make([]uint64, nd)
 	for i := range h.Dims {

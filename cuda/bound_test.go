@@ -1,0 +1,60 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// TestFinishContainerBound (host only): the device's bound and step are
+// taken only when they equal fz.DeriveBound's; an overflowing range (the
+// device's +Inf) sends the field to the CPU, an overflowing bound is
+// refused with fz's message.
+func TestFinishContainerBound(t *testing.T) {
+	p := fz.Params{DType: fz.Float64, Dims: []uint64{1}, Mode: fz.Rel, Bound: 1e-3}
+	g, err := fz.PlanGeometry(p.Dims, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hsz := headerSize(p, g)
+	// The device's result for [-1.7e308, 1.7e308] today: +Inf, MaxFloat64.
+	res := result{absEB: math.Inf(1), step: math.MaxFloat64, rangeMin: -1.7e308, rangeMax: 1.7e308, haveRange: 1}
+	var st fz.Stats
+	if err := finishContainer(p, g, res, make([]byte, hsz), hsz, 1, &st); !errors.Is(err, errBoundOnHost) {
+		t.Fatalf("overflowing range: %v, want errBoundOnHost (CPU fallback)", err)
+	}
+	p.Bound = 2
+	if err := finishContainer(p, g, res, make([]byte, hsz), hsz, 1, &st); err == nil || !strings.Contains(err.Error(), "exceeds the largest float64") {
+		t.Fatalf("overflowing bound: %v, want a refusal", err)
+	}
+}
+
+// TestRangeOverflowMatchesCPU: f64 fields whose max − min exceeds the
+// largest float64 give the CPU's bytes on both GPU paths.
+func TestRangeOverflowMatchesCPU(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	v := make([]float64, 100_000)
+	for i := range v {
+		v[i] = (r.Float64()*2 - 1) * 1.7e308
+	}
+	raw := f64bytes(v)
+	s := newStreamer(t, 0, StreamOptions{JobTiles: 16, ArenaBytes: 64 << 20, StageBytes: 4 << 20})
+	for _, rel := range []float64{1e-3, 0.5, 3} {
+		p := fz.Params{DType: fz.Float64, Dims: []uint64{uint64(len(v))}, Mode: fz.Rel, Bound: rel}
+		check(t, g, "range overflow", raw, p, fz.WithTilesPerChunk(4))
+		want, wst, err := fz.Compress(context.Background(), raw, p, fz.WithTilesPerChunk(4))
+		if err != nil {
+			if _, _, serr := s.Compress(context.Background(), Source{Bytes: raw}, p, fz.WithTilesPerChunk(4)); serr == nil {
+				t.Fatalf("rel %g: CPU refused (%v), streamer did not", rel, err)
+			}
+			continue
+		}
+		checkStreamed(t, s, "range overflow streamed", Source{Bytes: raw}, p, want, wst, fz.WithTilesPerChunk(4))
+	}
+}
