@@ -13,9 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -157,12 +159,58 @@ type RestoreOptions struct {
 
 // Restored describes one restored variable in the manifest.
 type Restored struct {
-	Var    string   `json:"var"`
-	File   string   `json:"file"` // relative to the restore directory
-	DType  string   `json:"dtype"`
-	Dims   []uint64 `json:"dims"`
-	Bytes  uint64   `json:"bytes"`
-	CRC32C uint32   `json:"blob_crc32c"`
+	Var   string   `json:"var"`
+	File  string   `json:"file"` // relative to the restore directory
+	DType string   `json:"dtype"`
+	Dims  []uint64 `json:"dims"`
+	Bytes uint64   `json:"bytes"`
+	// Fill is the field's fill value, if it has one: the elements equal to
+	// it are missing values, restored bit for bit.
+	Fill *Float `json:"fill,omitempty"`
+	// CRC32C is the stored blob's checksum, as 8 lowercase hex digits like
+	// everywhere else (ls, the sink's metadata, error messages).
+	CRC32C string `json:"crc32c"`
+}
+
+// Float is a float64 that JSON can always carry: NaN and the infinities
+// (common fill values) are written as "nan", "inf" and "-inf", as in the
+// ingest protocol.
+type Float float64
+
+func (f Float) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	switch {
+	case math.IsNaN(v):
+		return []byte(`"nan"`), nil
+	case math.IsInf(v, 1):
+		return []byte(`"inf"`), nil
+	case math.IsInf(v, -1):
+		return []byte(`"-inf"`), nil
+	}
+	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+}
+
+func (f *Float) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		switch s {
+		case "nan":
+			*f = Float(math.NaN())
+		case "inf":
+			*f = Float(math.Inf(1))
+		case "-inf":
+			*f = Float(math.Inf(-1))
+		default:
+			return fmt.Errorf("fill %q: expected a number, \"nan\", \"inf\" or \"-inf\"", s)
+		}
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = Float(v)
+	return nil
 }
 
 // Manifest is written as restore.json after every variable is in place;
@@ -266,7 +314,18 @@ func restoreOne(ctx context.Context, s sinks.Sink, k sinks.Key, dir string, o Re
 	if err := WriteFileAtomic(filepath.Join(dir, name), raw, o.Sync); err != nil {
 		return Restored{}, err
 	}
-	return Restored{Var: k.Var, File: name, DType: h.DType.String(), Dims: h.Dims, Bytes: uint64(len(raw)), CRC32C: m.CRC32C}, nil
+	r := Restored{Var: k.Var, File: name, DType: h.DType.String(), Dims: h.Dims, Bytes: uint64(len(raw)), CRC32C: fmt.Sprintf("%08x", m.CRC32C)}
+	if h.Fill != nil {
+		v := *h.Fill
+		if h.DType == fz.Float32 && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			// The f32 value as a user wrote it (-1e34, not
+			// -9.999999790214768e+33); it converts back to the same f32.
+			v, _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', -1, 32), 64)
+		}
+		f := Float(v)
+		r.Fill = &f
+	}
+	return r, nil
 }
 
 // FetchRegion fetches and decodes indices [lo, hi) of the slowest dimension

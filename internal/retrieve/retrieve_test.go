@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -173,5 +174,72 @@ func TestRestore(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, ManifestName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("failed restore left a manifest: %v", err)
+	}
+}
+
+// restore.json records each variable's fill value (NaN and infinities as
+// strings, so the manifest stays valid JSON) and the blob's CRC32C as the
+// same 8 hex digits the sink and ls print.
+func TestRestoreManifestFillAndCRC(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openSink(t)
+	dims := []uint64{4, 32, 32}
+	fills := map[string]float64{"pres": -1e34, "temp": math.NaN(), "vel": math.Inf(-1)}
+	for v, f := range fills {
+		raw := field(dims, 1)
+		binary.LittleEndian.PutUint32(raw[40:], math.Float32bits(float32(f)))
+		fc := f
+		blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Abs, Bound: 0.01, Fill: &fc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, sinks.Key{Run: "r", Var: v, Step: 1}, blob)
+	}
+	put(t, s, sinks.Key{Run: "r", Var: "nofill", Step: 1}, compress(t, field(dims, 2), dims))
+	out := t.TempDir()
+	if _, err := Restore(ctx, s, "r", 1, out, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic struct {
+		Vars []map[string]any `json:"vars"`
+	}
+	if err := json.Unmarshal(b, &generic); err != nil {
+		t.Fatalf("restore.json is not valid JSON: %v\n%s", err, b)
+	}
+	want := map[string]any{"pres": -1e34, "temp": "nan", "vel": "-inf"}
+	es, _ := s.List(ctx, sinks.Filter{Run: "r"})
+	crcs := map[string]string{}
+	for _, e := range es {
+		crcs[e.Key.Var] = fmt.Sprintf("%08x", e.Meta.CRC32C)
+	}
+	for _, v := range generic.Vars {
+		name := v["var"].(string)
+		if got, ok := v["fill"]; want[name] != got || (name == "nofill") == ok {
+			t.Errorf("%s: fill %v (present %v), want %v", name, got, ok, want[name])
+		}
+		if v["crc32c"] != crcs[name] {
+			t.Errorf("%s: crc32c %v, want %q as ls prints it", name, v["crc32c"], crcs[name])
+		}
+	}
+	var man Manifest
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range man.Vars {
+		f := fills[r.Var]
+		switch {
+		case r.Var == "nofill":
+			if r.Fill != nil {
+				t.Errorf("nofill: fill %v", *r.Fill)
+			}
+		case r.Fill == nil:
+			t.Errorf("%s: no fill after a round trip", r.Var)
+		case math.IsNaN(f) != math.IsNaN(float64(*r.Fill)) || !math.IsNaN(f) && float32(*r.Fill) != float32(f):
+			t.Errorf("%s: fill %v read back, want %v", r.Var, *r.Fill, f)
+		}
 	}
 }
