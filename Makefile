@@ -1,0 +1,54 @@
+# Native libraries and the Python package of fzsidecar. Everything builds
+# into build/ (gitignored); `go build ./...` and `go test ./...` need none of it.
+#
+#   make libfz      build/lib/libfz.so + build/include/fz.h   (C ABI of the codec and store)
+#   make python     libfz, then pip-installs python/ (package fzsidecar) with no network
+#   make producer   C/Fortran producer library (issue #28)
+#   make hdf5       HDF5 filter plugin over libfz (issue #32)
+#
+# PYTHON picks the interpreter (default Debian's /usr/bin/python3). Inside a
+# virtual environment `make python` installs into it; otherwise into the
+# user's site-packages (pip install --user; Debian's PEP 668 marker needs
+# --break-system-packages for that, which leaves /usr untouched).
+# PIP_FLAGS adds flags (e.g. PIP_FLAGS=--editable is not supported; use
+# FZ_LIBFZ=build/lib/libfz.so PYTHONPATH=python for a checkout instead).
+
+GO      ?= go
+PYTHON  ?= $(if $(VIRTUAL_ENV),python3,/usr/bin/python3)
+BUILD   := build
+LIBDIR  := $(BUILD)/lib
+INCDIR  := $(BUILD)/include
+
+.PHONY: all libfz python producer hdf5 clean FORCE
+
+all: libfz
+
+libfz: $(LIBDIR)/libfz.so $(INCDIR)/fz.h
+
+# Go decides what is stale; FORCE makes make ask it every time.
+$(LIBDIR)/libfz.so: FORCE
+	@mkdir -p $(LIBDIR)
+	$(GO) build -buildmode=c-shared -o $@ ./libfz
+	@rm -f $(LIBDIR)/libfz.h  # cgo's generated header; the contract is libfz/fz.h
+
+$(INCDIR)/fz.h: libfz/fz.h
+	@mkdir -p $(INCDIR)
+	cp $< $@
+
+python: libfz
+	@mkdir -p python/fzsidecar/_lib
+	cp $(LIBDIR)/libfz.so python/fzsidecar/_lib/libfz.so
+	$(PYTHON) -m pip install --no-index --no-build-isolation --no-deps --force-reinstall \
+		$$($(PYTHON) -c 'import sys; print("" if sys.prefix != sys.base_prefix else "--user --break-system-packages")') \
+		$(PIP_FLAGS) ./python
+	@rm -rf python/build python/fzsidecar.egg-info
+	$(PYTHON) -c 'import fzsidecar, sys; print("installed fzsidecar", fzsidecar.__version__, "for", sys.executable)'
+
+producer:
+	@echo "make producer: not added yet (issue #28)" >&2; exit 1
+
+hdf5: libfz
+	@echo "make hdf5: not added yet (issue #32)" >&2; exit 1
+
+clean:
+	rm -rf $(BUILD) python/fzsidecar/_lib python/build python/fzsidecar.egg-info
