@@ -259,8 +259,14 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 		return nil
 	}
 	j.route = Route{n.Producer, n.MsgID}
-	if hdr := msg.Headers().Get(jetstream.MsgIDHeader); hdr != "" && hdr != n.MsgID {
-		r.log.Warn("Nats-Msg-Id header differs from msg_id; deduplication uses the header", "header", hdr, "msg_id", n.MsgID)
+	// JetStream deduplicates on the header, results are matched on the
+	// body's msg_id: they must be one value, or a retry could be stored
+	// twice while its producer waits for a result that never comes
+	// (docs/PROTOCOL.md section 4).
+	if hdr := msg.Headers().Get(jetstream.MsgIDHeader); hdr != n.MsgID {
+		r.log.Warn("rejected snapshot notification: Nats-Msg-Id differs from msg_id", "header", hdr, "msg_id", n.MsgID)
+		r.reject(ctx, j, errorf(CodeInvalid, "header Nats-Msg-Id %q differs from the body's msg_id %q: publish with Nats-Msg-Id equal to msg_id", hdr, n.MsgID))
+		return nil
 	}
 	if n.Length > r.budget.Limit() {
 		r.reject(ctx, j, errorf(CodeTooLarge, "snapshot of %d bytes exceeds the in-flight budget of %d bytes", n.Length, r.budget.Limit()))

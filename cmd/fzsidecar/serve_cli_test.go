@@ -119,14 +119,14 @@ func TestServeMetricsCountRejections(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: e.url()})
+	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: e.url(), ShmDir: e.shm})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	for i, body := range []string{`{not json`, `{"v":1,"msg_id":"m2","producer":"evil","run":"r","var":"v","step":1,"dtype":"f32","dims":[4],"mode":"abs","bound":0.1,"segment":"../etc/passwd","offset":0,"length":16}`} {
-		if _, err := js.Publish(ctx, "fz.snap.evil", []byte(body), jetstream.WithMsgID("bad"+strconv.Itoa(i))); err != nil {
+		if _, err := js.Publish(ctx, "fz.snap.evil", []byte(body), jetstream.WithMsgID([]string{"bad0", "m2"}[i])); err != nil {
 			t.Fatal(err)
 		}
 	}
