@@ -28,7 +28,12 @@ type ConnOptions struct {
 	CredsFile string
 	// TLS: CA to verify the server, and an optional client certificate.
 	TLSCA, TLSCert, TLSKey string
-	Log                    *slog.Logger
+	// ShmDir, for producers, is the sidecar's shm dir: when no token, user,
+	// password, nkey or creds file is given, Connect logs in with the
+	// credentials a zero-config sidecar keeps there (LocalAuthFile), and
+	// dials the URL written there if URL is empty. No file: no credentials.
+	ShmDir string
+	Log    *slog.Logger
 }
 
 // DefaultURL is where the embedded server listens by default.
@@ -84,25 +89,45 @@ func (o ConnOptions) natsOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// hasCredentials says whether o proves who we are in any way of its own.
+func (o ConnOptions) hasCredentials() bool {
+	return o.Token != "" || o.User != "" || o.Password != "" || o.NkeySeedFile != "" || o.CredsFile != ""
+}
+
 // Connect dials the server, retrying until ctx ends so that a producer
-// started before its sidecar simply waits for it.
+// started before its sidecar simply waits for it. With ShmDir and no
+// credentials of its own it looks for the sidecar's credentials file on
+// every attempt, so a sidecar that starts later is found too.
 func Connect(ctx context.Context, o ConnOptions) (*nats.Conn, error) {
-	url := o.URL
-	if url == "" {
-		url = DefaultURL
-	}
-	opts, err := o.natsOptions()
-	if err != nil {
-		return nil, err
-	}
 	delay := 100 * time.Millisecond
 	for {
+		co, err := o.withLocalCredentials()
+		if err != nil {
+			return nil, err
+		}
+		local := !o.hasCredentials() && co.hasCredentials() // logging in with the shm dir's file
+		url := co.URL
+		if url == "" {
+			url = DefaultURL
+		}
+		opts, err := co.natsOptions()
+		if err != nil {
+			return nil, err
+		}
 		nc, err := nats.Connect(url, opts...)
 		if err == nil {
 			return nc, nil
 		}
 		// Wrong credentials or TLS setup will not fix themselves.
 		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "x509") {
+			switch {
+			case local && errors.Is(err, nats.ErrAuthorization):
+				return nil, fmt.Errorf("connect to %s with the credentials in %s: %w (is that file from the sidecar at this address? "+
+					"a sidecar writes it at start; other servers need explicit credentials)", redact(url), LocalAuthPath(o.ShmDir), err)
+			case o.ShmDir != "" && !o.hasCredentials() && errors.Is(err, nats.ErrAuthorization):
+				return nil, fmt.Errorf("connect to %s: %w (no credentials given and no credentials file %s: "+
+					"is the sidecar's --shm-dir the same as this producer's?)", redact(url), err, LocalAuthPath(o.ShmDir))
+			}
 			return nil, fmt.Errorf("connect to %s: %w", redact(url), err)
 		}
 		select {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,7 +25,12 @@ type ServerConfig struct {
 	StoreDir string
 	// Auth: the same credentials clients use (token, user/password, or the
 	// nkey seed whose public key is accepted); TLS cert/key make it TLS-only.
-	Auth            ConnOptions
+	Auth ConnOptions
+	// Local, instead of Auth, gives the server the two users of local trust
+	// (NewLocalAuth) and writes the producers' credentials file into the
+	// shm dir, before the server accepts connections when the port is known
+	// and again with the final URL once it listens.
+	Local           *LocalAuth
 	TLSCert, TLSKey string
 	MaxStoreBytes   int64 // JetStream file store limit; 0: the server's default
 	ReadyTimeout    time.Duration
@@ -76,6 +83,25 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		Username:           cfg.Auth.User,
 		Password:           cfg.Auth.Password,
 	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Local != nil {
+		if cfg.Auth.hasCredentials() {
+			return nil, fmt.Errorf("embedded NATS: local credentials and explicit credentials exclude each other")
+		}
+		opts.Users = cfg.Local.Users()
+		if port != server.RANDOM_PORT {
+			if err := cfg.Local.WriteFile((&url.URL{Scheme: "nats", Host: net.JoinHostPort(host, portStr)}).String()); err != nil {
+				return nil, err
+			}
+		}
+	} else if !cfg.Auth.hasCredentials() && !loopbackHost(host) {
+		log.Warn("embedded NATS listens on a non-loopback address without authentication: anyone who can reach "+
+			listen+" can publish snapshots, read results, forge results and delete the streams; "+
+			"configure nats.token, nats.user/nats.password or nats.nkey_file, or listen on 127.0.0.1", "listen", listen)
+	}
 	if cfg.Auth.NkeySeedFile != "" {
 		pub, err := nkeyPublic(cfg.Auth.NkeySeedFile)
 		if err != nil {
@@ -98,10 +124,6 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
-	log := cfg.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	ns.SetLoggerV2(&serverLog{log.With("component", "nats-server")}, false, false, false)
 	ns.Start()
 	wait := cfg.ReadyTimeout
@@ -112,7 +134,22 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded NATS did not become ready on %s within %v (port in use? another sidecar running?)", listen, wait)
 	}
+	if cfg.Local != nil {
+		if err := cfg.Local.WriteFile(ns.ClientURL()); err != nil {
+			ns.Shutdown()
+			return nil, err
+		}
+	}
 	return ns, nil
+}
+
+// loopbackHost says whether a listen host is reachable from this node only.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serverLog routes the server's messages into slog. Notices are debug-level:

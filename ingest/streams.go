@@ -110,3 +110,79 @@ func queuedNotifications(ctx context.Context, s jetstream.Stream, sub Subjects, 
 	}
 	return nil
 }
+
+// consumerConfig is the sidecar's durable pull consumer on the snapshot
+// stream.
+func consumerConfig(c ReceiverConfig) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.Subjects.Consumer(),
+		Description:   "fzsidecar snapshot processing",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxAckPending: c.MaxInFlight,
+		MaxDeliver:    -1,
+		FilterSubject: c.Subjects.SnapshotWildcard(),
+	}
+}
+
+// consumerCheckEvery is how often the receiver checks that its consumer
+// still exists.
+const consumerCheckEvery = 2 * time.Second
+
+// watchConsumer recreates the snapshot consumer (and the streams, if they
+// went too) when it has disappeared — an administrator deleted it — since
+// without it nothing is consumed while everything else looks fine. While it
+// is missing ConsumerMissing reports true, which fails /healthz. The
+// recreated consumer has the same name, so the receiver's handle keeps
+// fetching from it. Runs until the receiver closes.
+func (r *Receiver) watchConsumer() {
+	defer r.wg.Done()
+	t := time.NewTicker(consumerCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.base.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(r.base, 10*time.Second)
+		err := r.checkConsumer(ctx)
+		cancel()
+		if err != nil && r.base.Err() == nil {
+			r.log.Error("snapshot consumer missing and not recreated; nothing is consumed until it is", "err", err)
+		}
+	}
+}
+
+// checkConsumer looks the consumer up and recreates it if it is gone.
+// Other errors (server restarting) say nothing about the consumer.
+func (r *Receiver) checkConsumer(ctx context.Context) error {
+	_, err := r.js.Consumer(ctx, r.cfg.Subjects.SnapshotStream(), r.cfg.Subjects.Consumer())
+	if err == nil || !(errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+		if err == nil {
+			r.consumerGone.Store(false)
+		}
+		return nil
+	}
+	r.consumerGone.Store(true)
+	r.log.Error("snapshot consumer is gone (deleted by an administrator?); recreating it",
+		"stream", r.cfg.Subjects.SnapshotStream(), "consumer", r.cfg.Subjects.Consumer(), "err", err)
+	snap, _, err := EnsureStreams(ctx, r.js, r.cfg.Subjects, r.cfg.Streams)
+	if err != nil {
+		return err
+	}
+	if _, err := snap.CreateOrUpdateConsumer(ctx, consumerConfig(r.cfg)); err != nil {
+		return fmt.Errorf("recreate consumer: %w", err)
+	}
+	r.consumerGone.Store(false)
+	r.consumersRecreated.Add(1)
+	r.log.Warn("snapshot consumer recreated; consuming again", "consumer", r.cfg.Subjects.Consumer())
+	return nil
+}
+
+// ConsumerMissing reports that the snapshot consumer was found deleted and
+// is not back yet: the sidecar is not consuming.
+func (r *Receiver) ConsumerMissing() bool { return r.consumerGone.Load() }
+
+// ConsumersRecreated counts consumers recreated after they disappeared.
+func (r *Receiver) ConsumersRecreated() int64 { return r.consumersRecreated.Load() }

@@ -17,14 +17,16 @@ import (
 type health struct {
 	Status   string `json:"status"` // ok, starting, stopping, degraded
 	NATS     string `json:"nats"`
+	Consumer string `json:"consumer,omitempty"` // ok, or missing (deleted; being recreated)
 	InFlight int    `json:"in_flight"`
 	Budget   int64  `json:"budget_bytes"`
 	Used     int64  `json:"budget_used_bytes"`
 }
 
 // serveHTTP serves /metrics and /healthz on ln until ctx ends. /healthz is
-// 200 only while the sidecar takes snapshots and NATS is connected, so an
-// orchestrator's probe restarts a sidecar that lost its server for good.
+// 200 only while the sidecar takes snapshots, NATS is connected and the
+// snapshot consumer exists, so an orchestrator's probe restarts a sidecar
+// that lost its server for good.
 func serveHTTP(ctx context.Context, ln net.Listener, m *Metrics, state func() health, log *slog.Logger) func() {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))

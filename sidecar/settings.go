@@ -88,6 +88,11 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 		NkeySeedFile: n.NkeyFile, CredsFile: n.CredsFile, TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey}
 	a.Config = Config{
 		Embedded: n.URL == "", Listen: n.Listen, DataDir: s.DataDir, TLSCert: n.TLSCert, TLSKey: n.TLSKey,
+		// Secure by default: with nothing configured, only this user's
+		// producers may connect (docs/PROTOCOL.md §1). Explicit
+		// credentials, TLS or an external server keep their own rules.
+		LocalAuth: n.URL == "" && n.Token == "" && n.User == "" && n.Password == "" && n.NkeyFile == "" &&
+			n.CredsFile == "" && n.TLSCert == "",
 		Conn: conn,
 		Receiver: ingest.ReceiverConfig{
 			Subjects: ingest.Subjects{Prefix: n.SubjectPrefix}, ShmDir: s.ShmDir, Budget: s.Budget,

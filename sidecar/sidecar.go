@@ -25,6 +25,11 @@ type Config struct {
 	// Embedded starts an in-process NATS server when true; otherwise Conn.URL
 	// names an external one.
 	Embedded bool
+	// LocalAuth secures an embedded server that has no credentials
+	// configured: two users and a producers' credentials file in the shm
+	// dir (ingest.LocalAuth, docs/PROTOCOL.md §1). FromSettings turns it on
+	// whenever it applies; Conn must then carry no credentials.
+	LocalAuth bool
 	// Listen and DataDir configure the embedded server (JetStream store in
 	// <DataDir>/jetstream).
 	Listen  string
@@ -90,6 +95,13 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 			}
 			if r := recv.Load(); r != nil {
+				h.Consumer = "ok"
+				if r.ConsumerMissing() { // deleted; being recreated
+					h.Consumer = "missing"
+					if h.Status == "ok" {
+						h.Status = "degraded"
+					}
+				}
 				h.InFlight = r.InFlight()
 				h.Budget = r.Budget().Limit()
 				h.Used, _ = r.Budget().Used()
@@ -120,13 +132,19 @@ func Run(ctx context.Context, cfg Config) error {
 		if dataDir == "" {
 			dataDir = ".fzsidecar"
 		}
-		var err error
+		local, err := newLocalAuth(cfg, log)
+		if err != nil {
+			return err
+		}
 		ns, err = ingest.StartServer(ingest.ServerConfig{
-			Listen: cfg.Listen, StoreDir: filepath.Join(dataDir, "jetstream"), Auth: cfg.Conn,
+			Listen: cfg.Listen, StoreDir: filepath.Join(dataDir, "jetstream"), Auth: cfg.Conn, Local: local,
 			TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, Log: log,
 		})
 		if err != nil {
 			return err
+		}
+		if local != nil {
+			cfg.Conn.User, cfg.Conn.Password = local.SidecarCredentials()
 		}
 		defer func() {
 			ns.Shutdown()

@@ -45,6 +45,7 @@ func (p *producerFlags) open(ctx context.Context, fs *flag.FlagSet, name string)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	co := p.nats.conn(name)
 	co.Log = log
+	co.ShmDir = p.shmDir // zero-config credentials (docs/PROTOCOL.md section 1)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	nc, err := ingest.Connect(cctx, co)

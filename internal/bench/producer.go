@@ -80,7 +80,7 @@ func RunProducer(ctx context.Context, o ProducerOptions, in io.Reader, out io.Wr
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(cctx, ingest.ConnOptions{URL: o.URL, Name: "bench producer " + o.ID, Log: log})
+	nc, err := ingest.Connect(cctx, ingest.ConnOptions{URL: o.URL, Name: "bench producer " + o.ID, ShmDir: o.ShmDir, Log: log})
 	if err != nil {
 		return fail(err)
 	}

@@ -161,7 +161,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(cctx, ingest.ConnOptions{URL: url, Name: "fzsidecar demo", Log: o.Log})
+	nc, err := ingest.Connect(cctx, ingest.ConnOptions{URL: url, Name: "fzsidecar demo", ShmDir: shm, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
