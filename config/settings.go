@@ -18,7 +18,7 @@ import (
 // Settings is everything `fzsidecar serve` can be told.
 type Settings struct {
 	NATS struct {
-		Listen        string // embedded server address; ignored with URL
+		Listen        string // embedded server address; setting it together with URL is an error
 		URL           string // external server(s); empty: embedded
 		SubjectPrefix string
 		Token         string

@@ -31,7 +31,7 @@ func dur(f func(*Settings) *time.Duration) func(*Settings) string {
 }
 
 var table = []entry{
-	{key: "nats.listen", flag: "nats-listen", help: "address of the embedded NATS server (ignored with nats.url)",
+	{key: "nats.listen", flag: "nats-listen", help: "address of the embedded NATS server; cannot be combined with nats.url (an external server)",
 		parse: hostPort(func(s *Settings) *string { return &s.NATS.Listen }, false), show: sp(func(s *Settings) *string { return &s.NATS.Listen })},
 	{key: "nats.url", flag: "nats-url", help: "external NATS server URL(s), nats://host:4222[,nats://...]; empty: run an embedded server",
 		parse: str(func(s *Settings) *string { return &s.NATS.URL }), show: sp(func(s *Settings) *string { return &s.NATS.URL })},
@@ -121,7 +121,12 @@ var table = []entry{
 	{key: "s3.part_size", flag: "s3-part-size", help: "S3 multipart part size (at least 5MiB; default 16MiB)",
 		parse: size(func(s *Settings) *int64 { return &s.S3.PartSize }), show: func(s *Settings) string { return formatSize(s.S3.PartSize) }},
 	{key: "s3.threads", flag: "s3-threads", help: "S3 parts uploaded at once per object (default 4)",
-		parse: intIn(func(s *Settings) *int { return &s.S3.Threads }, 0, 256, "a thread count"), show: func(s *Settings) string { return itoa64(int64(s.S3.Threads)) }},
+		parse: intIn(func(s *Settings) *int { return &s.S3.Threads }, 0, 256, "a thread count"), show: func(s *Settings) string {
+			if s.S3.Threads == 0 {
+				return "" // the sink's default, stated in the help
+			}
+			return itoa64(int64(s.S3.Threads))
+		}},
 }
 
 func lookup(key string) *entry {

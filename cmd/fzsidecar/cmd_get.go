@@ -15,7 +15,7 @@ func init() {
 }
 
 func runGet(ctx context.Context, args []string) error {
-	fs := newFlags("get", "get --sink URL --run R --var V --step N|latest [--region LO:HI] [--backend auto|cpu|gpu] [--compressed] -o OUT")
+	fs := newFlags("get", "get [--sink URL | --config FILE] --run R --var V --step N|latest [--region LO:HI] [--backend auto|cpu|gpu] [--compressed] -o OUT")
 	var k keyFlags
 	k.register(fs, true, true)
 	backend := fs.String("backend", "auto", "decoder: auto, cpu or gpu")
@@ -26,7 +26,7 @@ func runGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := k.require(fs, "sink", "run", "var", "step"); err != nil {
+	if err := k.require(fs, "run", "var", "step"); err != nil {
 		return err
 	}
 	if *out == "" {
@@ -53,7 +53,7 @@ func runGet(ctx context.Context, args []string) error {
 		}
 		reg = &fz.Region{Lo: lo, Hi: hi}
 	}
-	s, err := openSink(ctx, k.sink)
+	s, err := k.openSink(ctx, fs, true)
 	if err != nil {
 		return err
 	}

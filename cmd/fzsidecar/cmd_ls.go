@@ -35,15 +35,12 @@ type lsRow struct {
 }
 
 func runLs(ctx context.Context, args []string) error {
-	fs := newFlags("ls", "ls --sink URL [--run R [--var V]] [--json]")
+	fs := newFlags("ls", "ls [--sink URL | --config FILE] [--run R [--var V]] [--json]")
 	var k keyFlags
 	k.register(fs, true, false)
 	asJSON := fs.Bool("json", false, "print every matching step as a JSON array")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return err
-	}
-	if err := k.require(fs, "sink"); err != nil {
 		return err
 	}
 	if len(pos) != 0 {
@@ -52,7 +49,7 @@ func runLs(ctx context.Context, args []string) error {
 	if k.v != "" && k.run == "" {
 		return usageErr(fs, "--var needs --run")
 	}
-	s, err := openSink(ctx, k.sink)
+	s, err := k.openSink(ctx, fs, true)
 	if err != nil {
 		return err
 	}

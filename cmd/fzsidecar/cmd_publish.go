@@ -17,7 +17,7 @@ func init() {
 }
 
 func runPublish(ctx context.Context, args []string) error {
-	fs := newFlags("publish", "publish [--nats-url URL] --run R --var V --step N --dtype f32|f64 --dims D [--mode rel] --eb 1e-3 [--fill V] FILE")
+	fs := newFlags("publish", "publish [--nats-url URL] --run R --var V --step N --dtype f32|f64 --dims D [--mode rel] --eb 1e-3 [--fill V] [--connect-timeout 30s] FILE")
 	var pf producerFlags
 	pf.register(fs)
 	var ff fieldFlags
@@ -58,6 +58,21 @@ func runPublish(ctx context.Context, args []string) error {
 	}
 	if err := positiveDuration(fs, "timeout", *timeout); err != nil {
 		return err
+	}
+	// Check the file before waiting for a sidecar: a typo should not cost
+	// a connection timeout.
+	fi, err := os.Stat(pos[0])
+	if err != nil {
+		return fmt.Errorf("input file: %w", err)
+	}
+	if fi.IsDir() {
+		return usageErr(fs, "%s is a directory: publish takes one raw file of little-endian elements (run it once per file)", pos[0])
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: publish takes one raw file of little-endian elements", pos[0])
+	}
+	if err := p.Validate(fi.Size()); err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	prod, nc, err := pf.open(ctx, fs, "fzsidecar publish")
 	if err != nil {

@@ -18,14 +18,14 @@ func init() {
 const maxPutFile = sinks.DefaultMaxObjectBytes
 
 func runPut(ctx context.Context, args []string) error {
-	fs := newFlags("put", "put --sink URL --run R --var V --step N IN.fz")
+	fs := newFlags("put", "put [--sink URL | --config FILE] --run R --var V --step N IN.fz")
 	var k keyFlags
 	k.register(fs, true, true)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := k.require(fs, "sink", "run", "var", "step"); err != nil {
+	if err := k.require(fs, "run", "var", "step"); err != nil {
 		return err
 	}
 	if len(pos) != 1 {
@@ -61,7 +61,7 @@ func runPut(ctx context.Context, args []string) error {
 	if h.CompressedSize() != uint64(len(blob)) {
 		return fmt.Errorf("%s is %d bytes but its chunk index says %d: truncated or padded", in, len(blob), h.CompressedSize())
 	}
-	s, err := openSink(ctx, k.sink)
+	s, err := k.openSink(ctx, fs, false)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ func init() {
 }
 
 func runRestore(ctx context.Context, args []string) error {
-	fs := newFlags("restore", "restore --sink URL --run R --step N|latest --to DIR [--jobs N] [--backend auto|cpu|gpu]")
+	fs := newFlags("restore", "restore [--sink URL | --config FILE] --run R --step N|latest --to DIR [--jobs N] [--backend auto|cpu|gpu]")
 	var k keyFlags
 	k.register(fs, false, true)
 	to := fs.String("to", "", "directory for <var>.raw files and restore.json (e.g. under /dev/shm for a producer to map)")
@@ -27,7 +27,7 @@ func runRestore(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := k.require(fs, "sink", "run", "step"); err != nil {
+	if err := k.require(fs, "run", "step"); err != nil {
 		return err
 	}
 	if *to == "" {
@@ -46,7 +46,7 @@ func runRestore(ctx context.Context, args []string) error {
 	if _, _, err := sinks.ParseStep(k.step); err != nil {
 		return usageErr(fs, "%v", err)
 	}
-	s, err := openSink(ctx, k.sink)
+	s, err := k.openSink(ctx, fs, true)
 	if err != nil {
 		return err
 	}

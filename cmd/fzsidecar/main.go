@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -52,7 +53,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(w, "\nRun 'fzsidecar <command> --help' for a command's flags.\n")
+	fmt.Fprintf(w, "\nRun 'fzsidecar help <command>' (or 'fzsidecar <command> --help') for a command's flags;\n'fzsidecar version' prints the version.\n")
 }
 
 func main() {
@@ -65,8 +66,13 @@ func realMain(args []string) int {
 		return 2
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
+	case "-h", "--help", "-help":
 		usage(os.Stdout)
+		return 0
+	case "help":
+		return help(args[1:])
+	case "version", "--version", "-version", "-V":
+		printVersion(os.Stdout)
 		return 0
 	}
 	if len(args) > 1 {
@@ -76,8 +82,7 @@ func realMain(args []string) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "fzsidecar: unknown command %q\n\n", args[0])
-		usage(os.Stderr)
+		unknownCommand(args[0])
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -95,10 +100,17 @@ func realMain(args []string) int {
 	return 1
 }
 
+// helpOut, when set, receives a FlagSet's usage: `help CMD` prints it on
+// stdout, where a pager or grep finds it.
+var helpOut io.Writer
+
 // newFlags makes a FlagSet whose --help prints the command's synopsis.
 func newFlags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
+	if helpOut != nil {
+		fs.SetOutput(helpOut)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: fzsidecar %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
@@ -134,4 +146,98 @@ func usageErr(fs *flag.FlagSet, format string, a ...any) error {
 	fmt.Fprintf(fs.Output(), "fzsidecar %s: %s\n\n", fs.Name(), fmt.Sprintf(format, a...))
 	fs.Usage()
 	return errUsage
+}
+
+// help prints the overview, or one command's usage and flags on stdout
+// (`fzsidecar help ls` is `fzsidecar ls --help`).
+func help(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stdout)
+		return 0
+	}
+	name := strings.Join(args, " ")
+	if sub, ok := subcommands[name]; ok {
+		name = sub
+	}
+	c, ok := commands[name]
+	if !ok {
+		unknownCommand(name)
+		return 2
+	}
+	helpOut = os.Stdout
+	defer func() { helpOut = nil }()
+	if err := c.run(context.Background(), []string{"--help"}); err != nil && !errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 0
+}
+
+// unknownCommand names the closest commands to a mistyped one.
+func unknownCommand(name string) {
+	fmt.Fprintf(os.Stderr, "fzsidecar: unknown command %q\n", name)
+	if near := nearest(name); len(near) > 0 {
+		fmt.Fprintf(os.Stderr, "Did you mean %s?\n", strings.Join(near, " or "))
+	}
+	fmt.Fprintf(os.Stderr, "Run 'fzsidecar help' for the list of commands.\n")
+}
+
+// nearest lists the commands within two edits of name, or that name
+// starts (a prefix of at least two letters), closest first.
+func nearest(name string) []string {
+	type cand struct {
+		name string
+		d    int
+	}
+	var cs []cand
+	names := []string{"help", "version"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		d := editDistance(strings.ToLower(name), n)
+		if len(name) >= 2 && strings.HasPrefix(n, strings.ToLower(name)) {
+			d = min(d, 1)
+		}
+		if d <= 2 && d < len(n) {
+			cs = append(cs, cand{n, d})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].d != cs[j].d {
+			return cs[i].d < cs[j].d
+		}
+		return cs[i].name < cs[j].name
+	})
+	var out []string
+	for _, c := range cs {
+		out = append(out, "'"+c.name+"'")
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b, counting a swap of
+// two adjacent letters as one edit.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
 }

@@ -211,7 +211,7 @@ func TestCLIUsage(t *testing.T) {
 		{[]string{"ls", "--help"}, 0, "--json"},
 		{[]string{"get", "--help"}, 0, "--backend"},
 		{[]string{"restore", "--help"}, 0, "--to"},
-		{[]string{"put", "--run", "r", "--var", "v", "--step", "1", notFz}, 2, "--sink is required"},
+		{[]string{"put", "--run", "r", "--var", "v", "--step", "1", notFz}, 1, "not a valid container"},
 		{[]string{"put", "--sink", root, "--run", "r", "--var", "v", "--step", "1"}, 2, "one input container"},
 		{[]string{"put", "--sink", root, "--run", "r", "--var", "v", "--step", "latest", notFz}, 2, "latest makes no sense"},
 		{[]string{"put", "--sink", root, "--run", "../x", "--var", "v", "--step", "1", notFz}, 2, "must start with a letter or digit"},
