@@ -260,7 +260,7 @@ func TestStatusInFlightIdle(t *testing.T) {
 	e.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: e.url()})
+	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: e.url(), ShmDir: e.shm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestNatsMsgIDMustMatch(t *testing.T) {
 	e.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: e.url()})
+	nc, err := ingest.Connect(ctx, ingest.ConnOptions{URL: e.url(), ShmDir: e.shm})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ func (p *producerFlags) open(ctx context.Context, fs *flag.FlagSet, name string)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	co := p.nats.conn(name)
 	co.Log = log
+	co.ShmDir = p.shmDir // zero-config credentials (docs/PROTOCOL.md section 1)
 	url := co.URL
 	if url == "" {
 		url = ingest.DefaultURL
