@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +85,9 @@ type Receiver struct {
 	// base bounds admission waits, which belong to no request context.
 	base   context.Context
 	cancel context.CancelFunc
+	// consumerGone and consumersRecreated: see watchConsumer (streams.go).
+	consumerGone       atomic.Bool
+	consumersRecreated atomic.Int64
 }
 
 // NewReceiver sets up streams, the durable consumer and the admission
@@ -119,18 +121,12 @@ func (r *Receiver) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.cons, err = snap.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       r.cfg.Subjects.Consumer(),
-		Description:   "fzsidecar snapshot processing",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       r.cfg.AckWait,
-		MaxAckPending: r.cfg.MaxInFlight,
-		MaxDeliver:    -1,
-		FilterSubject: r.cfg.Subjects.SnapshotWildcard(),
-	})
+	r.cons, err = snap.CreateOrUpdateConsumer(ctx, consumerConfig(r.cfg))
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
+	r.wg.Add(1)
+	go r.watchConsumer() // streams.go: recreated if an administrator deletes it
 	// After a restart the budget starts empty, but producers still hold the
 	// segments of every queued notification: count them before admitting.
 	var queued, bytes int64
@@ -242,12 +238,9 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 	j := &Job{Notice: n, Params: p, Delivered: delivered, Received: time.Now(), r: r, msg: msg}
 	if err != nil {
 		// Unreadable bodies can still be answered: the subject names the
-		// producer and the dedup header the message.
-		if rt.Producer == "" {
-			if tok, ok := strings.CutPrefix(msg.Subject(), r.cfg.Subjects.prefix()+".snap."); ok && ValidToken(tok) {
-				rt.Producer = tok
-			}
-		}
+		// producer (never the body: see subjectProducer) and the dedup
+		// header the message.
+		rt.Producer = r.subjectProducer(msg.Subject())
 		if rt.MsgID == "" {
 			if h := msg.Headers().Get(jetstream.MsgIDHeader); ValidToken(h) {
 				rt.MsgID = h
@@ -256,6 +249,13 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 		j.route = rt
 		r.log.Warn("rejected snapshot notification", "producer", rt.Producer, "msg_id", rt.MsgID, "subject", msg.Subject(), "err", err)
 		r.reject(ctx, j, AsError(err))
+		return nil
+	}
+	if sp := r.subjectProducer(msg.Subject()); sp != n.Producer {
+		j.route = Route{sp, n.MsgID} // answer the sender, not the producer it names
+		r.log.Warn("rejected snapshot notification: producer differs from its subject", "producer", n.Producer, "subject", msg.Subject())
+		r.reject(ctx, j, errorf(CodeInvalid, "producer %q differs from the subject %s: a producer publishes on %s.snap.<its own id>",
+			n.Producer, msg.Subject(), r.cfg.Subjects.prefix()))
 		return nil
 	}
 	j.route = Route{n.Producer, n.MsgID}
