@@ -124,7 +124,13 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
-	ns.SetLoggerV2(&serverLog{log.With("component", "nats-server")}, false, false, false)
+	sl := &serverLog{l: log.With("component", "nats-server")}
+	if cfg.Local != nil {
+		// Hashing would not protect passwords the sidecar itself holds
+		// (it logs in with one and writes the other to the file).
+		sl.dropWarn = "Plaintext passwords detected"
+	}
+	ns.SetLoggerV2(sl, false, false, false)
 	ns.Start()
 	wait := cfg.ReadyTimeout
 	if wait == 0 {
@@ -154,11 +160,18 @@ func loopbackHost(host string) bool {
 
 // serverLog routes the server's messages into slog. Notices are debug-level:
 // the server is chatty at startup and its details rarely matter here.
-type serverLog struct{ l *slog.Logger }
+type serverLog struct {
+	l        *slog.Logger
+	dropWarn string // a warning that does not apply here (prefix)
+}
 
 func (s *serverLog) Noticef(f string, v ...any) { s.l.Debug(fmt.Sprintf(f, v...)) }
-func (s *serverLog) Warnf(f string, v ...any)   { s.l.Warn(fmt.Sprintf(f, v...)) }
-func (s *serverLog) Fatalf(f string, v ...any)  { s.l.Error(fmt.Sprintf(f, v...)) }
-func (s *serverLog) Errorf(f string, v ...any)  { s.l.Error(fmt.Sprintf(f, v...)) }
-func (s *serverLog) Debugf(f string, v ...any)  {}
-func (s *serverLog) Tracef(f string, v ...any)  {}
+func (s *serverLog) Warnf(f string, v ...any) {
+	if m := fmt.Sprintf(f, v...); s.dropWarn == "" || !strings.HasPrefix(m, s.dropWarn) {
+		s.l.Warn(m)
+	}
+}
+func (s *serverLog) Fatalf(f string, v ...any) { s.l.Error(fmt.Sprintf(f, v...)) }
+func (s *serverLog) Errorf(f string, v ...any) { s.l.Error(fmt.Sprintf(f, v...)) }
+func (s *serverLog) Debugf(f string, v ...any) {}
+func (s *serverLog) Tracef(f string, v ...any) {}
