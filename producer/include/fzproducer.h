@@ -145,6 +145,8 @@ FZP_API fzp_producer *fzp_new(void);
  *   publish_timeout_ms   how long fzp_publish retries for a PubAck (default 60000)
  *   poll_interval_ms     results not seen live are looked up after this (default 2000)
  *   request_timeout_ms   one admission request when policy is "fail" (default 5000)
+ *   test_ignore_live_results  "1": drop results arriving on the subscription, so that
+ *                        only the result-stream look-up finds them (for tests of that path)
  * Returns FZP_EINVAL for an unknown key or a bad value, FZP_ESTATE after fzp_connect.
  */
 FZP_API int fzp_set(fzp_producer *p, const char *key, const char *value);

@@ -53,6 +53,7 @@ struct fzp_producer {
     int policy_fail;
     int64_t block_timeout_ms, connect_timeout_ms, publish_timeout_ms, poll_interval_ms, request_timeout_ms;
     int reuse_segments;
+    int ignore_live_results; /* testing only: exercise the result-stream look-up */
     /* derived */
     char *subj_snap, *subj_results, *subj_admit, *subj_release, *subj_status, *result_stream;
     char msg_base[130]; /* msg ids: <msg_base>-<counter> */
@@ -270,6 +271,10 @@ int fzp_set(fzp_producer *p, const char *key, const char *value) {
         if (parse_ms(value, &v) != 0 || v > 1024)
             return fail(p, FZP_EINVAL, "invalid", "reuse_segments \"%.200s\": expected an integer 0..1024", value);
         p->reuse_segments = (int)v;
+        return ok(p);
+    }
+    if (strcmp(key, "test_ignore_live_results") == 0) {
+        p->ignore_live_results = strcmp(value, "1") == 0;
         return ok(p);
     }
     if (strcmp(key, "nkey") == 0)
@@ -610,9 +615,10 @@ static void deliver(fzp_producer *p, const char *data, size_t n) {
 
 static void on_result(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure) {
     (void)nc, (void)sub;
+    fzp_producer *p = closure;
     int n = natsMsg_GetDataLength(msg);
-    if (n > 0)
-        deliver((fzp_producer *)closure, natsMsg_GetData(msg), (size_t)n);
+    if (n > 0 && !p->ignore_live_results)
+        deliver(p, natsMsg_GetData(msg), (size_t)n);
     natsMsg_Destroy(msg);
 }
 

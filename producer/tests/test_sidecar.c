@@ -253,6 +253,28 @@ static void reuse(void) {
     CHECK(count_segments("ctest-reuse") == 0, "close left spare segments");
 }
 
+/* A result missed by the live subscription (as while reconnecting) is found
+ * in the result stream: direct get, 404 until it is stored. */
+static void fallback(void) {
+    fzp_producer *p = t_connect(url, shm, "ctest-fallback", "test_ignore_live_results", "1", "poll_interval_ms", "150", NULL);
+    uint64_t dims[1] = {4096};
+    for (int k = 0; k < 3; k++) {
+        fzp_snapshot *s;
+        void *data;
+        CHECK_RC(p, fzp_begin(p, "ctest", "fallback", (uint64_t)k, FZP_F32, 1, dims, FZP_ABS, 1e-3, NULL, &s, &data), FZP_OK);
+        for (int i = 0; i < 4096; i++)
+            ((float *)data)[i] = (float)(i % 97) * 0.5f;
+        CHECK_RC(p, fzp_publish(p, s), FZP_OK);
+        fzp_result r;
+        CHECK_RC(p, fzp_wait(p, s, 30000, &r), FZP_OK);
+        char key[100];
+        snprintf(key, sizeof key, "ctest/fallback/%012d.fz", k);
+        CHECK(r.ok && strcmp(r.key, key) == 0, "key %s", r.key);
+        fzp_snapshot_free(p, s);
+    }
+    fzp_close(p);
+}
+
 /* Two producers in one process, each in its own thread. */
 static void *worker(void *arg) {
     const char *id = arg;
@@ -289,6 +311,7 @@ int main(void) {
     roundtrip();
     bad_input();
     reuse();
+    fallback();
     pthread_t a, b;
     pthread_create(&a, NULL, worker, "ctest-thread-a");
     pthread_create(&b, NULL, worker, "ctest-thread-b");
