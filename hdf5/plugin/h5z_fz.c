@@ -171,8 +171,9 @@ static int parse_user(size_t n, const unsigned *cd, params *p) {
     p->has_fill = 0;
     p->fill = 0;
     if (n >= H5Z_FZ_CD_USER) {
-        if (cd[H5Z_FZ_CD_HAS_FILL] > 1) {
-            FZ_H5_ERROR(H5E_BADVALUE, "cd_values[3] has_fill %u: expected 0 or 1", cd[H5Z_FZ_CD_HAS_FILL]);
+        if (cd[H5Z_FZ_CD_HAS_FILL] > H5Z_FZ_FILL_DATASET) {
+            FZ_H5_ERROR(H5E_BADVALUE, "cd_values[3] has_fill %u: expected 0 (none), 1 (cd_values[4..5]) or 2 (the dataset's fill value)",
+                        cd[H5Z_FZ_CD_HAS_FILL]);
             return 0;
         }
         p->has_fill = (int)cd[H5Z_FZ_CD_HAS_FILL];
@@ -191,6 +192,11 @@ static int parse_all(size_t n, const unsigned *cd, params *p) {
         return 0;
     }
     if (!parse_user(H5Z_FZ_CD_USER, cd, p)) {
+        return 0;
+    }
+    if (p->has_fill > 1) {
+        FZ_H5_ERROR(H5E_BADVALUE, "cd_values[3] has_fill %d: set_local resolves 2 to 1, so a stored 2 means a damaged filter message",
+                    p->has_fill);
         return 0;
     }
     if (cd[H5Z_FZ_CD_LAYOUT] != H5Z_FZ_LAYOUT_VERSION) {
@@ -291,6 +297,22 @@ static herr_t set_local(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
     }
     if (n < H5Z_FZ_CD_USER) {
         cd[H5Z_FZ_CD_HAS_FILL] = cd[H5Z_FZ_CD_FILL] = cd[H5Z_FZ_CD_FILL + 1] = 0;
+    }
+    if (p.has_fill == H5Z_FZ_FILL_DATASET) {
+        /* The dataset's fill value (NetCDF's _FillValue) is also what HDF5
+           pads edge chunks with: as FZ's fill it stays exact and out of the range. */
+        H5D_fill_value_t defined;
+        double fill = 0;
+        if (H5Pfill_value_defined(dcpl_id, &defined) < 0 || defined == H5D_FILL_VALUE_UNDEFINED ||
+            H5Pget_fill_value(dcpl_id, H5T_NATIVE_DOUBLE, &fill) < 0) {
+            FZ_H5_ERROR(H5E_BADVALUE, "cd_values[3] = 2 asks for the dataset's fill value, but it has none defined");
+            return -1;
+        }
+        uint64_t bits;
+        memcpy(&bits, &fill, 8);
+        cd[H5Z_FZ_CD_HAS_FILL] = 1;
+        cd[H5Z_FZ_CD_FILL] = (unsigned)(bits & 0xffffffffu);
+        cd[H5Z_FZ_CD_FILL + 1] = (unsigned)(bits >> 32);
     }
     cd[H5Z_FZ_CD_LAYOUT] = H5Z_FZ_LAYOUT_VERSION;
     cd[H5Z_FZ_CD_DTYPE] = (unsigned)dtype;

@@ -20,7 +20,7 @@
 /* cd_values: what the user gives (3 or 6 values) ... */
 #define H5Z_FZ_CD_MODE 0     /* 1 abs, 2 rel (per chunk: max - min of the chunk's finite non-fill values) */
 #define H5Z_FZ_CD_BOUND 1    /* [1] low, [2] high 32 bits of the bound as an IEEE float64 */
-#define H5Z_FZ_CD_HAS_FILL 3 /* 0: no fill value, 1: [4],[5] hold it */
+#define H5Z_FZ_CD_HAS_FILL 3 /* 0: no fill value, 1: [4],[5] hold it, 2: the dataset's fill value (set_local makes it 1) */
 #define H5Z_FZ_CD_FILL 4     /* [4] low, [5] high 32 bits of the fill value as an IEEE float64 */
 #define H5Z_FZ_CD_USER_MIN 3
 #define H5Z_FZ_CD_USER 6
@@ -32,6 +32,10 @@
 #define H5Z_FZ_LAYOUT_VERSION 1
 #define H5Z_FZ_MAX_RANK 16
 #define H5Z_FZ_CD_MAX (H5Z_FZ_CD_DIMS + H5Z_FZ_MAX_RANK)
+
+#define H5Z_FZ_FILL_NONE 0
+#define H5Z_FZ_FILL_VALUE 1
+#define H5Z_FZ_FILL_DATASET 2
 
 #define H5Z_FZ_ABS 1
 #define H5Z_FZ_REL 2
