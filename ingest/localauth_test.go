@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -470,4 +472,70 @@ func TestConnectLocalCredentialsPrecedence(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no credentials file") {
 		t.Errorf("no file: %v", err)
 	}
+}
+
+// The credentials file is never mapped as a segment: a notification naming
+// it would otherwise put the password into the sink.
+func TestCredentialsFileIsNoSegment(t *testing.T) {
+	shm := t.TempDir()
+	a, _ := NewLocalAuth(shm, Subjects{}, nil)
+	if err := a.WriteFile("nats://127.0.0.1:4222"); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(shm, LocalAuthFile+".tmp-1"), make([]byte, 64), 0o600)
+	d, err := OpenShmDir(shm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, name := range []string{LocalAuthFile, LocalAuthPath(shm), "./" + LocalAuthFile, LocalAuthFile + ".tmp-1"} {
+		m, err := d.Map(name, 0, 16)
+		if err == nil {
+			m.Close()
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeBadSegment {
+			t.Errorf("Map(%q): %v, want bad_segment", name, err)
+		}
+	}
+}
+
+// An embedded server reachable from other hosts without any authentication
+// says so; under local trust, or on loopback, it does not.
+func TestNonLoopbackWithoutAuthWarns(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		local  bool
+		warn   bool
+	}{{"0.0.0.0:0", false, true}, {"0.0.0.0:0", true, false}, {"127.0.0.1:0", false, false}, {"localhost:0", false, false}} {
+		var buf strings.Builder
+		var mu sync.Mutex
+		log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg := ServerConfig{Listen: c.listen, StoreDir: t.TempDir(), Log: log}
+		if c.local {
+			cfg.Local, _ = NewLocalAuth(t.TempDir(), Subjects{}, nil)
+		}
+		ns, err := StartServer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Shutdown()
+		mu.Lock()
+		got := strings.Contains(buf.String(), "without authentication")
+		mu.Unlock()
+		if got != c.warn {
+			t.Errorf("listen %s local %v: warning %v, want %v; log:\n%s", c.listen, c.local, got, c.warn, buf.String())
+		}
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

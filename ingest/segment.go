@@ -76,6 +76,9 @@ func (d *ShmDir) relName(name string) (string, error) {
 	if !filepath.IsLocal(rel) {
 		return "", errorf(CodeBadSegment, "segment name %q: expected a file name inside %s", name, d.path)
 	}
+	if strings.HasPrefix(filepath.Base(rel), LocalAuthFile) { // never compress the password into the sink
+		return "", errorf(CodeBadSegment, "segment name %q: the sidecar's credentials file is not a segment", name)
+	}
 	return filepath.Clean(rel), nil
 }
 
