@@ -60,13 +60,15 @@ func runCompress(ctx context.Context, args []string) error {
 	if err := p.Validate(int64(len(in.data))); err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
+	warnSuspectFill(os.Stderr, pos[0], in.data, p)
 	opts = append(opts, fz.WithWorkers(*workers))
 	bar, opts := withProgress("compress", uint64(len(in.data)), opts)
 	blob, st, err := fz.Compress(ctx, in.data, p, opts...)
 	bar.Done()
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", pos[0], err)
 	}
+	warnExpansion(os.Stderr, pos[0], in.data, p, st)
 	if err := writeAtomic(*out, writeBytes(blob)); err != nil {
 		return err
 	}

@@ -34,6 +34,13 @@ type evalRow struct {
 	DecompressGBps float64 `json:"decompress_gbps"`
 	Backend        string  `json:"backend"`
 	Violations     uint64  `json:"violations"`
+	// With a value that looks like an undeclared fill (fz.DetectFill): the
+	// value, its share, and the error over the other values against the
+	// bound they alone give (what --fill VALUE would have meant).
+	SuspectFill             *float64 `json:"suspect_fill,omitempty"`
+	SuspectFillShare        *float64 `json:"suspect_fill_share,omitempty"`
+	MaxAbsErrWithoutFill    *float64 `json:"max_abs_err_without_fill,omitempty"`
+	MaxErrOverEBWithoutFill *float64 `json:"max_err_over_eb_without_fill,omitempty"`
 }
 
 func runEval(ctx context.Context, args []string) error {
@@ -58,9 +65,10 @@ func runEval(ctx context.Context, args []string) error {
 		return usageErr(fs, "--repeat %d: expected at least 1", *repeat)
 	}
 	type input struct {
-		name string
-		data []byte
-		p    fz.Params
+		name    string
+		data    []byte
+		p       fz.Params
+		suspect *fz.SuspectFill
 	}
 	var inputs []input
 	switch {
@@ -78,7 +86,7 @@ func runEval(ctx context.Context, args []string) error {
 		}
 		v := synth.Smooth(int(dims[0]), int(dims[1]), int(dims[2]), 0)
 		data := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
-		inputs = append(inputs, input{"synthetic-smooth-" + *synthetic, data, fz.Params{DType: fz.Float32, Dims: dims, Mode: mode}})
+		inputs = append(inputs, input{"synthetic-smooth-" + *synthetic, data, fz.Params{DType: fz.Float32, Dims: dims, Mode: mode}, nil})
 	case len(pos) == 0:
 		return usageErr(fs, "expected at least one FILE (or --synthetic DIMS)")
 	default:
@@ -95,7 +103,11 @@ func runEval(ctx context.Context, args []string) error {
 			if err := p.Validate(int64(len(in.data))); err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
-			inputs = append(inputs, input{path, in.data, p})
+			var suspect *fz.SuspectFill
+			if sf, ok := warnSuspectFill(os.Stderr, path, in.data, p); ok {
+				suspect = &sf
+			}
+			inputs = append(inputs, input{path, in.data, p, suspect})
 		}
 	}
 	opts, bname, err := selectBackend(*be)
@@ -110,7 +122,7 @@ func runEval(ctx context.Context, args []string) error {
 		for _, eb := range bounds {
 			p := in.p
 			p.Bound = eb
-			row, err := evalOne(ctx, in.name, in.data, p, opts, *repeat)
+			row, err := evalOne(ctx, in.name, in.data, p, in.suspect, opts, *repeat)
 			if err != nil {
 				return err
 			}
@@ -135,6 +147,10 @@ func runEval(ctx context.Context, args []string) error {
 	var bad uint64
 	for _, r := range rows {
 		bad += r.Violations
+		if r.MaxErrOverEBWithoutFill != nil {
+			fmt.Fprintf(os.Stderr, "warning: %s at %s bound %g: max err/eb over the other values (leaving %.7g out) = %.4g (max err %.4g), against %.4g over all values\n",
+				r.File, r.Mode, r.EB, *r.SuspectFill, *r.MaxErrOverEBWithoutFill, *r.MaxAbsErrWithoutFill, r.MaxErrOverEB)
+		}
 	}
 	if bad > 0 {
 		return fmt.Errorf("%d values violate the error bound", bad)
@@ -142,7 +158,7 @@ func runEval(ctx context.Context, args []string) error {
 	return nil
 }
 
-func evalOne(ctx context.Context, name string, data []byte, p fz.Params, opts []fz.Option, repeat int) (evalRow, error) {
+func evalOne(ctx context.Context, name string, data []byte, p fz.Params, suspect *fz.SuspectFill, opts []fz.Option, repeat int) (evalRow, error) {
 	var blob []byte
 	var st fz.Stats
 	ct := make([]float64, repeat)
@@ -182,6 +198,18 @@ func evalOne(ctx context.Context, name string, data []byte, p fz.Params, opts []
 	if st.AbsEB > 0 {
 		r.MaxErrOverEB = q.MaxAbsErr / st.AbsEB
 	}
+	warnExpansion(os.Stderr, name, data, p, st)
+	if suspect != nil {
+		m, err := fz.MeasureWithout(h, data, dst, suspect.Value)
+		if err != nil {
+			return evalRow{}, err
+		}
+		v, share, ratio := suspect.Value, suspect.Share, 0.0
+		if m.MaxAbsErr > 0 {
+			ratio = m.MaxAbsErr / m.AbsEB // +Inf when the others are constant
+		}
+		r.SuspectFill, r.SuspectFillShare, r.MaxAbsErrWithoutFill, r.MaxErrOverEBWithoutFill = &v, &share, &m.MaxAbsErr, &ratio
+	}
 	return r, nil
 }
 
@@ -193,7 +221,14 @@ func median(v []float64) float64 {
 
 // jsonSafe replaces ±Inf and NaN (a lossless PSNR) which JSON cannot hold.
 func jsonSafe(r evalRow) evalRow {
-	for _, f := range []*float64{&r.PSNR, &r.MaxErrOverEB, &r.Ratio} {
+	if r.MaxErrOverEBWithoutFill != nil {
+		f := *r.MaxErrOverEBWithoutFill
+		r.MaxErrOverEBWithoutFill = &f
+	}
+	for _, f := range []*float64{&r.PSNR, &r.MaxErrOverEB, &r.Ratio, r.MaxErrOverEBWithoutFill} {
+		if f == nil {
+			continue
+		}
 		if math.IsInf(*f, 0) || math.IsNaN(*f) {
 			*f = 999
 		}

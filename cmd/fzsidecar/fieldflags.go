@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -76,4 +78,43 @@ func parseBounds(fs *flag.FlagSet, s string) ([]float64, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// warnSuspectFill tells w (stderr) when a value of data looks like a fill
+// value the user did not declare (fz.DetectFill: a detached edge value of
+// magnitude ≥ 1e30 or over 5% of the values), and returns it.
+func warnSuspectFill(w io.Writer, name string, data []byte, p fz.Params) (fz.SuspectFill, bool) {
+	s, ok := fz.DetectFill(data, p)
+	if !ok {
+		return s, false
+	}
+	edge := "minimum"
+	if s.AtMax {
+		edge = "maximum"
+	}
+	effect := "it is not kept exactly"
+	if p.Mode == fz.Rel {
+		effect = "it stretches the value range, so the rel bound grows with it and the real values may come back far off"
+	}
+	fmt.Fprintf(w, "warning: %s: %s, the field's %s (%d values, %.3g%%), looks like a fill value (%s) but is compressed as data: %s. "+
+		"If it marks missing data, pass --fill %s\n", name, formatValue(s.Value, p.DType), edge, s.Count, 100*s.Share, s.Reason, effect,
+		formatValue(s.Value, p.DType))
+	return s, true
+}
+
+// warnExpansion tells w when the output came out larger than the input
+// (fz.ExpansionWarning).
+func warnExpansion(w io.Writer, name string, data []byte, p fz.Params, st fz.Stats) {
+	if msg := fz.ExpansionWarning(data, p, st); msg != "" {
+		fmt.Fprintf(w, "warning: %s at %s bound %g: %s\n", name, p.Mode, p.Bound, msg)
+	}
+}
+
+// formatValue prints v as short as its dtype allows (-1e+34, not
+// -1.0000000133217297e+34 for a float32).
+func formatValue(v float64, dt fz.DType) string {
+	if dt == fz.Float32 {
+		return strconv.FormatFloat(v, 'g', -1, 32)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
