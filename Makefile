@@ -47,8 +47,9 @@ python: libfz
 producer:
 	@echo "make producer: not added yet (issue #28)" >&2; exit 1
 
+# build/hdf5-plugins/libh5zfz.so (HDF5_PLUGIN_PATH=build/hdf5-plugins; it finds ../lib/libfz.so) + build/include/h5z_fz.h
 hdf5: libfz
-	@echo "make hdf5: not added yet (issue #32)" >&2; exit 1
+	$(MAKE) -C hdf5 BUILD=$(abspath $(BUILD))
 
 clean:
 	rm -rf $(BUILD) python/fzsidecar/_lib python/build python/fzsidecar.egg-info
