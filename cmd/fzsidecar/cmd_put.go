@@ -21,6 +21,7 @@ func runPut(ctx context.Context, args []string) error {
 	fs := newFlags("put", "put [--sink URL | --config FILE] --run R --var V --step N IN.fz")
 	var k keyFlags
 	k.register(fs, true, true)
+	fs.Lookup("step").Usage = "step number"
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -195,6 +195,18 @@ func TestHelpTexts(t *testing.T) {
 	}
 }
 
+// --help must not print secrets taken from the environment (they were the
+// flags' defaults, so PrintDefaults showed them).
+func TestHelpHidesSecrets(t *testing.T) {
+	env := []string{"FZ_NATS_PASSWORD=hunter2-secret", "FZ_NATS_TOKEN=tok-secret"}
+	for _, c := range []string{"publish", "simulate", "serve"} {
+		out, errOut, _ := runEnv(t, t.TempDir(), env, c, "--help")
+		if strings.Contains(out+errOut, "secret") {
+			t.Errorf("%s --help prints a secret from the environment:\n%s", c, out+errOut)
+		}
+	}
+}
+
 // publish with a directory says so at once, before looking for a sidecar.
 func TestPublishDirectory(t *testing.T) {
 	start := time.Now()

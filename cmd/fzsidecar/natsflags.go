@@ -18,9 +18,9 @@ type natsFlags struct {
 
 func (n *natsFlags) register(fs *flag.FlagSet, urlHelp string) {
 	fs.StringVar(&n.url, "nats-url", "", urlHelp)
-	fs.StringVar(&n.token, "nats-token", os.Getenv("FZ_NATS_TOKEN"), "NATS auth token (default $FZ_NATS_TOKEN)")
+	fs.StringVar(&n.token, "nats-token", "", "NATS auth token (default $FZ_NATS_TOKEN)")
 	fs.StringVar(&n.user, "nats-user", "", "NATS user name")
-	fs.StringVar(&n.password, "nats-password", os.Getenv("FZ_NATS_PASSWORD"), "NATS password (default $FZ_NATS_PASSWORD)")
+	fs.StringVar(&n.password, "nats-password", "", "NATS password (default $FZ_NATS_PASSWORD)")
 	fs.StringVar(&n.nkey, "nats-nkey", "", "file holding a NATS nkey user seed (SU...)")
 	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials file (JWT + seed, for external servers)")
 	fs.StringVar(&n.tlsCA, "tls-ca", "", "CA certificate file to verify the NATS server")
@@ -40,6 +40,14 @@ func (n *natsFlags) check(fs *flag.FlagSet) error {
 }
 
 func (n *natsFlags) conn(name string) ingest.ConnOptions {
+	// Secrets from the environment are read here, not as flag defaults,
+	// which --help would print.
+	if n.token == "" {
+		n.token = os.Getenv("FZ_NATS_TOKEN")
+	}
+	if n.password == "" {
+		n.password = os.Getenv("FZ_NATS_PASSWORD")
+	}
 	return ingest.ConnOptions{URL: n.url, Name: name, Token: n.token, User: n.user, Password: n.password,
 		NkeySeedFile: n.nkey, CredsFile: n.creds, TLSCA: n.tlsCA, TLSCert: n.tlsCert, TLSKey: n.tlsKey}
 }

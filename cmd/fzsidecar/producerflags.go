@@ -26,7 +26,7 @@ type producerFlags struct {
 }
 
 func (p *producerFlags) register(fs *flag.FlagSet) {
-	p.nats.register(fs, "NATS server URL of the sidecar (default "+ingest.DefaultURL+")")
+	p.nats.register(fs, "NATS server URL of the sidecar (default: the url in the sidecar's credentials file <shm-dir>/"+ingest.LocalAuthFile+", else "+ingest.DefaultURL+")")
 	fs.StringVar(&p.shmDir, "shm-dir", ingest.DefaultShmDir, "shared-memory directory: must be the sidecar's --shm-dir")
 	fs.StringVar(&p.id, "producer", "", "producer id (default <hostname>-<pid>)")
 	fs.StringVar(&p.policy, "policy", "block", "when the sidecar's budget is full: block (wait up to --block-timeout) or fail (give up at once)")
@@ -60,7 +60,13 @@ func (p *producerFlags) open(ctx context.Context, fs *flag.FlagSet, name string)
 	co.ShmDir = p.shmDir // zero-config credentials (docs/PROTOCOL.md section 1)
 	url := co.URL
 	if url == "" {
-		url = ingest.DefaultURL
+		// Where Connect will look: a zero-config sidecar's credentials
+		// file names its server.
+		if c, _ := ingest.ReadLocalCredentials(p.shmDir); c != nil && c.URL != "" {
+			url = c.URL
+		} else {
+			url = ingest.DefaultURL
+		}
 	}
 	url = redactURL(url)
 	start := time.Now()
