@@ -8,59 +8,94 @@ package python
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/fzsidecar/fzsidecar/internal/miniotest"
 	"github.com/fzsidecar/fzsidecar/internal/nativetest"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if installed.dir != "" {
+		os.RemoveAll(installed.dir)
+	}
+	miniotest.StopShared()
+	os.Exit(code)
+}
+
+var installed struct {
+	once sync.Once
+	dir  string
+	py   string
+	err  error
+}
+
 // install builds libfz.so and installs the package into a new venv (with
-// Debian's numpy and xarray visible); it returns the venv's python.
+// Debian's numpy and xarray visible), once per test binary; it returns the
+// venv's python.
 func install(t *testing.T) string {
 	t.Helper()
 	nativetest.Tools(t, "gcc")
 	sys := nativetest.PythonModules(t, "numpy", "xarray", "pytest", "venv", "pip", "setuptools")
-	root := nativetest.RepoRoot(t)
-	tmp := t.TempDir()
+	installed.once.Do(func() {
+		installed.dir, installed.err = os.MkdirTemp("", "fzsidecar-python-test-")
+		if installed.err == nil {
+			installed.py, installed.err = installInto(nativetest.RepoRoot(t), installed.dir, sys)
+		}
+	})
+	if installed.err != nil {
+		t.Fatal(installed.err)
+	}
+	return installed.py
+}
+
+func installInto(root, tmp, sys string) (string, error) {
 	src := filepath.Join(tmp, "src")
 	lib := filepath.Join(src, "fzsidecar", "_lib")
 	if err := os.MkdirAll(lib, 0o755); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(lib, "libfz.so"), "./libfz")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -buildmode=c-shared ./libfz: %v\n%s", err, out)
+	if err := command(root, "go", "build", "-buildmode=c-shared", "-o", filepath.Join(lib, "libfz.so"), "./libfz"); err != nil {
+		return "", err
 	}
 	os.Remove(filepath.Join(lib, "libfz.h"))
-	for _, f := range []string{"pyproject.toml", "README.md"} {
-		copyFile(t, filepath.Join(root, "python", f), filepath.Join(src, f))
-	}
+	files := []string{filepath.Join("python", "pyproject.toml"), filepath.Join("python", "README.md")}
 	pys, _ := filepath.Glob(filepath.Join(root, "python", "fzsidecar", "*.py"))
 	for _, f := range pys {
-		copyFile(t, f, filepath.Join(src, "fzsidecar", filepath.Base(f)))
+		files = append(files, filepath.Join("python", "fzsidecar", filepath.Base(f)))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(src, strings.TrimPrefix(f, "python"+string(filepath.Separator))), b, 0o644); err != nil {
+			return "", err
+		}
 	}
 	venv := filepath.Join(tmp, "venv")
-	run(t, sys, "-m", "venv", "--system-site-packages", venv)
+	if err := command(tmp, sys, "-m", "venv", "--system-site-packages", venv); err != nil {
+		return "", err
+	}
 	py := filepath.Join(venv, "bin", "python")
 	// The install command of docs/PYTHON.md: no network, Debian's setuptools.
-	run(t, py, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "--quiet", src)
-	return py
+	return py, command(tmp, py, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "--quiet", src)
 }
 
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
+func command(dir, prog string, args ...string) error {
+	cmd := exec.Command(prog, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
 	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return nil
 }
 
 func run(t *testing.T, prog string, args ...string) string {
@@ -94,7 +129,6 @@ func maskedField(t *testing.T, seed float64) string {
 
 func TestPython(t *testing.T) {
 	py := install(t)
-	root := nativetest.RepoRoot(t)
 
 	// A store written by serve: simulate (temp, pres; steps 0-2) and
 	// publish (masked, with a fill value, steps 0 and 2).
@@ -120,14 +154,41 @@ func TestPython(t *testing.T) {
 		t.Fatalf("demo: exit %d\n%s%s", rc, stdout, stderr)
 	}
 
-	venv := filepath.Dir(filepath.Dir(py))
-	tests := filepath.Join(root, "python", "tests")
-	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error::pytest.PytestUnraisableExceptionWarning",
-		filepath.Join(tests, "test_codec.py"), filepath.Join(tests, "test_store.py"), filepath.Join(tests, "test_xarray.py"))
+	pytest(t, py, []string{"FZ_TEST_FZSIDECAR=" + sc.Bin, "FZ_TEST_SERVE_STORE=" + sc.Sink,
+		"FZ_TEST_SERVE_RUN=" + runName, "FZ_TEST_DEMO_STORE=" + demoSink, "FZ_TEST_DEMO_RUN=demo1"},
+		"test_codec.py", "test_store.py", "test_xarray.py")
+}
+
+// TestPythonS3 opens a run that demo stored in S3 (a real MinIO server)
+// with xarray and the store API.
+func TestPythonS3(t *testing.T) {
+	py := install(t)
+	s3 := miniotest.Shared(t)
+	s3.SetEnv(t)
+	sink := "s3://" + s3.Bucket(t) + "/some/prefix"
+	bin := nativetest.BuildFzsidecar(t)
+	if stdout, stderr, rc := nativetest.Run(t, bin, "demo", "--sink", sink, "--run", "demo1", "--steps", "3",
+		"--dims", "8x32x32", "--backend", "cpu", "--nats-listen", nativetest.FreeAddr(t)); rc != 0 {
+		t.Fatalf("demo: exit %d\n%s%s", rc, stdout, stderr)
+	}
+	pytest(t, py, []string{"FZ_TEST_DEMO_STORE=" + sink, "FZ_TEST_DEMO_RUN=demo1"},
+		"test_xarray.py", "-k", "demo_run or separately or dask")
+}
+
+// pytest runs python/tests files with the installed package and env; no
+// test may skip.
+func pytest(t *testing.T, py string, env []string, args ...string) {
+	t.Helper()
+	tests := filepath.Join(nativetest.RepoRoot(t), "python", "tests")
+	for i, a := range args {
+		if strings.HasSuffix(a, ".py") {
+			args[i] = filepath.Join(tests, a)
+		}
+	}
+	cmd := exec.Command(py, append([]string{"-m", "pytest", "-q", "-p", "no:cacheprovider"}, args...)...)
 	cmd.Dir = t.TempDir() // not python/: the installed package must be the one imported
-	cmd.Env = append(os.Environ(), "FZ_TEST_FZSIDECAR="+sc.Bin, "FZ_TEST_SERVE_STORE="+sc.Sink,
-		"FZ_TEST_SERVE_RUN="+runName, "FZ_TEST_DEMO_STORE="+demoSink, "FZ_TEST_DEMO_RUN=demo1",
-		"FZ_TEST_EXPECT_PREFIX="+venv, "FZ_LIBFZ=", "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(append(os.Environ(), env...),
+		"FZ_TEST_EXPECT_PREFIX="+filepath.Dir(filepath.Dir(py)), "FZ_LIBFZ=", "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("pytest:\n%s", out)
 	if err != nil {
