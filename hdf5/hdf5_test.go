@@ -56,3 +56,35 @@ func TestHDF5Filter(t *testing.T) {
 		t.Fatalf("pytest hdf5/tests failed: %v", err)
 	}
 }
+
+// TestCExample builds hdf5/examples/h5z_fz_example.c against the installed
+// header (build/include/h5z_fz.h) and runs it with nothing but
+// HDF5_PLUGIN_PATH: a MANDATORY filter round trip within the bound, and a
+// bad bound refused at dataset creation.
+func TestCExample(t *testing.T) {
+	nativetest.Tools(t, "cc", "make", "pkg-config")
+	nativetest.PkgConfig(t, "hdf5")
+	root := nativetest.RepoRoot(t)
+	build := t.TempDir()
+	plugins := buildPlugin(t, root, build)
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "hdf5").Output()
+	if err != nil {
+		t.Fatalf("pkg-config --cflags --libs hdf5: %v", err)
+	}
+	exe := filepath.Join(build, "h5z_fz_example")
+	args := append([]string{"-O2", "-Wall", "-Werror", "-I" + filepath.Join(build, "include"), "-o", exe,
+		filepath.Join(root, "hdf5", "examples", "h5z_fz_example.c")}, strings.Fields(string(flags))...)
+	if out, err := exec.Command("cc", append(args, "-lm")...).CombinedOutput(); err != nil {
+		t.Fatalf("cc h5z_fz_example.c: %v\n%s", err, out)
+	}
+	cmd := exec.Command(exe, filepath.Join(t.TempDir(), "example.h5"))
+	cmd.Env = []string{"HDF5_PLUGIN_PATH=" + plugins, "PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	t.Logf("h5z_fz_example:\n%s", out)
+	if err != nil {
+		t.Fatalf("h5z_fz_example failed: %v", err)
+	}
+	if !strings.Contains(string(out), "ratio") || !strings.Contains(string(out), "refused") {
+		t.Fatalf("h5z_fz_example printed no ratio or no refusal:\n%s", out)
+	}
+}
