@@ -338,6 +338,27 @@ func TestDeletedConsumerIsRecreated(t *testing.T) {
 	if res := publishOne(t, nc, s.shm, "after2"); !res.OK {
 		t.Fatalf("after stream recreation: %+v", res)
 	}
+	// Recreation impossible (another stream took the subjects): reported
+	// missing until it can be recreated.
+	if err := js.DeleteStream(ctx, "FZ_SNAPSHOTS"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SQUAT", Subjects: []string{"fz.snap.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	for !s.recv.ConsumerMissing() {
+		if ctx.Err() != nil {
+			t.Fatal("missing consumer not reported")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	js.DeleteStream(ctx, "SQUAT")
+	for s.recv.ConsumerMissing() {
+		if ctx.Err() != nil {
+			t.Fatal("consumer not recreated once possible")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // The credentials file: 0600, reused by a restarted sidecar when it is

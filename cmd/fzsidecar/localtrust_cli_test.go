@@ -146,4 +146,32 @@ func TestServeRecreatesDeletedConsumer(t *testing.T) {
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("publish after recreation: exit %d: %s", code, p.stderr())
 	}
+
+	// While it cannot be recreated (another stream holds the subjects),
+	// /healthz fails and says why.
+	if err := js.DeleteStream(ctx, "FZ_SNAPSHOTS"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SQUAT", Subjects: []string{"fz.snap.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	health := func() (int, string) {
+		code, body := httpGet(t, strings.TrimSuffix(m[1], "/metrics")+"/healthz")
+		h.Consumer = ""
+		json.Unmarshal([]byte(body), &h)
+		return code, h.Consumer
+	}
+	for code, c := health(); code != 503 || c != "missing"; code, c = health() {
+		if ctx.Err() != nil {
+			t.Fatalf("healthz with the consumer missing: %d %q", code, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	js.DeleteStream(ctx, "SQUAT")
+	for code, c := health(); code != 200 || c != "ok"; code, c = health() {
+		if ctx.Err() != nil {
+			t.Fatalf("healthz after the squatter left: %d %q", code, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
