@@ -218,7 +218,8 @@ FZP_API int fzp_publish(fzp_producer *p, fzp_snapshot *snap);
  *   FZP_OK        stored; *res filled (res may be NULL)
  *   FZP_ESIDECAR  the sidecar reported an error; res->error_code holds its code
  *   FZP_ETIMEOUT  no result yet; the snapshot is still pending
- * Once a result arrived its segment is reused or removed. Results published
+ * The segment stays mapped until the snapshot is freed (fzp_snapshot_free),
+ * which then reuses (reuse_segments) or removes it. Results published
  * while the connection was down are looked up in the result stream
  * (docs/PROTOCOL.md section 6), so a sidecar restart loses none.
  */
@@ -236,7 +237,9 @@ FZP_API int fzp_abort(fzp_producer *p, fzp_snapshot *snap);
 /**
  * Frees a snapshot in any state: not published -> as fzp_abort; published
  * without a result yet -> its segment is unlinked (safe for the sidecar) and
- * its result will be ignored; with a result -> just freed. NULL is fine.
+ * its result will be ignored; with a result -> its segment is kept for reuse
+ * (reuse_segments) or removed. The data pointer is invalid afterwards.
+ * NULL is fine.
  */
 FZP_API void fzp_snapshot_free(fzp_producer *p, fzp_snapshot *snap);
 

@@ -602,11 +602,11 @@ static void deliver(fzp_producer *p, const char *data, size_t n) {
     for (fzp_snapshot *s = p->snaps; s; s = s->next) {
         if ((s->state != SNAP_PUBLISHED && s->state != SNAP_PUBLISHING) || strcmp(s->msg_id, r.msg_id) != 0)
             continue;
+        /* A result means the sidecar will never read these bytes again;
+         * the segment is reused or removed when the caller frees the
+         * snapshot, so memory it may still look at stays mapped. */
         s->res = r;
         s->state = SNAP_DONE;
-        /* A result means the sidecar will never read these bytes again. */
-        recycle_locked(p, s->seg);
-        s->seg = NULL;
         pthread_cond_broadcast(&p->cond);
         break;
     }
@@ -1042,6 +1042,10 @@ int fzp_abort(fzp_producer *p, fzp_snapshot *s) {
     if (s->state != SNAP_BEGUN)
         return fail(p, FZP_ESTATE, "state", "snapshot %s was already published: free it with fzp_snapshot_free", s->msg_id);
     fzp_snapshot_free(p, s);
+    /* The release is fire and forget; flushing makes the room visible to
+     * the next admission sooner. */
+    if (p->nc)
+        natsConnection_FlushTimeout(p->nc, 1000);
     return ok(p);
 }
 
@@ -1051,9 +1055,14 @@ void fzp_snapshot_free(fzp_producer *p, fzp_snapshot *s) {
     pthread_mutex_lock(&p->mu);
     if (s->state == SNAP_BEGUN && p->connected && !p->closed)
         release_lease(p, s->msg_id);
-    /* Published without a result: unlinking is safe (the sidecar keeps a
-     * mapping it has; one it has not made yet reports missing_segment). */
-    fzp_segment_remove(s->seg);
+    /* With a result the sidecar is done with the bytes: reuse them.
+     * Published without a result: unlinking is safe (the sidecar keeps a
+     * mapping it has; one it has not made yet reports missing_segment),
+     * rewriting would not be. */
+    if (s->state == SNAP_DONE)
+        recycle_locked(p, s->seg);
+    else
+        fzp_segment_remove(s->seg);
     s->seg = NULL;
     unlink_snap(s);
     pthread_mutex_unlock(&p->mu);

@@ -76,8 +76,10 @@ static void roundtrip(void) {
     CHECK(strcmp(r.msg_id, fzp_snapshot_msg_id(s)) == 0, "msg_id");
     /* wait again: the same answer */
     CHECK_RC(p, fzp_wait(p, s, 0, &r), FZP_OK);
-    CHECK(count_segments("ctest-rt") == 0, "segment not removed after the result");
+    CHECK(count_segments("ctest-rt") == 1, "segment removed before the snapshot was freed");
+    CHECK(f[5] == (float)sin(0.05), "segment unmapped before the snapshot was freed");
     fzp_snapshot_free(p, s);
+    CHECK(count_segments("ctest-rt") == 0, "segment not removed when the finished snapshot was freed");
 
     /* f64 3-D with a NaN fill, in rel mode */
     uint64_t d3[3] = {8, 16, 32};
