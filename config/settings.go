@@ -107,8 +107,9 @@ func Defaults() Settings {
 	s.GPULanes = 4
 	s.Budget = 4 << 30
 	s.MaxBlock = 10 * time.Minute
-	s.LeaseTTL = 10 * time.Minute
+	s.LeaseTTL = time.Minute
 	s.AckWait = 30 * time.Second
+	s.MaxDeliver = 10
 	s.DedupWindow = 10 * time.Minute
 	s.ResultTTL = 24 * time.Hour
 	s.MaxQueued = 100000

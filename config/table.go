@@ -91,7 +91,7 @@ var table = []entry{
 		parse: duration(func(s *Settings) *time.Duration { return &s.ResultTTL }), show: dur(func(s *Settings) *time.Duration { return &s.ResultTTL })},
 	{key: "jetstream.max_queued", flag: "max-queued", help: "most notifications queued in the stream; beyond it publishes are refused",
 		parse: int64In(func(s *Settings) *int64 { return &s.MaxQueued }, 1, 1<<40, "a positive count"), show: func(s *Settings) string { return itoa64(s.MaxQueued) }},
-	{key: "jetstream.max_deliver", flag: "max-deliver", help: "give up (error result) on a snapshot after this many deliveries; 0: never",
+	{key: "jetstream.max_deliver", flag: "max-deliver", help: "give up (error result store_failed) on a snapshot failing transiently after this many deliveries; 0: never",
 		parse: intIn(func(s *Settings) *int { return &s.MaxDeliver }, 0, 1<<30, "a count, 0 for never"), show: func(s *Settings) string { return itoa64(int64(s.MaxDeliver)) }},
 	{key: "jetstream.replicas", flag: "replicas", help: "servers of a NATS cluster that keep each stream: 1, or 3 on a 3-server cluster (survives one server's loss); more than 1 needs nats.url",
 		parse: intIn(func(s *Settings) *int { return &s.Replicas }, 1, 5, "1 to 5 servers (JetStream's limit)"), show: func(s *Settings) string { return itoa64(int64(s.Replicas)) }},

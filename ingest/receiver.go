@@ -15,6 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// DefaultLeaseTTL is how long an admission is reserved before its
+// notification must arrive, unless configured.
+const DefaultLeaseTTL = time.Minute
+
 // ReceiverConfig configures the sidecar's receiving side.
 type ReceiverConfig struct {
 	Subjects Subjects
@@ -26,7 +30,10 @@ type ReceiverConfig struct {
 	// producer asks for.
 	MaxBlock time.Duration
 	// LeaseTTL is how long an admission stays reserved without its
-	// notification (the time a producer may take to fill a segment).
+	// notification (the time a producer may take to fill a segment;
+	// default DefaultLeaseTTL). Short, so that an admission whose producer
+	// died or stalls cannot starve everyone; a producer needing longer
+	// renews it by repeating the admission with the same msg_id.
 	LeaseTTL time.Duration
 	// AckWait is the JetStream redelivery timer; jobs in progress are kept
 	// alive automatically, so it only matters when the sidecar dies.
@@ -34,10 +41,16 @@ type ReceiverConfig struct {
 	// MaxInFlight is how many snapshots may be handed out at once; it is also
 	// the consumer's MaxAckPending, so the server enforces it too.
 	MaxInFlight int
-	// MaxDeliver > 0 gives up on a snapshot (error reply) after that many
-	// deliveries, so a message that kills the sidecar cannot do so forever.
+	// MaxDeliver > 0 bounds deliveries: a snapshot failing transiently on
+	// its last delivery gets an error result (Job.LastDelivery), and one
+	// delivered more often (the sidecar died on it each time) is refused
+	// with an error result. 0 retries without end.
 	MaxDeliver int
-	Log        *slog.Logger
+	// ReclaimAfter is how long a segment must have lain unused before the
+	// sidecar may remove it as orphaned by a producer that died (see
+	// reclaim.go for the full rule); 0 means DefaultReclaimAfter, < 0 never.
+	ReclaimAfter time.Duration
+	Log          *slog.Logger
 	// OnReject, if set, is called for every notification answered with an
 	// error before it became a Job (metrics).
 	OnReject func(code Code)
@@ -54,7 +67,7 @@ func (c *ReceiverConfig) defaults() {
 		c.MaxBlock = 10 * time.Minute
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 10 * time.Minute
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = 30 * time.Second
@@ -121,7 +134,10 @@ func (r *Receiver) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.cons, err = snap.CreateOrUpdateConsumer(ctx, consumerConfig(r.cfg))
+	err = retryJS(ctx, func(ctx context.Context) (err error) {
+		r.cons, err = snap.CreateOrUpdateConsumer(ctx, consumerConfig(r.cfg))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
@@ -221,7 +237,7 @@ func (r *Receiver) Run(ctx context.Context, out chan<- *Job) error {
 		select {
 		case out <- job:
 		case <-ctx.Done():
-			job.Retry(fmt.Errorf("sidecar shutting down"))
+			job.HandBack(fmt.Errorf("sidecar shutting down"))
 			return nil
 		}
 	}
@@ -334,17 +350,50 @@ func (j *Job) Fail(ctx context.Context, err error) error {
 	return j.finish(ctx, Result{Error: e})
 }
 
-// Retry hands the snapshot back to JetStream for a later attempt (transient
-// trouble such as an unreachable sink, or shutdown). No reply is sent.
+// LastDelivery reports whether this is the last delivery MaxDeliver allows:
+// a transient failure now must be answered with an error result instead of
+// being handed back (the next delivery would only be refused).
+func (j *Job) LastDelivery() bool {
+	return j.r.cfg.MaxDeliver > 0 && j.Delivered >= uint64(j.r.cfg.MaxDeliver)
+}
+
+// RetryDelay is how long a snapshot handed back after delivery n waits
+// before JetStream delivers it again: 1 s, doubling per delivery, at most
+// 30 s.
+func RetryDelay(n uint64) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	return min(time.Second<<min(n-1, 5), 30*time.Second) // 1, 2, 4, 8, 16, 30 s
+}
+
+// Retry hands the snapshot back to JetStream for a later attempt after a
+// transient failure (an unreachable or full sink), with a growing delay
+// (RetryDelay). No reply is sent, and the snapshot keeps its budget hold:
+// the producer still holds its segment while it waits.
 func (j *Job) Retry(cause error) {
+	j.handBack(RetryDelay(j.Delivered), cause, "snapshot will be retried")
+}
+
+// HandBack returns an unfinished snapshot to JetStream for immediate
+// redelivery (shutdown): a restarted sidecar, or another one on the same
+// stream, takes it up at once instead of after the ack wait.
+func (j *Job) HandBack(cause error) {
+	j.handBack(0, cause, "snapshot handed back")
+}
+
+func (j *Job) handBack(delay time.Duration, cause error, what string) {
 	j.once.Do(func() {
 		j.stopKeepAlive()
-		delay := min(time.Duration(j.Delivered)*time.Second, 30*time.Second)
-		j.r.log.Warn("snapshot will be retried", "msg_id", j.route.MsgID, "in", delay, "err", cause)
-		if err := j.msg.NakWithDelay(delay); err != nil {
+		j.r.log.Warn(what, "msg_id", j.route.MsgID, "delivery", j.Delivered, "in", delay, "err", cause)
+		// A NAK with a delay, also 0: the server then records the
+		// redelivery time in the consumer's stored state (a plain NAK only
+		// queues it in memory, so a server restarted meanwhile would wait
+		// the whole ack wait), and it is sent as a request, so we know the
+		// server has it before shutdown closes the connection.
+		if err := j.nak(delay); err != nil {
 			j.r.log.Warn("nak failed; JetStream redelivers after the ack wait", "msg_id", j.route.MsgID, "err", err)
 		}
-		j.r.budget.Release(j.route.MsgID)
 		if j.stop != nil {
 			j.r.active.Add(-1)
 			<-j.r.slots
@@ -395,6 +444,17 @@ func (j *Job) finish(ctx context.Context, res Result) error {
 		}
 	})
 	return ferr
+}
+
+// nak hands the message back with a redelivery delay and waits until the
+// server confirms it (an ack with a reply subject is answered once
+// processed), so that a shutdown right after cannot lose it.
+func (j *Job) nak(delay time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body := fmt.Appendf(nil, "-NAK {\"delay\": %d}", delay.Nanoseconds())
+	_, err := j.r.nc.RequestWithContext(ctx, j.msg.Reply(), body)
+	return err
 }
 
 // startKeepAlive tells JetStream the job is still being worked on, so a long

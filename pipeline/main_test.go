@@ -37,23 +37,38 @@ type sidecarEnv struct {
 	Budget                                 int64
 	StoreDelay                             time.Duration
 	DrainTimeout                           time.Duration
+	// AckWait, if set, replaces the short default of these tests (2s).
+	AckWait time.Duration
+	// Hang makes every Put wait until its context ends (a sink that never
+	// answers).
+	Hang bool
+	// ReclaimAfter, if set, turns on reclaiming orphaned segments.
+	ReclaimAfter time.Duration
 }
 
 func (e sidecarEnv) environ() []string {
 	return append(os.Environ(), "FZ_TEST_SIDECAR=1",
 		"FZ_LISTEN="+e.Listen, "FZ_URL="+e.URL, "FZ_DATA="+e.DataDir, "FZ_SHM="+e.ShmDir,
-		"FZ_STORE="+e.StoreDir, "FZ_BUDGET="+strconv.FormatInt(e.Budget, 10), "FZ_DELAY="+e.StoreDelay.String(), "FZ_DRAIN="+e.DrainTimeout.String())
+		"FZ_STORE="+e.StoreDir, "FZ_BUDGET="+strconv.FormatInt(e.Budget, 10), "FZ_DELAY="+e.StoreDelay.String(), "FZ_DRAIN="+e.DrainTimeout.String(),
+		"FZ_ACKWAIT="+e.AckWait.String(), "FZ_HANG="+strconv.FormatBool(e.Hang), "FZ_RECLAIM="+e.ReclaimAfter.String())
 }
 
 func (e sidecarEnv) config() sidecar.Config {
+	ackWait := e.AckWait
+	if ackWait == 0 {
+		// Short, so that snapshots in flight at a crash come back soon.
+		ackWait = 2 * time.Second
+	}
+	store := &dirStore{dir: e.StoreDir, delay: e.StoreDelay}
+	if e.Hang {
+		store.gate = make(chan struct{}) // never opened
+	}
 	return sidecar.Config{
 		Embedded: e.URL == "", Listen: e.Listen, DataDir: e.DataDir,
 		Conn: ingest.ConnOptions{URL: e.URL},
-		Receiver: ingest.ReceiverConfig{ShmDir: e.ShmDir, Budget: e.Budget,
-			// Short, so that snapshots in flight at a crash come back soon.
-			AckWait: 2 * time.Second},
-		Pipeline: pipeline.Config{Store: &dirStore{dir: e.StoreDir, delay: e.StoreDelay}, Codec: testCodec(),
-			DrainTimeout: e.DrainTimeout},
+		Receiver: ingest.ReceiverConfig{ShmDir: e.ShmDir, Budget: e.Budget, AckWait: ackWait,
+			ReclaimAfter: e.ReclaimAfter},
+		Pipeline: pipeline.Config{Store: store, Codec: testCodec(), DrainTimeout: e.DrainTimeout},
 	}
 }
 
@@ -63,8 +78,12 @@ func childSidecar() int {
 	budget, _ := strconv.ParseInt(os.Getenv("FZ_BUDGET"), 10, 64)
 	delay, _ := time.ParseDuration(os.Getenv("FZ_DELAY"))
 	drain, _ := time.ParseDuration(os.Getenv("FZ_DRAIN"))
+	ackWait, _ := time.ParseDuration(os.Getenv("FZ_ACKWAIT"))
+	reclaim, _ := time.ParseDuration(os.Getenv("FZ_RECLAIM"))
+	hang, _ := strconv.ParseBool(os.Getenv("FZ_HANG"))
 	e := sidecarEnv{Listen: os.Getenv("FZ_LISTEN"), URL: os.Getenv("FZ_URL"), DataDir: os.Getenv("FZ_DATA"),
-		ShmDir: os.Getenv("FZ_SHM"), StoreDir: os.Getenv("FZ_STORE"), Budget: budget, StoreDelay: delay, DrainTimeout: drain}
+		ShmDir: os.Getenv("FZ_SHM"), StoreDir: os.Getenv("FZ_STORE"), Budget: budget, StoreDelay: delay, DrainTimeout: drain,
+		AckWait: ackWait, Hang: hang, ReclaimAfter: reclaim}
 	cfg := e.config()
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.Ready = func(url string) { fmt.Println("READY", url) }

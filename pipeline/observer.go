@@ -28,6 +28,11 @@ const (
 	Retried Outcome = "retried" // handed back to JetStream (transient error or shutdown)
 )
 
+// KindGaveUp is the Done kind of a snapshot failed because its transient
+// failures outlasted --max-deliver deliveries (its result says
+// store_failed).
+const KindGaveUp = "gave_up"
+
 // Observer receives what the pipeline measures. Calls come from several
 // goroutines at once.
 type Observer interface {
@@ -37,7 +42,8 @@ type Observer interface {
 	// s changed by delta.
 	Depth(s Stage, delta int)
 	// Done reports a finished snapshot; kind is "" when stored, otherwise
-	// the ingest error code, or "transient"/"shutdown" for retries.
+	// the ingest error code, KindGaveUp, or "transient"/"shutdown" for
+	// retries.
 	Done(o Outcome, kind string, st fz.Stats)
 }
 

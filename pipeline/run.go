@@ -240,12 +240,20 @@ func (p *pipe) finish(it *item, err error) {
 		p.cfg.Log.Info("snapshot stored", "run", n.Run, "var", n.Var, "step", n.Step, "key", it.loc,
 			"raw", it.st.RawBytes, "compressed", it.st.CompressedBytes, "ratio", it.st.Ratio(), "max_err", it.st.MaxAbsErr,
 			"seconds", time.Since(j.Received).Seconds())
+	case isRetry(err) && p.work.Err() != nil:
+		// Hand it back for immediate redelivery: a restarted sidecar takes
+		// it up at once (not after the ack wait).
+		j.HandBack(err)
+		out, kind = Retried, "shutdown"
+	case isRetry(err) && j.LastDelivery():
+		// Transient, but out of deliveries (--max-deliver): the producer
+		// gets an error result rather than waiting in silence.
+		e := &ingest.Error{Code: ingest.CodeStore, Message: fmt.Sprintf("gave up after %d deliveries: %v", j.Delivered, err)}
+		j.Fail(p.work, e)
+		out, kind = Failed, KindGaveUp
 	case isRetry(err):
 		j.Retry(err)
 		out, kind = Retried, "transient"
-		if errors.Is(err, errDrainTimeout) || errors.Is(err, context.Canceled) {
-			kind = "shutdown"
-		}
 	default:
 		j.Fail(p.work, err)
 		out, kind = Failed, string(ingest.AsError(err).Code)

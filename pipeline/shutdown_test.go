@@ -107,3 +107,77 @@ func TestDrainTimeoutHandsBack(t *testing.T) {
 	}
 	verify(t, e, all)
 }
+
+// SIGTERM with snapshots stuck in a sink that never answers, one waiting
+// at the dispatcher behind another of its key, and one just fetched by the
+// receiver: after the drain timeout all are handed back for immediate
+// redelivery, so a restarted sidecar stores them within seconds, not after
+// the ack wait (30 s here, the default), and each exactly once.
+func TestSIGTERMHandBackIsPickedUpAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.Listen = freeAddr(t)
+	e.AckWait = 30 * time.Second
+	e.DrainTimeout = 300 * time.Millisecond
+	e.Hang = true
+	c := startChild(t, e, "sidecar1.log")
+	p := newProducer(t, c.url, e.ShmDir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var all []*sent
+	var pds []*ingest.Pending
+	publish := func(spec ingest.Spec, seed int) {
+		s, pd := publishOne(ctx, p, spec, seed)
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		all, pds = append(all, s), append(pds, pd)
+	}
+	waitAckPending := func(n int) {
+		for {
+			if _, ack := consumerState(t, c.url); ack >= n {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("fewer than %d snapshots reached the sidecar", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// The first hangs in the sink; the second (same key, same bytes) holds
+	// the dispatcher at the key's lock; the third is fetched by the receiver
+	// and waits for the dispatcher.
+	publish(specFor(0), 0)
+	waitAckPending(1)
+	publish(specFor(0), 0)
+	waitAckPending(2)
+	publish(specFor(1), 1)
+	waitAckPending(3)
+	time.Sleep(300 * time.Millisecond)
+	c.stop(t)
+	if created, _ := readJournal(e.StoreDir); len(created) != 0 {
+		t.Fatalf("%d stored through a sink that never answers", len(created))
+	}
+	e.Hang = false
+	t0 := time.Now()
+	c = startChild(t, e, "sidecar2.log")
+	for i, pd := range pds {
+		all[i].res, all[i].err = pd.Wait(ctx)
+	}
+	took := time.Since(t0)
+	t.Logf("restart to the last result: %v (ack wait %v)", took.Round(time.Millisecond), e.AckWait)
+	if took > 10*time.Second {
+		t.Errorf("snapshots handed back at SIGTERM took %v after the restart: they waited for the ack wait instead of being redelivered at once", took)
+	}
+	verify(t, e, all[1:]) // all[0] and all[1] are the same snapshot
+	created, _ := readJournal(e.StoreDir)
+	for k, c := range created {
+		if c != 1 {
+			t.Errorf("%s stored %d times", k, c)
+		}
+	}
+	if len(created) != 2 {
+		t.Errorf("stored %d keys, want 2", len(created))
+	}
+	queueEmpty(t, p, c.url)
+	c.stop(t)
+}

@@ -36,8 +36,15 @@ func (s sinkStore) Put(ctx context.Context, k Key, blob []byte, m Meta) error {
 		meta.Extra = meta.Extra[:256]
 	}
 	err := s.s.Put(ctx, sk, blob, meta)
-	if errors.Is(err, sinks.ErrConflict) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sinks.ErrConflict):
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case !sinks.Retryable(err):
+		// Permission denied, read-only, invalid metadata, S3 credentials:
+		// another delivery cannot fix it, so the producer is told now.
+		return Permanent(err)
 	}
 	return err
 }

@@ -83,6 +83,9 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 	}
 	a.Sink = sink
 	a.closers = append(a.closers, sink)
+	if err := sinks.CheckWritable(ctx, sink); err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, s.Source("sink"))
+	}
 	n := s.NATS
 	conn := ingest.ConnOptions{URL: n.URL, Name: "fzsidecar serve", Token: n.Token, User: n.User, Password: n.Password,
 		NkeySeedFile: n.NkeyFile, CredsFile: n.CredsFile, TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey}

@@ -65,6 +65,30 @@ func openLocal(path string, o options) (Sink, error) {
 	return &local{root: abs, log: o.log, max: o.maxObject}, nil
 }
 
+// CheckWritable makes sure s can store objects, for a process about to
+// accept snapshots (fzsidecar serve): a local sink's directory is created
+// if missing and a probe file is written, fsynced and removed, so that an
+// unusable path fails at start with the reason instead of failing every
+// snapshot later. Other sinks are checked when opened (S3: the bucket).
+// Read-only users (ls, get) do not call it.
+func CheckWritable(ctx context.Context, s Sink) error {
+	l, ok := s.(*local)
+	if !ok {
+		return ctx.Err()
+	}
+	if err := mkdirAllSync(l.root); err != nil {
+		return fmt.Errorf("sink %s is not usable: creating its directory: %w", l, err)
+	}
+	tmp, err := writeTemp(l.root, []byte("fzsidecar write probe\n"))
+	if err != nil {
+		return fmt.Errorf("sink %s is not writable: %w", l, err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("sink %s: removing the write probe %s: %w", l, tmp, err)
+	}
+	return nil
+}
+
 func (l *local) String() string { return "file://" + filepath.ToSlash(l.root) }
 func (l *local) Close() error   { return nil }
 

@@ -211,10 +211,10 @@ func decodeSidecar(b []byte) (Meta, error) {
 // prepare checks m against blob and fills the fields the sink owns.
 func prepare(k Key, blob []byte, m Meta) (Meta, error) {
 	if err := k.Validate(); err != nil {
-		return m, err
+		return m, invalid(err)
 	}
 	if err := m.validate(); err != nil {
-		return m, fmt.Errorf("%s: %w", k, err)
+		return m, invalid(fmt.Errorf("%s: %w", k, err))
 	}
 	crc := CRC32C(blob)
 	if m.CRC32C != 0 && m.CRC32C != crc {
