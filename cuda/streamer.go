@@ -342,7 +342,17 @@ func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts .
 	defer func() { s.lanes <- ln }()
 	out, st, err := ln.compress(ctx, src, p, g, set)
 	if errors.Is(err, errBoundOnHost) {
-		return fz.CPU().Compress(ctx, src.Bytes, p, opts...)
+		// Redo it on the CPU, from a private copy made as the device's
+		// uploads are (Bytes may map a producer's segment: Source.Copy).
+		buf := make([]byte, len(src.Bytes))
+		if src.Copy != nil {
+			if err := src.Copy(buf, src.Bytes); err != nil {
+				return nil, fz.Stats{}, err
+			}
+		} else {
+			copy(buf, src.Bytes)
+		}
+		return fz.CPU().Compress(ctx, buf, p, opts...)
 	}
 	return out, st, err
 }
