@@ -59,6 +59,9 @@ func runPublish(ctx context.Context, args []string) error {
 	if err := positiveDuration(fs, "timeout", *timeout); err != nil {
 		return err
 	}
+	if _, err := pf.check(fs); err != nil {
+		return err
+	}
 	// Check the file before waiting for a sidecar: a typo should not cost
 	// a connection timeout.
 	fi, err := os.Stat(pos[0])

@@ -37,22 +37,31 @@ func (p *producerFlags) register(fs *flag.FlagSet) {
 // waitProgress is how soon, then how often, a wait for the sidecar says so.
 var waitProgress = struct{ first, every time.Duration }{time.Second, 3 * time.Second}
 
-func (p *producerFlags) open(ctx context.Context, fs *flag.FlagSet, name string) (*ingest.Producer, *nats.Conn, error) {
+// check reports a bad flag as a usage error (open calls it too).
+func (p *producerFlags) check(fs *flag.FlagSet) (ingest.Policy, error) {
 	if err := p.nats.check(fs); err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	pol, err := ingest.ParsePolicy(p.policy)
 	if err != nil {
-		return nil, nil, usageErr(fs, "--policy: %v", err)
+		return 0, usageErr(fs, "--policy: %v", err)
 	}
 	if err := positiveDuration(fs, "block-timeout", p.blockFor); err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	if err := positiveDuration(fs, "connect-timeout", p.connectTimeout); err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	if p.id != "" && !ingest.ValidToken(p.id) {
-		return nil, nil, usageErr(fs, "--producer %q: expected 1-128 characters of A-Z a-z 0-9 _ -", p.id)
+		return 0, usageErr(fs, "--producer %q: expected 1-128 characters of A-Z a-z 0-9 _ -", p.id)
+	}
+	return pol, nil
+}
+
+func (p *producerFlags) open(ctx context.Context, fs *flag.FlagSet, name string) (*ingest.Producer, *nats.Conn, error) {
+	pol, err := p.check(fs)
+	if err != nil {
+		return nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	co := p.nats.conn(name)
