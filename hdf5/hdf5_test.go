@@ -33,7 +33,7 @@ func buildPlugin(t *testing.T, root, dir string) string {
 }
 
 func TestHDF5Filter(t *testing.T) {
-	nativetest.Tools(t, "cc", "make", "pkg-config", "h5dump")
+	nativetest.Tools(t, "cc", "make", "pkg-config", "h5dump", "h5repack")
 	nativetest.PkgConfig(t, "hdf5")
 	py := nativetest.PythonModules(t, "numpy", "h5py", "netCDF4", "pytest")
 	root := nativetest.RepoRoot(t)

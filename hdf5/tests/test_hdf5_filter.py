@@ -273,3 +273,26 @@ def test_netcdf4_variable_with_the_filter(tmp_path):
         assert max_err(x[sl][o], np.ma.getdata(y)[sl][o]) <= rel * (r.max() - r.min())
     r = subprocess.run(["h5dump", "-H", "-p", "-d", "/sst", path], env=h5dump_env(), capture_output=True, text=True)
     assert "FILTER_ID 310" in r.stdout, r.stdout + r.stderr
+
+
+def test_h5repack_compresses_and_decompresses_an_existing_file(tmp_path):
+    """h5repack -f UD=310,...: the filter on an existing file (set_local runs on the new layout)."""
+    x = smooth((40, 50, 60))
+    plain, packed, unpacked = (str(tmp_path / n) for n in ("plain.h5", "packed.h5", "unpacked.h5"))
+    with h5py.File(plain, "w") as f:
+        f["t"] = x
+    ud = "UD=%d,0,%d,%s" % (FILTER_ID, 3, ",".join(str(v) for v in cd_values(0.01)[:3]))
+    r = subprocess.run(["h5repack", "-l", "t:CHUNK=10x50x60", "-f", "t:" + ud, plain, packed], env=h5dump_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["h5repack", "-f", "NONE", packed, unpacked], env=h5dump_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(packed, "r") as f:
+        cd = decode_cd_values(f["t"].id.get_create_plist().get_filter_by_id(FILTER_ID)[1])
+        y = f["t"][...]
+        assert f["t"].id.get_storage_size() < x.nbytes / 3
+    with h5py.File(unpacked, "r") as f:
+        assert f["t"].compression is None and f["t"].id.get_create_plist().get_nfilters() == 0
+        assert np.array_equal(f["t"][...], y)
+    assert cd["chunks"] == (10, 50, 60) and cd["eb"] == 0.01
+    assert 0 < max_err(x, y) <= 0.01
