@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,7 +51,7 @@ func (c *StreamConfig) defaults() {
 // rather than silently drops.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c StreamConfig) (snap, res jetstream.Stream, err error) {
 	c.defaults()
-	snap, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	snapCfg := jetstream.StreamConfig{
 		Name:        sub.SnapshotStream(),
 		Description: "fzsidecar snapshot notifications (one per shared-memory snapshot)",
 		Subjects:    []string{sub.SnapshotWildcard()},
@@ -62,12 +63,16 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 		Duplicates:  c.DedupWindow,
 		AllowDirect: true,
 		Replicas:    c.Replicas,
+	}
+	err = retryJS(ctx, func(ctx context.Context) (err error) {
+		snap, err = js.CreateOrUpdateStream(ctx, snapCfg)
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", sub.SnapshotStream(), err)
 	}
 	dup := min(c.DedupWindow, c.ResultTTL)
-	res, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	resCfg := jetstream.StreamConfig{
 		Name:              sub.ResultStream(),
 		Description:       "fzsidecar results, one per snapshot, kept for late readers",
 		Subjects:          []string{sub.ResultWildcard()},
@@ -79,6 +84,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 		Duplicates:        dup,
 		AllowDirect:       true,
 		Replicas:          c.Replicas,
+	}
+	err = retryJS(ctx, func(ctx context.Context) (err error) {
+		res, err = js.CreateOrUpdateStream(ctx, resCfg)
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", sub.ResultStream(), err)
@@ -86,10 +95,60 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 	return snap, res, nil
 }
 
+// jsAttempt bounds one JetStream API request inside retryJS.
+const jsAttempt = 3 * time.Second
+
+// retryJS runs a JetStream API call op, each attempt bounded by a few
+// seconds, again while the cluster cannot answer, until ctx ends. In a NATS
+// cluster a request to a stream whose leader just died gets no reply at all
+// until a new leader is elected (seconds), and one that finds no meta
+// leader is refused as unavailable: without the retry, a sidecar starting
+// during such an election would spend its whole start-up time on one lost
+// request and fail (internal/clustertest kills servers to check this).
+// Errors the cluster gave as its answer (bad configuration, not found) end
+// the retries at once.
+func retryJS(ctx context.Context, op func(context.Context) error) error {
+	delay := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, jsAttempt)
+		err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !clusterTransient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// clusterTransient reports errors that a NATS cluster electing leaders
+// gives: a lost request (timeout), no responders, or an API error saying
+// the cluster or the stream is temporarily unavailable.
+func clusterTransient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10006, 10008, 10009, 10118: // cluster not active / not available / not leader, stream offline
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // queuedNotifications calls fn for every notification still in the stream.
 // After a restart these are snapshots whose segments producers still hold.
 func queuedNotifications(ctx context.Context, s jetstream.Stream, sub Subjects, fn func(*jetstream.RawStreamMsg)) error {
-	info, err := s.Info(ctx)
+	var info *jetstream.StreamInfo
+	err := retryJS(ctx, func(ctx context.Context) (err error) {
+		info, err = s.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -98,7 +157,11 @@ func queuedNotifications(ctx context.Context, s jetstream.Stream, sub Subjects, 
 	}
 	seq := info.State.FirstSeq
 	for n := uint64(0); n < info.State.Msgs+1; n++ {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(sub.SnapshotWildcard()))
+		var m *jetstream.RawStreamMsg
+		err := retryJS(ctx, func(ctx context.Context) (err error) {
+			m, err = s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(sub.SnapshotWildcard()))
+			return err
+		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
 		}

@@ -1,0 +1,66 @@
+#!/bin/bash
+# A Slurm job that runs one fzsidecar per node beside the simulation's ranks.
+# docs/DEPLOY.md explains the layout; adapt the #SBATCH lines, paths and the
+# application line. Assumes:
+#   - a 3-server NATS JetStream cluster reachable from the compute nodes
+#     (FZ_NATS_URL below), with a user for the sidecars and one for producers;
+#   - an S3 bucket (FZ_SINK) and its credentials in the environment;
+#   - fzsidecar on PATH on every node.
+#SBATCH --job-name=sim-with-fzsidecar
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=32
+#SBATCH --time=02:00:00
+#SBATCH --exclusive
+set -euo pipefail
+
+# --- cluster-wide settings (the same on every node) -------------------------
+export FZ_NATS_URL="nats://nats-0.example.org:4222,nats://nats-1.example.org:4222,nats://nats-2.example.org:4222"
+export FZ_JETSTREAM_REPLICAS=3                 # streams kept by all 3 NATS servers
+export FZ_SINK="s3://simulations"              # one bucket for every node (and job)
+export AWS_ENDPOINT_URL="https://s3.example.org"  # serve, ls and get all read it
+export RUN="heat-${SLURM_JOB_ID}"               # run names are global: carry the job id
+# AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY come from the user's environment
+# or a file only they can read, e.g.:  source ~/.config/fzsidecar/s3.env
+# NATS credentials of the sidecar (a user with JetStream rights, docs/DEPLOY.md):
+export SIDECAR_CREDS="$HOME/.config/fzsidecar/sidecar.creds"
+# NATS credentials of the producers (publish/subscribe on fz-* subjects only):
+export PRODUCER_CREDS="$HOME/.config/fzsidecar/producer.creds"
+
+# --- per-node settings: computed on each node -------------------------------
+# The subject prefix names the node: shared memory is node-local, so a
+# producer must reach its own node's sidecar and no other. Dots and other
+# characters outside A-Z a-z 0-9 _ - become '-'.
+node_prefix='fz-$(hostname -s | tr -c "A-Za-z0-9_\n-" "-")'
+shm_dir="/dev/shm/fzsidecar-${SLURM_JOB_ID}"   # per job: segments of one user only
+
+# One sidecar per node. --overlap lets the application's srun share the
+# nodes' CPUs; the sidecar is pinned to 4 cores of each node here
+# (--cpus-per-task), the ranks get the rest. Its own log per node.
+srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --cpus-per-task=4 \
+	--kill-on-bad-exit=0 --output="fzsidecar-%j-%N.log" \
+	bash -c "export FZ_NATS_SUBJECT_PREFIX=$node_prefix
+		exec fzsidecar serve --nats-creds \"\$SIDECAR_CREDS\" --shm-dir $shm_dir \
+			--data-dir /tmp/fzsidecar-\$SLURM_JOB_ID --budget 16GiB --codec-threads 4 \
+			--backend auto --metrics-listen 127.0.0.1:9464" &
+sidecars=$!
+
+# Wait until every node's sidecar answers its health check.
+srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c '
+	for i in $(seq 1 120); do
+		curl -fsS http://127.0.0.1:9464/healthz >/dev/null 2>&1 && exit 0
+		sleep 1
+	done
+	echo "fzsidecar on $(hostname) not healthy after 120 s" >&2; exit 1'
+
+# The application: every rank publishes through its node's sidecar. The
+# producer libraries take prefix, shm_dir and credentials as options; here
+# the application reads them from these variables (set per node by bash -c).
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=32 bash -c "
+	export FZ_NATS_SUBJECT_PREFIX=$node_prefix FZ_SHM_DIR=$shm_dir FZ_NATS_CREDS=\"\$PRODUCER_CREDS\"
+	exec ./heat_mpi --run $RUN --steps 1000 --out-every 10"
+
+# SIGTERM lets each sidecar finish the snapshots in flight (drain timeout),
+# then the job step ends. Unfinished ones stay queued in JetStream.
+kill -TERM "$sidecars"
+wait "$sidecars" || true
+fzsidecar ls --sink "$FZ_SINK" --run "$RUN" || true
