@@ -40,7 +40,7 @@ var installed struct {
 // install builds libfz.so and installs the package into a new venv (with
 // Debian's numpy and xarray visible), once per test binary; it returns the
 // venv's python.
-func install(t *testing.T) string {
+func install(t testing.TB) string {
 	t.Helper()
 	nativetest.Tools(t, "gcc")
 	sys := nativetest.PythonModules(t, "numpy", "xarray", "pytest", "venv", "pip", "setuptools")
@@ -156,7 +156,7 @@ func TestPython(t *testing.T) {
 
 	pytest(t, py, []string{"FZ_TEST_FZSIDECAR=" + sc.Bin, "FZ_TEST_SERVE_STORE=" + sc.Sink,
 		"FZ_TEST_SERVE_RUN=" + runName, "FZ_TEST_DEMO_STORE=" + demoSink, "FZ_TEST_DEMO_RUN=demo1"},
-		"test_codec.py", "test_store.py", "test_xarray.py")
+		"test_codec.py", "test_store.py", "test_xarray.py", "test_numcodecs.py")
 }
 
 // TestPythonS3 opens a run that demo stored in S3 (a real MinIO server)
