@@ -56,5 +56,11 @@ func TestRangeOverflowMatchesCPU(t *testing.T) {
 			continue
 		}
 		checkStreamed(t, s, "range overflow streamed", Source{Bytes: raw}, p, want, wst, fz.WithTilesPerChunk(4))
+		copied := 0
+		guarded := func(dst, src []byte) error { copied++; copy(dst, src); return nil }
+		checkStreamed(t, s, "range overflow streamed, guarded copy", Source{Bytes: raw, Copy: guarded}, p, want, wst, fz.WithTilesPerChunk(4))
+		if copied == 0 {
+			t.Fatalf("rel %g: the guarded copy was never used", rel)
+		}
 	}
 }
