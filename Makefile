@@ -38,14 +38,23 @@ $(INCDIR)/fz.h: libfz/fz.h
 python: libfz
 	@mkdir -p python/fzsidecar/_lib
 	cp $(LIBDIR)/libfz.so python/fzsidecar/_lib/libfz.so
+	@if [ -f $(LIBDIR)/libfzproducer.so ]; then cp $(LIBDIR)/libfzproducer.so python/fzsidecar/_lib/; \
+	else echo "note: no $(LIBDIR)/libfzproducer.so: fzsidecar.producer needs \`make producer\` first"; fi
 	$(PYTHON) -m pip install --no-index --no-build-isolation --no-deps --force-reinstall \
 		$$($(PYTHON) -c 'import sys; print("" if sys.prefix != sys.base_prefix else "--user --break-system-packages")') \
 		$(PIP_FLAGS) ./python
 	@rm -rf python/build python/fzsidecar.egg-info
 	$(PYTHON) -c 'import fzsidecar, sys; print("installed fzsidecar", fzsidecar.__version__, "for", sys.executable)'
 
+# libfzproducer (shared + static), fzproducer.h, the Fortran module and the
+# examples, built with CMake in build/producer (docs/PRODUCERS.md).
 producer:
-	@echo "make producer: not added yet (issue #28)" >&2; exit 1
+	cmake -S producer -B $(BUILD)/producer -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)/producer -j
+	@mkdir -p $(LIBDIR) $(INCDIR)
+	cp -P $(BUILD)/producer/libfzproducer.so* $(BUILD)/producer/libfzproducer.a $(LIBDIR)/
+	cp producer/include/fzproducer.h $(INCDIR)/
+	@if [ -d $(BUILD)/producer/mod ]; then cp $(BUILD)/producer/mod/*.mod $(INCDIR)/; fi
 
 # build/hdf5-plugins/libh5zfz.so (HDF5_PLUGIN_PATH=build/hdf5-plugins; it finds ../lib/libfz.so) + build/include/h5z_fz.h
 hdf5: libfz
