@@ -166,6 +166,16 @@ func TestVersionHelpAndTypos(t *testing.T) {
 	if _, errOut, code := run(t, "help", "nope"); code != 2 || !strings.Contains(errOut, `unknown command "nope"`) {
 		t.Errorf("help nope: exit %d, %q", code, errOut)
 	}
+	// Mistyped flags too: the hint comes last, after the flag list.
+	for flagTypo, want := range map[string]string{"--sinc": "--sink", "--dim": "--dims", "--stpe": "--step"} {
+		_, errOut, code := run(t, "ls", flagTypo, "x")
+		if flagTypo != "--sinc" {
+			_, errOut, code = run(t, "publish", flagTypo, "x")
+		}
+		if code != 2 || !strings.Contains(errOut, "Did you mean "+want) {
+			t.Errorf("%s: exit %d, %q; want a suggestion of %s", flagTypo, code, errOut, want)
+		}
+	}
 }
 
 // Every command's help is free of the contradictions a user found: no

@@ -127,6 +127,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
+			suggestFlag(fs, err)
 			return nil, errUsage
 		}
 		args = fs.Args()
@@ -240,4 +241,32 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
+}
+
+// suggestFlag follows the flag package's "flag provided but not defined"
+// (printed above the usage) with the nearest defined flags.
+func suggestFlag(fs *flag.FlagSet, err error) {
+	bad, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return
+	}
+	bad = strings.TrimLeft(bad, "-")
+	var near []string
+	best := 3 // suggest only the closest flags, at most two edits away
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(bad, f.Name)
+		if len(bad) >= 3 && strings.HasPrefix(f.Name, bad) {
+			d = min(d, 1)
+		}
+		if d >= len(f.Name) || d > best {
+			return
+		}
+		if d < best {
+			best, near = d, nil
+		}
+		near = append(near, "--"+f.Name)
+	})
+	if len(near) > 0 {
+		fmt.Fprintf(fs.Output(), "\nfzsidecar %s: unknown flag --%s. Did you mean %s?\n", fs.Name(), bad, strings.Join(near, " or "))
+	}
 }
