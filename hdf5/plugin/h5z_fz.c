@@ -372,6 +372,15 @@ static size_t decompress_chunk(const params *p, size_t nbytes, size_t *buf_size,
                     (unsigned long long)info.raw_bytes, info.dtype, (unsigned long long)p->raw_bytes, p->dtype);
         return 0;
     }
+    int same_shape = info.ndims == p->rank;
+    for (int i = 0; same_shape && i < p->rank; i++) {
+        same_shape = info.dims[i] == p->dims[i];
+    }
+    if (!same_shape) {
+        FZ_H5_ERROR(H5E_CANTFILTER, "a stored chunk holds a field of %d dims (first %llu), not the dataset's chunk shape of rank %d (corrupted file?)",
+                    info.ndims, (unsigned long long)info.dims[0], p->rank);
+        return 0;
+    }
     void *hbuf = H5allocate_memory((size_t)p->raw_bytes, 0);
     if (hbuf == NULL) {
         FZ_H5_ERROR(H5E_CANTALLOC, "cannot allocate %llu bytes for a chunk", (unsigned long long)p->raw_bytes);

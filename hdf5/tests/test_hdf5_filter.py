@@ -296,3 +296,15 @@ def test_h5repack_compresses_and_decompresses_an_existing_file(tmp_path):
         assert np.array_equal(f["t"][...], y)
     assert cd["chunks"] == (10, 50, 60) and cd["eb"] == 0.01
     assert 0 < max_err(x, y) <= 0.01
+
+
+def test_chunk_of_another_shape_is_refused(tmp_path):
+    """A valid container of the right byte size but another shape (e.g. a chunk copied from another dataset)."""
+    x = smooth((32, 64))
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        d = f.create_dataset("v", data=x, chunks=(16, 64), **FZ(0.01))
+        other = standalone(x[:32, :32].copy(), tmp_path, "abs", 0.01)  # 32 x 32 = 16 x 64 values
+        d.id.write_direct_chunk((16, 0), other)
+        with pytest.raises(OSError, match="fz filter: .*chunk shape"):
+            d[16:]
+        assert max_err(x[:16], d[:16]) <= 0.01
