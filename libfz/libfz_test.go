@@ -9,9 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/internal/nativetest"
+	"github.com/fzsidecar/fzsidecar/internal/retrieve"
+	"github.com/fzsidecar/fzsidecar/sinks"
 )
 
 var (
@@ -51,18 +54,25 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.what + ": " + e.err.Error() + "\n" + string(e.out) }
 
+// compileC compiles test/<name>.c against fz.h and libfz.so.
+func compileC(t *testing.T, name string) string {
+	t.Helper()
+	lib := buildLibfz(t)
+	bin := filepath.Join(t.TempDir(), name)
+	cc := exec.Command("gcc", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_POSIX_C_SOURCE=200809L",
+		"-I.", "-o", bin, "test/"+name+".c", "-L"+lib, "-lfz", "-lm", "-lpthread", "-Wl,-rpath,"+lib)
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc test/%s.c: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
 // TestCSmoke compiles test/smoke.c against fz.h and libfz.so, runs it, and
 // checks that the container it made through the C ABI is byte for byte what
 // fz.Compress makes of the same field.
 func TestCSmoke(t *testing.T) {
-	lib := buildLibfz(t)
+	bin := compileC(t, "smoke")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "smoke")
-	cc := exec.Command("gcc", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_POSIX_C_SOURCE=200809L",
-		"-I.", "-o", bin, "test/smoke.c", "-L"+lib, "-lfz", "-lm", "-lpthread", "-Wl,-rpath,"+lib)
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc test/smoke.c: %v\n%s", err, out)
-	}
 	stdout, stderr, rc := nativetest.Run(t, bin, dir)
 	if rc != 0 {
 		t.Fatalf("smoke exited %d:\n%s%s", rc, stdout, stderr)
@@ -85,5 +95,43 @@ func TestCSmoke(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the C ABI's container (%d bytes) differs from fz.Compress's (%d bytes)", len(got), len(want))
+	}
+}
+
+// TestCStore runs test/store.c on a store written through the sinks
+// package: run r1, variable a at steps 0-2 and b at step 5, f64 16x8x4
+// fields whose value i is step*1000 + i.
+func TestCStore(t *testing.T) {
+	bin := compileC(t, "store")
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := sinks.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range []sinks.Key{{Run: "r1", Var: "a", Step: 0}, {Run: "r1", Var: "a", Step: 1}, {Run: "r1", Var: "a", Step: 2}, {Run: "r1", Var: "b", Step: 5}} {
+		v := make([]float64, 16*8*4)
+		for i := range v {
+			v[i] = float64(k.Step*1000) + float64(i)
+		}
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
+		blob, st, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float64, Dims: []uint64{16, 8, 4}, Mode: fz.Abs, Bound: 1e-6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := fz.ReadHeader(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := retrieve.MetaOf(h)
+		m.MaxAbsErr = st.MaxAbsErr
+		if err := s.Put(ctx, k, blob, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, stderr, rc := nativetest.Run(t, bin, dir)
+	if rc != 0 || !strings.Contains(stdout, "OK") {
+		t.Fatalf("store test exited %d:\n%s%s", rc, stdout, stderr)
 	}
 }
