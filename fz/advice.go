@@ -114,31 +114,39 @@ func edgesOf[T float](v []T, p Params) edges {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e := edges{lo: math.Inf(1), lo2: math.Inf(1), hi: math.Inf(-1), hi2: math.Inf(-1)}
+			// Locals, not an edges struct: they stay in registers.
+			var n, cLo, cHi uint64
+			lo, lo2, hi, hi2 := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
 			for _, t := range s {
+				x := float64(t)
+				// Fast path, nearly every value: strictly inside the
+				// second-extreme values (false for NaN).
+				if x > lo2 && x < hi2 && (!hasFill || bitsOf(t) != fillBits) {
+					n++
+					continue
+				}
 				if t-t != 0 || hasFill && bitsOf(t) == fillBits {
 					continue
 				}
-				x := float64(t)
-				e.n++
+				n++
 				switch {
-				case x < e.lo:
-					e.lo2, e.lo, e.cLo = e.lo, x, 1
-				case x == e.lo:
-					e.cLo++
-				case x < e.lo2:
-					e.lo2 = x
+				case x < lo:
+					lo2, lo, cLo = lo, x, 1
+				case x == lo:
+					cLo++
+				case x < lo2:
+					lo2 = x
 				}
 				switch {
-				case x > e.hi:
-					e.hi2, e.hi, e.cHi = e.hi, x, 1
-				case x == e.hi:
-					e.cHi++
-				case x > e.hi2:
-					e.hi2 = x
+				case x > hi:
+					hi2, hi, cHi = hi, x, 1
+				case x == hi:
+					cHi++
+				case x > hi2:
+					hi2 = x
 				}
 			}
-			parts[w] = e
+			parts[w] = edges{n: n, lo: lo, lo2: lo2, hi: hi, hi2: hi2, cLo: cLo, cHi: cHi}
 		}()
 	}
 	wg.Wait()
