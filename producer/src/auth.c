@@ -36,17 +36,39 @@ int fzp_auth_read(const char *shm_dir, fzp_auth *a, char *err, size_t errcap) {
         snprintf(err, errcap, "shm dir path too long");
         return -1;
     }
+    /* Never through a symbolic link: someone could point it at their own file. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
             return 0;
+        if (errno == ELOOP) {
+            snprintf(err, errcap, "credentials file %s is a symbolic link: expected the regular file fzsidecar serve writes (docs/PROTOCOL.md section 1)", path);
+            return -1;
+        }
         snprintf(err, errcap, "credentials file %s cannot be read: %s (run the producer as the sidecar's user, or pass user/password)", path, strerror(errno));
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 65536) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        snprintf(err, errcap, "credentials file %s is not a regular file of at most 64 KiB", path);
+        snprintf(err, errcap, "credentials file %s is not a regular file: expected the file fzsidecar serve writes", path);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        close(fd);
+        snprintf(err, errcap, "credentials file %s is owned by uid %u, not by this process's uid %u: refusing it (docs/PROTOCOL.md section 1)",
+                 path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        close(fd);
+        snprintf(err, errcap, "credentials file %s has mode %04o: group/other permissions mean its password may have leaked; refusing it (expected 0600)",
+                 path, (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    if (st.st_size > 65536) {
+        close(fd);
+        snprintf(err, errcap, "credentials file %s is larger than 64 KiB", path);
         return -1;
     }
     char buf[65537];

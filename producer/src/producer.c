@@ -58,7 +58,6 @@ struct fzp_producer {
     char *subj_snap, *subj_results, *subj_admit, *subj_release, *subj_status, *result_stream;
     char msg_base[130]; /* msg ids: <msg_base>-<counter> */
     uint64_t msg_seq;
-    int used_auth_file;
     /* connection */
     natsConnection *nc;
     jsCtx *js;
@@ -330,25 +329,10 @@ int fzp_connect(fzp_producer *p) {
         if (set_str(&p->id, id) != 0)
             return fail(p, FZP_ENOMEM, "system", "out of memory");
     }
-    /* Local trust: no credentials given -> the sidecar's credentials file. */
-    fzp_auth auth;
-    char aerr[512];
-    p->used_auth_file = 0;
-    if (!p->token && !p->user && !p->password && !p->creds) {
-        int r = fzp_auth_read(p->shm_dir, &auth, aerr, sizeof aerr);
-        if (r < 0)
-            return fail(p, FZP_ECONNECT, "refused", "%s", aerr);
-        if (r > 0) {
-            p->used_auth_file = 1;
-            if ((auth.user[0] && set_str(&p->user, auth.user) != 0) ||
-                (auth.password[0] && set_str(&p->password, auth.password) != 0) ||
-                (!p->url && auth.url[0] && set_str(&p->url, auth.url) != 0))
-                return fail(p, FZP_ENOMEM, "system", "out of memory");
-        }
-    }
     if (!p->prefix && set_str(&p->prefix, DEFAULT_PREFIX) != 0)
         return fail(p, FZP_ENOMEM, "system", "out of memory");
-    const char *url = p->url ? p->url : DEFAULT_URL;
+    if ((!p->tls_cert) != (!p->tls_key))
+        return fail(p, FZP_EINVAL, "invalid", "a TLS client certificate needs both tls_cert and tls_key");
 
     free(p->subj_snap), free(p->subj_results), free(p->subj_admit), free(p->subj_release), free(p->subj_status),
         free(p->result_stream);
@@ -365,61 +349,83 @@ int fzp_connect(fzp_producer *p) {
     snprintf(p->msg_base, sizeof p->msg_base, "%.100s-%02x%02x%02x%02x%02x%02x", p->id, rnd[0], rnd[1], rnd[2], rnd[3],
              rnd[4], rnd[5]);
 
-    natsOptions *o = NULL;
-    natsStatus s = natsOptions_Create(&o);
-    char name[200], ebuf[512];
-    snprintf(name, sizeof name, "fzproducer %s", p->id);
-    if (s == NATS_OK) s = natsOptions_SetURL(o, url);
-    if (s == NATS_OK) s = natsOptions_SetName(o, name);
-    /* A sidecar (and its embedded server) restart must not end the session:
-     * reconnect forever; every wait in this library has its own limit. */
-    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(o, -1);
-    if (s == NATS_OK) s = natsOptions_SetReconnectWait(o, 250);
-    if (s == NATS_OK) s = natsOptions_SetReconnectJitter(o, 100, 1000);
-    if (s == NATS_OK) s = natsOptions_SetTimeout(o, 2000);
-    if (s == NATS_OK && p->token) s = natsOptions_SetToken(o, p->token);
-    if (s == NATS_OK && (p->user || p->password)) s = natsOptions_SetUserInfo(o, p->user ? p->user : "", p->password ? p->password : "");
-    if (s == NATS_OK && p->creds) s = natsOptions_SetUserCredentialsFromFiles(o, p->creds, NULL);
-    if (s == NATS_OK && p->tls_ca) {
-        s = natsOptions_SetSecure(o, true);
-        if (s == NATS_OK) s = natsOptions_LoadCATrustedCertificates(o, p->tls_ca);
-    }
-    if (s == NATS_OK && (!p->tls_cert != !p->tls_key)) {
-        natsOptions_Destroy(o);
-        return fail(p, FZP_EINVAL, "invalid", "a TLS client certificate needs both tls_cert and tls_key");
-    }
-    if (s == NATS_OK && p->tls_cert) s = natsOptions_LoadCertificatesChain(o, p->tls_cert, p->tls_key);
-    if (s != NATS_OK) {
-        nats_err(ebuf, sizeof ebuf, s);
-        natsOptions_Destroy(o);
-        return fail(p, FZP_EINVAL, "invalid", "NATS options (url %s, TLS or credential files): %s", url, ebuf);
-    }
+    int own_creds = p->token || p->user || p->password || p->creds;
     int64_t deadline = now_ms() + p->connect_timeout_ms, delay = 100;
+    char ebuf[512], aerr[512], authpath[4200];
+    snprintf(authpath, sizeof authpath, "%s/%s", p->shm_dir, FZP_AUTH_FILE);
     for (;;) {
+        /* Local trust: with no credentials of its own the producer logs in
+         * with the sidecar's credentials file, re-read on every attempt so
+         * that a sidecar starting after the producer is found too. */
+        fzp_auth auth;
+        int from_file = 0;
+        if (!own_creds) {
+            int r = fzp_auth_read(p->shm_dir, &auth, aerr, sizeof aerr);
+            if (r < 0)
+                return fail(p, FZP_ECONNECT, "refused", "%s", aerr);
+            from_file = r > 0;
+        }
+        const char *url = p->url ? p->url : (from_file && auth.url[0] ? auth.url : DEFAULT_URL);
+        const char *user = from_file ? auth.user : p->user, *password = from_file ? auth.password : p->password;
+        natsOptions *o = NULL;
+        natsStatus s = natsOptions_Create(&o);
+        char name[200];
+        snprintf(name, sizeof name, "fzproducer %s", p->id);
+        if (s == NATS_OK) s = natsOptions_SetURL(o, url);
+        if (s == NATS_OK) s = natsOptions_SetName(o, name);
+        /* A sidecar (and its embedded server) restart must not end the
+         * session: reconnect forever; every wait here has its own limit. */
+        if (s == NATS_OK) s = natsOptions_SetMaxReconnect(o, -1);
+        if (s == NATS_OK) s = natsOptions_SetReconnectWait(o, 250);
+        if (s == NATS_OK) s = natsOptions_SetReconnectJitter(o, 100, 1000);
+        if (s == NATS_OK) s = natsOptions_SetTimeout(o, 2000);
+        if (s == NATS_OK && p->token) s = natsOptions_SetToken(o, p->token);
+        if (s == NATS_OK && ((user && user[0]) || (password && password[0])))
+            s = natsOptions_SetUserInfo(o, user ? user : "", password ? password : "");
+        if (s == NATS_OK && p->creds) s = natsOptions_SetUserCredentialsFromFiles(o, p->creds, NULL);
+        if (s == NATS_OK && p->tls_ca) {
+            s = natsOptions_SetSecure(o, true);
+            if (s == NATS_OK) s = natsOptions_LoadCATrustedCertificates(o, p->tls_ca);
+        }
+        if (s == NATS_OK && p->tls_cert) s = natsOptions_LoadCertificatesChain(o, p->tls_cert, p->tls_key);
+        if (from_file)
+            explicit_bzero(auth.password, sizeof auth.password);
+        if (s != NATS_OK) {
+            nats_err(ebuf, sizeof ebuf, s);
+            natsOptions_Destroy(o);
+            return fail(p, FZP_EINVAL, "invalid", "NATS options (url %s, TLS or credential files): %s", url, ebuf);
+        }
         s = natsConnection_Connect(&p->nc, o);
+        natsOptions_Destroy(o);
         if (s == NATS_OK)
             break;
         p->nc = NULL;
         nats_err(ebuf, sizeof ebuf, s);
+        /* Wrong credentials or TLS setup will not fix themselves. */
         if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED || s == NATS_SSL_ERROR) {
-            natsOptions_Destroy(o);
-            return fail(p, FZP_ECONNECT, "refused", "connect to %s: %s%s", url, ebuf,
-                        p->used_auth_file ? " (credentials from the sidecar's .fzsidecar-auth file in the shm dir)" : "");
+            if (from_file)
+                return fail(p, FZP_ECONNECT, "refused",
+                            "connect to %s with the credentials in %s: %s (is that file from the sidecar at this address? a "
+                            "sidecar writes it at start; other servers need explicit credentials)",
+                            url, authpath, ebuf);
+            if (!own_creds)
+                return fail(p, FZP_ECONNECT, "refused",
+                            "connect to %s: %s (no credentials given and no credentials file %s: is the sidecar's --shm-dir "
+                            "the same as this producer's?)",
+                            url, ebuf, authpath);
+            return fail(p, FZP_ECONNECT, "refused", "connect to %s: %s", url, ebuf);
         }
-        if (now_ms() >= deadline) {
-            natsOptions_Destroy(o);
+        if (now_ms() >= deadline)
             return fail(p, FZP_ECONNECT, "unavailable",
                         "connect to %s: %s (gave up after %lld ms; is `fzsidecar serve` running, with the same NATS URL?)", url,
                         ebuf, (long long)p->connect_timeout_ms);
-        }
         int64_t left = deadline - now_ms();
         sleep_ms(delay < left ? delay : left);
         delay = delay * 2 > 2000 ? 2000 : delay * 2;
     }
-    natsOptions_Destroy(o);
     jsOptions jo;
     jsOptions_Init(&jo);
-    s = natsConnection_JetStream(&p->js, p->nc, &jo);
+    natsStatus s = natsConnection_JetStream(&p->js, p->nc, &jo);
     if (s == NATS_OK)
         s = natsConnection_Subscribe(&p->sub, p->nc, p->subj_results, on_result, p);
     if (s == NATS_OK)

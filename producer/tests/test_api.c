@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 static void write_file(const char *path, const char *text) {
+    unlink(path);
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);
@@ -15,6 +16,18 @@ static void write_file(const char *path, const char *text) {
     }
     fputs(text, f);
     fclose(f);
+    chmod(path, 0600);
+}
+
+/* A connect that must fail at once on the credentials file, naming why. */
+static void refused(const char *shm, const char *needle) {
+    fzp_producer *p = fzp_new();
+    fzp_set(p, "shm_dir", shm);
+    fzp_set(p, "connect_timeout_ms", "300");
+    CHECK_RC(p, fzp_connect(p), FZP_ECONNECT);
+    CHECK(strcmp(fzp_errcode(p), "refused") == 0, "code %s", fzp_errcode(p));
+    CHECK_MSG(p, needle);
+    fzp_close(p);
 }
 
 int main(void) {
@@ -101,14 +114,25 @@ int main(void) {
     CHECK_RC(p, fzp_connect(p), FZP_ECONNECT);
     CHECK_MSG(p, "nats://127.0.0.1:3");
     fzp_close(p);
-    /* A file of an unknown version is an error, not silently ignored. */
+    /* Refused with a reason (docs/PROTOCOL.md section 1): an unknown
+     * version, group/other permission bits, a symbolic link, another owner. */
     write_file(auth, "v=2\nuser=x\n");
-    p = fzp_new();
-    fzp_set(p, "shm_dir", shm);
-    fzp_set(p, "connect_timeout_ms", "300");
-    CHECK_RC(p, fzp_connect(p), FZP_ECONNECT);
-    CHECK_MSG(p, "version 2");
-    fzp_close(p);
+    refused(shm, "version 2");
+    write_file(auth, "v=1\nurl=nats://127.0.0.1:2\nuser=producer\npassword=x\n");
+    chmod(auth, 0644);
+    refused(shm, "mode 0644");
+    chmod(auth, 0600);
+    char real[320];
+    snprintf(real, sizeof real, "%s/real-auth", shm);
+    rename(auth, real);
+    CHECK(symlink(real, auth) == 0, "symlink");
+    refused(shm, "symbolic link");
+    unlink(auth);
+    rename(real, auth);
+    if (geteuid() == 0) { /* only root can give a file away */
+        CHECK(chown(auth, 65534, 65534) == 0, "chown");
+        refused(shm, "owned by uid 65534");
+    }
     unlink(auth);
 
     /* A shm dir that is a file cannot hold segments; fzp_begin would say
