@@ -91,7 +91,7 @@ func runPublish(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := pd.Wait(ctx)
+	res, err := waitResult(ctx, prod, pd, fmt.Sprintf("%s/%s step %d", *run, *variable, n))
 	if res != nil && *asJSON {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Println(string(b))
@@ -106,4 +106,44 @@ func runPublish(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// resultProgress is when publish first says it is still waiting for the
+// result, then how often.
+var resultProgress = struct{ first, every time.Duration }{5 * time.Second, 10 * time.Second}
+
+// waitResult waits for pd's result and, while it takes long, says so with
+// what the sidecar reports, or that it does not answer (it may be
+// restarting: the snapshot stays queued in the stream meanwhile).
+func waitResult(ctx context.Context, prod *ingest.Producer, pd *ingest.Pending, what string) (*ingest.Result, error) {
+	type outcome struct {
+		res *ingest.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := pd.Wait(ctx)
+		done <- outcome{res, err}
+	}()
+	start := time.Now()
+	tick := time.NewTimer(resultProgress.first)
+	defer tick.Stop()
+	for {
+		select {
+		case o := <-done:
+			return o.res, o.err
+		case <-tick.C:
+			line := fmt.Sprintf("fzsidecar publish: waiting for the result of %s (%s", what, roundSec(time.Since(start)))
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := prod.Status(sctx)
+			cancel()
+			if err != nil {
+				line += fmt.Sprintf("; the sidecar does not answer (%v): the snapshot stays queued and is handled when it is back", err)
+			} else {
+				line += fmt.Sprintf("; the sidecar is working on %d snapshots, %s of its %s budget in use", st.InFlight, humanBytes(uint64(max(st.UsedBytes, 0))), humanBytes(uint64(max(st.BudgetBytes, 0))))
+			}
+			fmt.Fprintln(os.Stderr, line+")...")
+			tick.Reset(resultProgress.every)
+		}
+	}
 }

@@ -8,11 +8,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -374,4 +378,78 @@ func TestNatsMsgIDMustMatch(t *testing.T) {
 	if r := got["m3"]; r.Error == nil || r.Error.Code != ingest.CodeNoSegment {
 		t.Errorf("m3: %+v (error %v), want missing_segment", r, r.Error)
 	}
+}
+
+// While the result takes long, publish says so every few seconds with what
+// the sidecar reports, or that it does not answer; the snapshot is stored
+// once the sidecar carries on. The sidecar is frozen (SIGSTOP) after the
+// notification is published; a snapshot it finished before the signal
+// landed is retried with the next step.
+func TestPublishWaitsForResultWithProgress(t *testing.T) {
+	ns, err := ingest.StartServer(ingest.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	e := newServeEnv(t)
+	srv := start(t, "serve", "--nats-url", ns.ClientURL(), "--shm-dir", e.shm, "--sink", e.sink, "--data-dir", e.data,
+		"--backend", "cpu", "--metrics-listen", "off", "--codec-threads", "1")
+	srv.waitFor(t, "fzsidecar ready", 60*time.Second)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	notes, err := nc.SubscribeSync("fz.snap.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	// 32 MiB of noise: compressing it takes long enough for the signal.
+	const n = 8 << 20
+	raw := make([]byte, 4*n)
+	x := uint32(1)
+	for i := 0; i < n; i++ {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(x%100000)/7))
+	}
+	file := filepath.Join(t.TempDir(), "noise.f32")
+	os.WriteFile(file, raw, 0o644)
+	for step := 1; step <= 5; step++ {
+		p := start(t, "publish", "--nats-url", ns.ClientURL(), "--shm-dir", e.shm, "--run", "slow", "--var", "v",
+			"--step", strconv.Itoa(step), "--dtype", "f32", "--dims", strconv.Itoa(n), "--mode", "abs", "--eb", "1e-3", file)
+		if _, err := notes.NextMsg(60 * time.Second); err != nil {
+			t.Fatalf("no notification: %v\n%s", err, p.stderr())
+		}
+		srv.cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(200 * time.Millisecond) // let a result already on its way arrive
+		if strings.Contains(p.stdout(), "stored") {
+			srv.cmd.Process.Signal(syscall.SIGCONT)
+			p.wait(t, 30*time.Second)
+			continue
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		exited := false
+		for !strings.Contains(p.stderr(), "does not answer") && time.Now().Before(deadline) && !exited {
+			select {
+			case <-p.done: // its result was on the way after all
+				exited = true
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		srv.cmd.Process.Signal(syscall.SIGCONT)
+		if exited && strings.Contains(p.stdout(), "stored") {
+			continue
+		}
+		if !strings.Contains(p.stderr(), "waiting for the result of slow/v step "+strconv.Itoa(step)) || !strings.Contains(p.stderr(), "does not answer") {
+			t.Fatalf("no progress while the sidecar was frozen:\n%s", p.stderr())
+		}
+		if code := p.wait(t, 120*time.Second); code != 0 || !strings.Contains(p.stdout(), "stored slow/v/") {
+			t.Fatalf("publish after the sidecar carried on: exit %d\n%s%s", code, p.stdout(), p.stderr())
+		}
+		return
+	}
+	t.Fatal("the sidecar finished every snapshot before SIGSTOP landed (5 tries): the test could not check the progress")
 }
