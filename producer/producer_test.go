@@ -435,3 +435,22 @@ func TestPython(t *testing.T) {
 	}
 	checkRun(t, sc, out, "numpy-ex", "density", "f32", []uint64{16, 24, 32}, 1e-3, everyStep(10, 40), dump)
 }
+
+// TestNoSpace: a segment larger than what is left on its filesystem fails at
+// fzp_begin (fallocate's ENOSPC) with a message, not with SIGBUS later. It
+// mounts a 1 MiB tmpfs, which needs root (CAP_SYS_ADMIN).
+func TestNoSpace(t *testing.T) {
+	dir := build(t)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: cannot mount a 1 MiB tmpfs for the ENOSPC check (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	sc := nativetest.Serve(t)
+	out, rc := run(t, 2*time.Minute, []string{"FZ_TEST_URL=" + sc.URL, "FZ_TEST_SHM_DIR=" + sc.ShmDir, "FZ_TEST_FULL_DIR=" + mnt},
+		filepath.Join(dir, "tests", "test_enospc"))
+	if rc != 0 {
+		t.Fatalf("test_enospc: exit %d\n%s", rc, out)
+	}
+	t.Logf("%s", out)
+}
