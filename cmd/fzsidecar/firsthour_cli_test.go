@@ -23,6 +23,7 @@ import (
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/internal/miniotest"
+	"github.com/minio/minio-go/v7"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -142,6 +143,27 @@ func TestSinkCommandsS3EndpointFromConfig(t *testing.T) {
 	}
 	got, _ := os.ReadFile(filepath.Join(work, "v.raw"))
 	checkClose(t, "get via FZ_S3_ENDPOINT", fieldF32(1), got, 0.05)
+
+	// The shipped configs/s3.yaml (bucket fzsidecar), its endpoint
+	// overridden by --s3-endpoint as serve's would be.
+	shipped, err := filepath.Abs("../../configs/s3.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if ok, _ := srv.Client(t).BucketExists(ctx, "fzsidecar"); !ok {
+		if err := srv.Client(t).MakeBucket(ctx, "fzsidecar", minio.MakeBucketOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--config", shipped, "--s3-endpoint", srv.Endpoint}
+	if out, errOut, code := runEnv(t, work, creds, append([]string{"put", "--run", "shipped", "--var", "v", "--step", "1", fzf}, args...)...); code != 0 {
+		t.Fatalf("put with configs/s3.yaml: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runEnv(t, work, creds, append([]string{"ls"}, args...)...); code != 0 || !strings.Contains(out, "shipped") {
+		t.Fatalf("ls with configs/s3.yaml: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 func TestVersionHelpAndTypos(t *testing.T) {
