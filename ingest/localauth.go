@@ -101,10 +101,10 @@ func readLocalCredentials(path string) (*LocalCredentials, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("credentials file %s is not a regular file (%v): expected the file fzsidecar serve writes", path, st.Mode().Type())
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
 		return nil, fmt.Errorf("credentials file %s belongs to uid %d, not to this process's user (uid %d): "+
 			"local credentials only serve producers of the sidecar's own user; give credentials explicitly "+
-			"(docs/PROTOCOL.md §1)", path, sys.Uid, os.Getuid())
+			"(docs/PROTOCOL.md §1)", path, sys.Uid, os.Geteuid())
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("credentials file %s has mode %04o: other users may have read it, so it is not trusted "+

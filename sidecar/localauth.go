@@ -22,6 +22,6 @@ func newLocalAuth(cfg Config, log *slog.Logger) (*ingest.LocalAuth, error) {
 		return nil, err
 	}
 	log.Info("NATS secured for this user: producers log in with the credentials file (no credentials configured)",
-		"file", ingest.LocalAuthPath(cfg.Receiver.ShmDir), "uid", os.Getuid(), "reused", local.Reused)
+		"file", ingest.LocalAuthPath(cfg.Receiver.ShmDir), "uid", os.Geteuid(), "reused", local.Reused)
 	return local, nil
 }

@@ -79,6 +79,24 @@ func (m *Metrics) watchBudget(b *ingest.Budget, inFlight func() int) {
 	)
 }
 
+// watchConsumer exports the snapshot consumer's watchdog: alert on
+// missing, count recreations.
+func (m *Metrics) watchConsumer(r *ingest.Receiver) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fzsidecar_consumer_missing",
+			Help: "1 while the snapshot consumer is deleted and not yet recreated (nothing is consumed)."},
+			func() float64 {
+				if r.ConsumerMissing() {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fzsidecar_consumer_recreated_total",
+			Help: "Snapshot consumers recreated after someone deleted them."},
+			func() float64 { return float64(r.ConsumersRecreated()) }),
+	)
+}
+
 func (m *Metrics) Stage(s pipeline.Stage, d time.Duration) {
 	m.stage.WithLabelValues(string(s)).Observe(d.Seconds())
 }

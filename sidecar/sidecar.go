@@ -172,6 +172,7 @@ func Run(ctx context.Context, cfg Config) error {
 	recv.Store(r)
 	if cfg.Metrics != nil {
 		cfg.Metrics.watchBudget(r.Budget(), r.InFlight)
+		cfg.Metrics.watchConsumer(r)
 	}
 
 	jobs := make(chan *ingest.Job)

@@ -18,7 +18,9 @@ func init() {
 // environment variable and default.
 const serveSynopsis = "serve [--config FILE] [--nats-listen ADDR | --nats-url URL] [--shm-dir DIR] [--sink URL] [--backend auto|cpu|gpu] [flags]\n\n" +
 	"Settings come from flags > environment (FZ_*) > the --config YAML file (or $FZ_CONFIG) > defaults;\n" +
-	"configs/sidecar.yaml documents every key."
+	"configs/sidecar.yaml documents every key.\n\n" +
+	"With the embedded NATS server and no credentials configured, only producers of this Unix user can\n" +
+	"connect: they log in with <shm-dir>/.fzsidecar-auth (mode 0600), written at start (docs/PROTOCOL.md §1)."
 
 func runServe(ctx context.Context, args []string) error {
 	fs := newFlags("serve", serveSynopsis)

@@ -140,6 +140,10 @@ func TestServeRecreatesDeletedConsumer(t *testing.T) {
 	if json.Unmarshal([]byte(body), &h); code != 200 || h.Status != "ok" || h.Consumer != "ok" {
 		t.Errorf("healthz after recreation: %d %s", code, body)
 	}
+	if _, page := httpGet(t, m[1]); !strings.Contains(page, "fzsidecar_consumer_recreated_total 1") ||
+		!strings.Contains(page, "fzsidecar_consumer_missing 0") {
+		t.Errorf("consumer metrics after one recreation:\n%s", page)
+	}
 	file := filepath.Join(t.TempDir(), "f.raw")
 	os.WriteFile(file, make([]byte, 4*64), 0o644)
 	p := start(t, publishArgs(e, file, "1", "--nats-url", e.url())...)
