@@ -21,10 +21,11 @@ export AWS_ENDPOINT_URL="https://s3.example.org"  # serve, ls and get all read i
 export RUN="heat-${SLURM_JOB_ID}"               # run names are global: carry the job id
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY come from the user's environment
 # or a file only they can read, e.g.:  source ~/.config/fzsidecar/s3.env
-# NATS credentials of the sidecar (a user with JetStream rights, docs/DEPLOY.md):
-export SIDECAR_CREDS="$HOME/.config/fzsidecar/sidecar.creds"
-# NATS credentials of the producers (publish/subscribe on fz-* subjects only):
-export PRODUCER_CREDS="$HOME/.config/fzsidecar/producer.creds"
+# NATS users of deploy/nats/nats-server.conf: the sidecars' (JetStream rights)
+# and the producers' (only their subjects). Passwords from files only the
+# user can read, passed in the environment (flags would show in ps).
+SIDECAR_PASSWORD_FILE="$HOME/.config/fzsidecar/sidecar.password"
+PRODUCER_PASSWORD_FILE="$HOME/.config/fzsidecar/producer.password"
 
 # --- per-node settings: computed on each node -------------------------------
 # The subject prefix names the node: shared memory is node-local, so a
@@ -38,8 +39,9 @@ shm_dir="/dev/shm/fzsidecar-${SLURM_JOB_ID}"   # per job: segments of one user o
 # (--cpus-per-task), the ranks get the rest. Its own log per node.
 srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --cpus-per-task=4 \
 	--kill-on-bad-exit=0 --output="fzsidecar-%j-%N.log" \
-	bash -c "export FZ_NATS_SUBJECT_PREFIX=$node_prefix
-		exec fzsidecar serve --nats-creds \"\$SIDECAR_CREDS\" --shm-dir $shm_dir \
+	bash -c "export FZ_NATS_SUBJECT_PREFIX=$node_prefix FZ_NATS_USER=alice-sidecar
+		export FZ_NATS_PASSWORD=\$(cat $SIDECAR_PASSWORD_FILE)
+		exec fzsidecar serve --shm-dir $shm_dir \
 			--data-dir /tmp/fzsidecar-\$SLURM_JOB_ID --budget 16GiB --codec-threads 4 \
 			--backend auto --metrics-listen 127.0.0.1:9464" &
 sidecars=$!
@@ -56,7 +58,8 @@ srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c '
 # producer libraries take prefix, shm_dir and credentials as options; here
 # the application reads them from these variables (set per node by bash -c).
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=32 bash -c "
-	export FZ_NATS_SUBJECT_PREFIX=$node_prefix FZ_SHM_DIR=$shm_dir FZ_NATS_CREDS=\"\$PRODUCER_CREDS\"
+	export FZ_NATS_SUBJECT_PREFIX=$node_prefix FZ_SHM_DIR=$shm_dir FZ_NATS_USER=alice-producer
+	export FZ_NATS_PASSWORD=\$(cat $PRODUCER_PASSWORD_FILE)
 	exec ./heat_mpi --run $RUN --steps 1000 --out-every 10"
 
 # SIGTERM lets each sidecar finish the snapshots in flight (drain timeout),

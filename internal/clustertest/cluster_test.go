@@ -30,6 +30,32 @@ import (
 
 const bucket = "fzcluster"
 
+// natsAuth is the accounts block of deploy/nats/nats-server.conf, which the
+// test's servers run with, so the users and permissions docs/DEPLOY.md
+// recommends are the ones checked here: sidecars connect as alice-sidecar,
+// producers as alice-producer.
+type natsAuth struct {
+	accounts                  string
+	env                       []string // the servers' password variables
+	sidecarPass, producerPass string
+}
+
+func loadNATSAuth(t testing.TB) natsAuth {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(nativetest.RepoRoot(t), "deploy", "nats", "nats-server.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), "\naccounts {")
+	if i < 0 {
+		t.Fatal("deploy/nats/nats-server.conf has no accounts block")
+	}
+	a := natsAuth{accounts: string(b[i:]), sidecarPass: "sidecar-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		producerPass: "producer-" + strconv.FormatInt(time.Now().UnixNano()+1, 36)}
+	a.env = []string{"ALICE_SIDECAR_PASSWORD=" + a.sidecarPass, "ALICE_PRODUCER_PASSWORD=" + a.producerPass}
+	return a
+}
+
 // node is one "compute node": its sidecar, shared-memory directory and
 // subject prefix.
 type node struct {
@@ -49,7 +75,7 @@ func s3Env(endpoint string) []string {
 // startNodes starts one sidecar per node on the NATS cluster, each with its
 // own prefix and shm directory, all writing to the one bucket through the
 // balancer.
-func startNodes(t *testing.T, bin string, nc *natsCluster, s3 string, n int, extra ...string) []*node {
+func startNodes(t *testing.T, bin string, nc *natsCluster, auth natsAuth, s3 string, n int, extra ...string) []*node {
 	t.Helper()
 	var nodes []*node
 	for i := range n {
@@ -61,10 +87,11 @@ func startNodes(t *testing.T, bin string, nc *natsCluster, s3 string, n int, ext
 			t.Cleanup(func() { os.RemoveAll(shm) })
 		}
 		nd.shm = shm
-		args := append([]string{"serve", "--nats-url", nc.URL(), "--replicas", "3", "--subject-prefix", nd.prefix,
+		args := append([]string{"serve", "--nats-url", nc.URL(), "--nats-user", "alice-sidecar", "--replicas", "3", "--subject-prefix", nd.prefix,
 			"--shm-dir", shm, "--sink", "s3://" + bucket, "--s3-endpoint", s3, "--data-dir", t.TempDir(),
 			"--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
-		nd.sc = &nativetest.Sidecar{Bin: bin, ShmDir: shm, Sink: "s3://" + bucket, Args: args, Env: s3Env(s3)}
+		nd.sc = &nativetest.Sidecar{Bin: bin, ShmDir: shm, Sink: "s3://" + bucket, Args: args,
+			Env: append(s3Env(s3), "FZ_NATS_PASSWORD="+auth.sidecarPass)}
 		nd.sc.Start(t)
 		t.Cleanup(nd.sc.Stop)
 		nodes = append(nodes, nd)
@@ -80,12 +107,13 @@ type producer struct {
 	done     chan struct{}
 }
 
-func startProducer(t *testing.T, bin, natsURL string, nd *node, id string, args ...string) *producer {
+func startProducer(t *testing.T, bin string, nc *natsCluster, auth natsAuth, nd *node, id string, args ...string) *producer {
 	t.Helper()
 	p := &producer{id: id, done: make(chan struct{})}
-	full := append([]string{"simulate", "--nats-url", natsURL, "--subject-prefix", nd.prefix, "--shm-dir", nd.shm,
-		"--producer", id, "--block-timeout", "2m", "--timeout", "3m"}, args...)
+	full := append([]string{"simulate", "--nats-url", nc.URL(), "--nats-user", "alice-producer", "--subject-prefix", nd.prefix,
+		"--shm-dir", nd.shm, "--producer", id, "--block-timeout", "2m", "--timeout", "3m"}, args...)
 	p.cmd = exec.Command(bin, full...)
+	p.cmd.Env = append(os.Environ(), "FZ_NATS_PASSWORD="+auth.producerPass)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -246,12 +274,13 @@ func TestClusterWithFaults(t *testing.T) {
 	minioBinary(t)
 	bin := nativetest.BuildFzsidecar(t)
 	start := time.Now()
-	nc := startNATSCluster(t, 3)
+	auth := loadNATSAuth(t)
+	nc := startNATSCluster(t, 3, auth.accounts, auth.env)
 	mc := startMinIOCluster(t, 4)
 	lb := startBalancer(t, mc.endpoints)
 	s3 := s3Client(t, lb.Endpoint())
 	makeBucket(t, s3, bucket)
-	nodes := startNodes(t, bin, nc, lb.Endpoint(), 3)
+	nodes := startNodes(t, bin, nc, auth, lb.Endpoint(), 3)
 	t.Logf("cluster up in %.1fs: nats %s; minio %v behind %s", time.Since(start).Seconds(), nc.URL(), mc.endpoints, lb.Endpoint())
 
 	// Two producers per node, each its own run of two variables.
@@ -263,7 +292,7 @@ func TestClusterWithFaults(t *testing.T) {
 		for j := range perNode {
 			id := fmt.Sprintf("%s-p%d", nd.name, j)
 			runs = append(runs, "job-"+id)
-			prods = append(prods, startProducer(t, bin, nc.URL(), nd, id, "--run", "job-"+id,
+			prods = append(prods, startProducer(t, bin, nc, auth, nd, id, "--run", "job-"+id,
 				"--vars", strings.Join(vars, ","), "--steps", strconv.Itoa(steps), "--dims", "16x64x64",
 				"--interval", "400ms", "--mode", "rel", "--eb", "1e-3"))
 		}
@@ -302,7 +331,7 @@ func TestClusterWithFaults(t *testing.T) {
 	// sidecar right after it: the sidecar restarts while the stream elects
 	// a new leader (seconds), so its start-up requests meet the election.
 	stored := waitStored(total / 5)
-	leader := streamLeader(t, ctx, nc, nodes[1])
+	leader := streamLeader(t, ctx, nc, auth, nodes[1])
 	nc.servers[leader].kill()
 	midStream(fmt.Sprintf("SIGKILL nats-server n%d (leader of node1's stream)", leader), stored)
 	nodes[1].sc.Kill()
@@ -350,7 +379,7 @@ func TestClusterWithFaults(t *testing.T) {
 
 	// Nothing left behind in JetStream: every node's snapshot stream is
 	// empty (all acknowledged) and replicated on 3 servers.
-	checkStreams(t, ctx, nc, nodes)
+	checkStreams(t, ctx, nc, auth, nodes)
 
 	// The same catalog from every node (each through its own live MinIO
 	// server, no balancer).
@@ -372,15 +401,15 @@ func TestClusterWithFaults(t *testing.T) {
 	checkDecodes(t, bin, live, rows, func(r lsRow) int { return slices.Index(vars, r.Var) })
 	t.Logf("%.1fs: %d snapshots stored once, listed alike by %d servers, decoded within bound", time.Since(start).Seconds(), total, len(live))
 
-	checkCreateOnly(t, bin, nc, nodes, live)
+	checkCreateOnly(t, bin, nc, auth, nodes, live)
 	t.Logf("%.1fs: done", time.Since(start).Seconds())
 }
 
 // streamLeader is the index of the NATS server leading nd's snapshot
 // stream.
-func streamLeader(t *testing.T, ctx context.Context, nc *natsCluster, nd *node) int {
+func streamLeader(t *testing.T, ctx context.Context, nc *natsCluster, auth natsAuth, nd *node) int {
 	t.Helper()
-	conn, err := nats.Connect(nc.URL(), nats.Timeout(10*time.Second))
+	conn, err := nats.Connect(nc.URL(), nats.Timeout(10*time.Second), nats.UserInfo("alice-sidecar", auth.sidecarPass))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,9 +436,9 @@ func streamLeader(t *testing.T, ctx context.Context, nc *natsCluster, nd *node) 
 
 // checkStreams: every node's snapshot stream is empty and both its streams
 // have 3 replicas, 2 of them current (one server is dead).
-func checkStreams(t *testing.T, ctx context.Context, nc *natsCluster, nodes []*node) {
+func checkStreams(t *testing.T, ctx context.Context, nc *natsCluster, auth natsAuth, nodes []*node) {
 	t.Helper()
-	conn, err := nats.Connect(nc.URL(), nats.Timeout(10*time.Second))
+	conn, err := nats.Connect(nc.URL(), nats.Timeout(10*time.Second), nats.UserInfo("alice-sidecar", auth.sidecarPass))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,13 +495,13 @@ func checkStreams(t *testing.T, ctx context.Context, nc *natsCluster, nodes []*n
 // different error bounds (so different bytes). For each step exactly one
 // wins; the other gets a conflict result; the stored object stays the
 // winner's.
-func checkCreateOnly(t *testing.T, bin string, nc *natsCluster, nodes []*node, endpoints []string) {
+func checkCreateOnly(t *testing.T, bin string, nc *natsCluster, auth natsAuth, nodes []*node, endpoints []string) {
 	t.Helper()
 	const steps = 6
 	args := []string{"--run", "race", "--vars", "temp", "--steps", strconv.Itoa(steps), "--dims", "16x64x64",
 		"--interval", "0", "--mode", "rel"}
-	a := startProducer(t, bin, nc.URL(), nodes[0], "race-a", append(args, "--eb", "1e-2")...)
-	b := startProducer(t, bin, nc.URL(), nodes[2], "race-b", append(args, "--eb", "1e-4")...)
+	a := startProducer(t, bin, nc, auth, nodes[0], "race-a", append(args, "--eb", "1e-2")...)
+	b := startProducer(t, bin, nc, auth, nodes[2], "race-b", append(args, "--eb", "1e-4")...)
 	aOK, aFail, _ := a.wait(t, 2*time.Minute)
 	bOK, bFail, _ := b.wait(t, 2*time.Minute)
 	if aOK+bOK != steps || aFail+bFail != steps {

@@ -138,6 +138,16 @@ func (p *proc) start() error {
 	return nil
 }
 
+// pid is the process id, 0 when not running.
+func (p *proc) pid() int {
+	if p.exited() {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
 // exited reports whether the process has ended (or was never started).
 func (p *proc) exited() bool {
 	p.mu.Lock()
@@ -222,7 +232,10 @@ type natsCluster struct {
 // URL is the comma-separated list of all servers, as clients get it.
 func (c *natsCluster) URL() string { return strings.Join(c.clients, ",") }
 
-func startNATSCluster(t testing.TB, n int) *natsCluster {
+// startNATSCluster starts n servers; extra is appended to every server's
+// configuration (accounts), env to their environment (the passwords it
+// names).
+func startNATSCluster(t testing.TB, n int, extra string, env []string) *natsCluster {
 	t.Helper()
 	bin := natsServerBinary(t)
 	dir := t.TempDir()
@@ -251,12 +264,13 @@ cluster {
   listen: "127.0.0.1:%d"
   routes: [%s]
 }
-`, i, cp, mp, filepath.Join(sdir, "js"), rp, strings.Join(routes, ", "))
+%s
+`, i, cp, mp, filepath.Join(sdir, "js"), rp, strings.Join(routes, ", "), extra)
 		cf := filepath.Join(sdir, "nats.conf")
 		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p := &proc{name: "nats-server n" + strconv.Itoa(i), bin: bin, args: []string{"-c", cf},
+		p := &proc{name: "nats-server n" + strconv.Itoa(i), bin: bin, args: []string{"-c", cf}, env: env,
 			logPath: filepath.Join(sdir, "nats.log")}
 		if err := p.start(); err != nil {
 			t.Fatal(err)
