@@ -180,7 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { recvDone <- r.Run(ctx, jobs) }()
 	log.Info("sidecar ready", "nats", cfg.Conn.URL, "shm_dir", r.ShmDir().Path(),
 		"budget_bytes", r.Budget().Limit(), "subjects", cfg.Receiver.Subjects.SnapshotWildcard(),
-		"in_flight", cfg.Receiver.MaxInFlight)
+		"max_in_flight", cfg.Receiver.MaxInFlight)
 	state.Store("ok")
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.Conn.URL)
