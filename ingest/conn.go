@@ -33,7 +33,11 @@ type ConnOptions struct {
 	// credentials a zero-config sidecar keeps there (LocalAuthFile), and
 	// dials the URL written there if URL is empty. No file: no credentials.
 	ShmDir string
-	Log    *slog.Logger
+	// InboxPrefix replaces _INBOX for this connection's reply subjects.
+	// Under local trust the sidecar uses one producers may not subscribe
+	// to, since notifications it fetches arrive on its inbox.
+	InboxPrefix string
+	Log         *slog.Logger
 }
 
 // DefaultURL is where the embedded server listens by default.
@@ -57,6 +61,9 @@ func (o ConnOptions) natsOptions() ([]nats.Option, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.Token != "" {
 		opts = append(opts, nats.Token(o.Token))

@@ -216,8 +216,17 @@ func validPassword(p string) bool {
 	return err == nil && len(b) == passwordBytes
 }
 
-// SidecarCredentials are what the sidecar logs in with.
-func (a *LocalAuth) SidecarCredentials() (user, password string) { return SidecarUser, a.sidecar }
+// SidecarConn is o logged in as the sidecar, with its own inbox prefix.
+func (a *LocalAuth) SidecarConn(o ConnOptions) ConnOptions {
+	o.User, o.Password, o.InboxPrefix = SidecarUser, a.sidecar, SidecarInboxPrefix
+	return o
+}
+
+// SidecarInboxPrefix is the sidecar's reply-subject prefix under local
+// trust: producers may subscribe to _INBOX.> (their own replies), and the
+// notifications the sidecar fetches arrive on its inbox, so its inbox must
+// lie elsewhere.
+const SidecarInboxPrefix = "_FZSIDECAR_INBOX"
 
 // ProducerPassword is the password written to the credentials file.
 func (a *LocalAuth) ProducerPassword() string { return a.producer }

@@ -41,8 +41,7 @@ func startLocalSidecar(t *testing.T) *localSidecar {
 	t.Cleanup(ns.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	user, pw := la.SidecarCredentials()
-	admin, err := Connect(ctx, ConnOptions{URL: ns.ClientURL(), User: user, Password: pw})
+	admin, err := Connect(ctx, la.SidecarConn(ConnOptions{URL: ns.ClientURL()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +240,25 @@ func TestLocalAuthProducerCannotAdminister(t *testing.T) {
 	if _, err := rs.GetLastMsgForSubject(ctx, "fz.result.victim2.m1"); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("forged result stored: %v", err)
 	}
+	// The notifications the sidecar fetches do not reach a producer
+	// subscribed to every inbox.
+	snoop, err := nc.SubscribeSync("_INBOX.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	other, _ := producerConn(t, s.shm)
+	publishOne(t, other, s.shm, "other")
+	for {
+		m, err := snoop.NextMsg(300 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if strings.Contains(string(m.Data), `"segment"`) {
+			t.Errorf("a notification reached the producer's inbox subscription on %s: %s", m.Subject, m.Data)
+		}
+	}
+	snoop.Unsubscribe()
 	// Reading other producers' notifications (segment names) is denied too.
 	if _, err := nc.SubscribeSync("fz.snap.>"); err == nil {
 		nc.Flush()
@@ -393,8 +411,8 @@ func TestLocalAuthFile(t *testing.T) {
 	if a2, _ := NewLocalAuth(shm, Subjects{}, nil); !a2.Reused || a2.ProducerPassword() != a.ProducerPassword() {
 		t.Error("restart did not reuse the producer password")
 	}
-	if u, _ := a.SidecarCredentials(); u != SidecarUser {
-		t.Error(u)
+	if o := a.SidecarConn(ConnOptions{}); o.User != SidecarUser || o.Password == a.ProducerPassword() || o.InboxPrefix == "" {
+		t.Errorf("sidecar login %+v", o)
 	}
 	if a2, _ := NewLocalAuth(shm, Subjects{}, nil); a2.sidecar == a.sidecar {
 		t.Error("sidecar password reused: it must live in memory only")

@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		if local != nil {
-			cfg.Conn.User, cfg.Conn.Password = local.SidecarCredentials()
+			cfg.Conn = local.SidecarConn(cfg.Conn)
 		}
 		defer func() {
 			ns.Shutdown()
