@@ -51,7 +51,9 @@ func benchField(b *testing.B) (blob []byte, raw int) {
 // machine; each of b.N rounds times four decodes: Go and Python into a fresh
 // array (fz.Decompress, fzsidecar.decompress(blob)) and into a reused one
 // (fz.DecompressTo, decompress(blob, out=a)). Reported: the best and median
-// MB/s of each, and Python/Go of the medians (the issue asks >= 0.9).
+// MB/s of each, and Python/Go as the ratio of the bests and the median of
+// the per-round ratios (the issue asks >= 0.9). On a shared machine the
+// bests are the least disturbed decodes.
 // Run with: go test ./python/ -run XXX -bench Decompress256MiB -benchtime 10x
 func BenchmarkDecompress256MiB(b *testing.B) {
 	py := install(b)
@@ -119,8 +121,18 @@ func BenchmarkDecompress256MiB(b *testing.B) {
 	b.ReportMetric(pfm, "py-fresh-MB/s")
 	b.ReportMetric(grm, "go-reused-MB/s")
 	b.ReportMetric(prm, "py-reused-MB/s")
-	b.ReportMetric(pfm/gfm, "py/go-fresh")
-	b.ReportMetric(prm/grm, "py/go-reused")
+	paired := func(py, gosecs []float64) float64 {
+		r := make([]float64, len(py))
+		for i := range py {
+			r[i] = gosecs[i] / py[i]
+		}
+		slices.Sort(r)
+		return r[len(r)/2]
+	}
+	b.ReportMetric(pfb/gfb, "py/go-fresh-best")
+	b.ReportMetric(prb/grb, "py/go-reused-best")
+	b.ReportMetric(paired(pyFresh, goFresh), "py/go-fresh-paired")
+	b.ReportMetric(paired(pyReused, goReused), "py/go-reused-paired")
 	b.Logf("256 MiB f32 -> %d bytes (ratio %.2f), GOMAXPROCS %d, %d rounds", len(blob), float64(raw)/float64(len(blob)), runtime.GOMAXPROCS(0), b.N)
 	b.Logf("fresh array:  Go best %.0f median %.0f MB/s; Python best %.0f median %.0f MB/s", gfb, gfm, pfb, pfm)
 	b.Logf("reused array: Go best %.0f median %.0f MB/s; Python best %.0f median %.0f MB/s", grb, grm, prb, prm)

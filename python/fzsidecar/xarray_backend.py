@@ -149,18 +149,23 @@ class FzBackendEntrypoint(BackendEntrypoint):
         for r in rows:
             byvar.setdefault(r["var"], []).append(r)
         steps = sorted({r["step"] for r in rows})
-        shapes = {}
-        for v, rs in byvar.items():
-            kinds = {(r["dtype"], tuple(r["dims"])) for r in rs}
-            if len(kinds) > 1:
-                desc = ", ".join(f"{d} {'x'.join(map(str, s))}" for d, s in sorted(kinds))
-                raise ValueError(f"variable {v!r} of run {run!r} changes dtype or shape between steps ({desc}): "
-                                 f"open it with fzsidecar.open_store, or pass drop_variables=[{v!r}]")
-            shapes[v] = rs[-1]["dims"]
-        names = _dim_names(shapes)
-        variables = {}
+        heads = {}
         for v, rs in byvar.items():
             head = s.stat(run, v, rs[-1]["step"]).info
+            # Catalog rows carry dtype and dims (rows of blobs stored without
+            # them are checked against the header when read).
+            kinds = {(r["dtype"] or head.dtype.name, tuple(r["dims"]) or head.shape) for r in rs}
+            kinds = {(("f32" if d in ("f32", "float32") else "f64" if d in ("f64", "float64") else d), sh)
+                     for d, sh in kinds}
+            if len(kinds) > 1:
+                desc = ", ".join(f"{d} {'x'.join(map(str, sh))}" for d, sh in sorted(kinds))
+                raise ValueError(f"variable {v!r} of run {run!r} changes dtype or shape between steps ({desc}): "
+                                 f"open it with fzsidecar.open_store, or pass drop_variables=[{v!r}]")
+            heads[v] = head
+        names = _dim_names({v: h.shape for v, h in heads.items()})
+        variables = {}
+        for v, rs in byvar.items():
+            head = heads[v]
             arr = FzBackendArray(url, run, v, steps, [r["step"] for r in rs], head.shape, head.dtype, head.fill)
             raw = sum(r["raw_bytes"] for r in rs)
             stored = sum(r["stored_bytes"] for r in rs)
