@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 
 // build configures and builds producer/ once per test binary and returns
 // the build directory.
-func build(t *testing.T) string {
+func build(t testing.TB) string {
 	t.Helper()
 	nativetest.Tools(t, "cmake")
 	nativetest.PkgConfig(t, "libnats")
@@ -83,7 +83,7 @@ func build(t *testing.T) string {
 
 // run runs a program with extra environment and a time limit; it returns
 // combined output and the exit code.
-func run(t *testing.T, limit time.Duration, env []string, prog string, args ...string) (string, int) {
+func run(t testing.TB, limit time.Duration, env []string, prog string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(prog, args...)
 	cmd.Env = append(os.Environ(), env...)
