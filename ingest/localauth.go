@@ -288,12 +288,15 @@ func (a *LocalAuth) WriteFile(clientURL string) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write credentials file %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		// Another user's file in a sticky directory, or a directory at
+		// the name: only a person can sort that out.
+		return fmt.Errorf("replace credentials file %s: %w (remove what is there, or choose another --shm-dir)", path, err)
 	}
 	return nil
 }

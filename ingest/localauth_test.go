@@ -467,6 +467,17 @@ func TestLocalAuthFile(t *testing.T) {
 		}
 	}
 
+	// Something that cannot be replaced: the sidecar stops with a hint.
+	os.Remove(path)
+	os.MkdirAll(filepath.Join(path, "x"), 0o700)
+	if err := a.WriteFile("nats://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "remove what is there") {
+		t.Errorf("directory at the name: %v", err)
+	}
+	os.RemoveAll(path)
+	if m, _ := filepath.Glob(path + ".tmp-*"); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+
 	// Missing: no credentials, no error. Garbage: a clear error.
 	os.Remove(path)
 	if c, err := ReadLocalCredentials(shm); c != nil || err != nil {
