@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,9 @@ type ReceiverConfig struct {
 	// OnReject, if set, is called for every notification answered with an
 	// error before it became a Job (metrics).
 	OnReject func(code Code)
+	// Features are advertised in the status reply; FeatureCUDAIPC also
+	// admits notifications naming GPU memory (refused otherwise).
+	Features []string
 }
 
 func (c *ReceiverConfig) defaults() {
@@ -68,6 +72,9 @@ func (c *ReceiverConfig) defaults() {
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.ReclaimAfter == 0 {
+		c.ReclaimAfter = DefaultReclaimAfter
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = 30 * time.Second
@@ -96,8 +103,10 @@ type Receiver struct {
 	wg     sync.WaitGroup
 	admits chan struct{}
 	// base bounds admission waits, which belong to no request context.
-	base   context.Context
-	cancel context.CancelFunc
+	base      context.Context
+	cancel    context.CancelFunc
+	snap      jetstream.Stream // the snapshot stream (reclaim.go reads it)
+	reclaimed atomic.Int64     // orphaned segments removed (reclaim.go)
 	// consumerGone and consumersRecreated: see watchConsumer (streams.go).
 	consumerGone       atomic.Bool
 	consumersRecreated atomic.Int64
@@ -121,6 +130,10 @@ func NewReceiver(ctx context.Context, nc *nats.Conn, cfg ReceiverConfig) (*Recei
 		r.Close()
 		return nil, err
 	}
+	if cfg.ReclaimAfter > 0 {
+		r.wg.Add(1)
+		go r.reclaimLoop(min(max(cfg.ReclaimAfter/2, 500*time.Millisecond), time.Minute))
+	}
 	return r, nil
 }
 
@@ -134,6 +147,7 @@ func (r *Receiver) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.snap = snap
 	err = retryJS(ctx, func(ctx context.Context) (err error) {
 		r.cons, err = snap.CreateOrUpdateConsumer(ctx, consumerConfig(r.cfg))
 		return err
@@ -149,9 +163,9 @@ func (r *Receiver) setup(ctx context.Context) error {
 	err = queuedNotifications(ctx, snap, r.cfg.Subjects, func(m *jetstream.RawStreamMsg) {
 		n, _, _, err := DecodeNotification(m.Data)
 		if err == nil {
-			r.budget.Charge(n.MsgID, n.Length)
+			r.budget.Charge(n.MsgID, n.HostBytes())
 			queued++
-			bytes += n.Length
+			bytes += n.HostBytes()
 		}
 	})
 	if err != nil {
@@ -284,7 +298,11 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 		r.reject(ctx, j, errorf(CodeInvalid, "header Nats-Msg-Id %q differs from the body's msg_id %q: publish with Nats-Msg-Id equal to msg_id", hdr, n.MsgID))
 		return nil
 	}
-	if n.Length > r.budget.Limit() {
+	if n.Device != nil && !slices.Contains(r.cfg.Features, FeatureCUDAIPC) {
+		r.reject(ctx, j, errorf(CodeDeviceUnsupported, "this sidecar does not read GPU memory (its status reply does not list the %q feature): run `fzsidecar serve --backend gpu` on the GPU's node, or publish through a shared-memory segment", FeatureCUDAIPC))
+		return nil
+	}
+	if n.HostBytes() > r.budget.Limit() {
 		r.reject(ctx, j, errorf(CodeTooLarge, "snapshot of %d bytes exceeds the in-flight budget of %d bytes", n.Length, r.budget.Limit()))
 		return nil
 	}
@@ -293,7 +311,7 @@ func (r *Receiver) accept(ctx context.Context, msg jetstream.Msg) *Job {
 		r.reject(ctx, j, errorf(CodeInternal, "gave up after %d deliveries without a result", delivered-1))
 		return nil
 	}
-	r.budget.Charge(n.MsgID, n.Length)
+	r.budget.Charge(n.MsgID, n.HostBytes())
 	j.startKeepAlive(r.cfg.AckWait)
 	r.active.Add(1)
 	return j

@@ -119,6 +119,9 @@ func TestPoisonSnapshotAnsweredAtOnce(t *testing.T) {
 	if n := obs.get("retried/transient"); n != 0 {
 		t.Errorf("a permanent sink error was retried %d times", n)
 	}
+	for i := 0; i < 100 && obs.get("failed/store_failed") == 0; i++ {
+		time.Sleep(20 * time.Millisecond) // counted just after the result is sent
+	}
 	if n := obs.get("failed/store_failed"); n != 1 {
 		t.Errorf("failed/store_failed counted %d times, want 1", n)
 	}
@@ -160,6 +163,9 @@ func TestTransientSinkFailureGivesUp(t *testing.T) {
 	}
 	if took < 3*time.Second { // waits 1 s, then 2 s between deliveries
 		t.Errorf("gave up after %v: the retries were not spaced out", took)
+	}
+	for i := 0; i < 100 && obs.get("failed/"+pipeline.KindGaveUp) == 0; i++ {
+		time.Sleep(20 * time.Millisecond) // counted just after the result is sent
 	}
 	if obs.get("failed/"+pipeline.KindGaveUp) != 1 || obs.get("retried/transient") != 2 {
 		t.Errorf("outcomes %v: want 2 retries and 1 gave_up", obs.kinds)

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FZ_TEST_SIDECAR") == "1" {
 		os.Exit(childSidecar())
 	}
+	if os.Getenv("FZ_TEST_PRODUCER") == "1" {
+		os.Exit(childProducer())
+	}
 	os.Exit(m.Run())
 }
 
