@@ -87,6 +87,6 @@ func (r *Receiver) onRelease(m *nats.Msg) {
 func (r *Receiver) onStatus(m *nats.Msg) {
 	used, holds := r.budget.Used()
 	data, _ := json.Marshal(&Status{Version: ProtocolVersion, BudgetBytes: r.budget.Limit(), UsedBytes: used,
-		Holds: holds, InFlight: r.InFlight()}) // snapshots being worked on, not fetch slots
+		Holds: holds, InFlight: r.InFlight(), Features: r.cfg.Features}) // snapshots being worked on, not fetch slots
 	_ = m.Respond(data)
 }

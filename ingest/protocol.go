@@ -146,28 +146,32 @@ type Notification struct {
 	Mode     string   `json:"mode"`
 	Bound    float64  `json:"bound"`
 	Fill     *Float   `json:"fill,omitempty"`
-	Segment  string   `json:"segment"`
+	Segment  string   `json:"segment,omitempty"`
 	Offset   int64    `json:"offset"`
 	Length   int64    `json:"length"`
+	// Device, instead of Segment, names the bytes in a producer's GPU
+	// memory (device.go; only to a sidecar advertising FeatureCUDAIPC).
+	Device *DeviceRef `json:"device,omitempty"`
 }
 
 // wireNotification has pointers where a zero value is legal, so a missing
 // field can be told apart from a zero one.
 type wireNotification struct {
-	Version  *int     `json:"v"`
-	MsgID    string   `json:"msg_id"`
-	Producer string   `json:"producer"`
-	Run      string   `json:"run"`
-	Var      string   `json:"var"`
-	Step     *uint64  `json:"step"`
-	DType    string   `json:"dtype"`
-	Dims     []uint64 `json:"dims"`
-	Mode     string   `json:"mode"`
-	Bound    *float64 `json:"bound"`
-	Fill     *Float   `json:"fill"`
-	Segment  string   `json:"segment"`
-	Offset   *int64   `json:"offset"`
-	Length   *int64   `json:"length"`
+	Version  *int       `json:"v"`
+	MsgID    string     `json:"msg_id"`
+	Producer string     `json:"producer"`
+	Run      string     `json:"run"`
+	Var      string     `json:"var"`
+	Step     *uint64    `json:"step"`
+	DType    string     `json:"dtype"`
+	Dims     []uint64   `json:"dims"`
+	Mode     string     `json:"mode"`
+	Bound    *float64   `json:"bound"`
+	Fill     *Float     `json:"fill"`
+	Segment  string     `json:"segment"`
+	Offset   *int64     `json:"offset"`
+	Length   *int64     `json:"length"`
+	Device   *DeviceRef `json:"device"`
 }
 
 // Route is what is needed to answer a message even when the rest is bad.
@@ -208,7 +212,7 @@ func DecodeNotification(data []byte) (Notification, fz.Params, Route, error) {
 	}
 	n := Notification{
 		Version: *w.Version, MsgID: w.MsgID, Producer: w.Producer, Run: w.Run, Var: w.Var,
-		DType: w.DType, Dims: w.Dims, Mode: w.Mode, Fill: w.Fill, Segment: w.Segment,
+		DType: w.DType, Dims: w.Dims, Mode: w.Mode, Fill: w.Fill, Segment: w.Segment, Device: w.Device,
 	}
 	missing := func(f, want string) error {
 		return errorf(CodeInvalid, "missing field %q: expected %s", f, want)
@@ -275,8 +279,11 @@ func (n *Notification) Validate() (fz.Params, error) {
 		f := float64(*n.Fill)
 		p.Fill = &f
 	}
-	if n.Segment == "" {
-		return bad("missing field \"segment\": expected a file name inside the shm directory")
+	switch {
+	case n.Segment == "" && n.Device == nil:
+		return bad("missing field \"segment\": expected a file name inside the shm directory (or \"device\" for GPU memory)")
+	case n.Segment != "" && n.Device != nil:
+		return bad("both \"segment\" and \"device\": a snapshot lies either in a segment or in GPU memory")
 	}
 	if n.Offset < 0 || n.Length < 0 {
 		return bad("offset %d / length %d: expected non-negative byte counts", n.Offset, n.Length)
@@ -286,6 +293,11 @@ func (n *Notification) Validate() (fz.Params, error) {
 	}
 	if n.Offset%int64(dt.Size()) != 0 {
 		return bad("offset %d is not a multiple of the %s element size %d", n.Offset, dt, dt.Size())
+	}
+	if n.Device != nil {
+		if err := n.Device.validate(n.Offset, n.Length); err != nil {
+			return fz.Params{}, err
+		}
 	}
 	if err := p.Validate(-1); err != nil {
 		return fz.Params{}, errorf(CodeInvalid, "%v", err)
@@ -366,6 +378,9 @@ type Status struct {
 	UsedBytes   int64 `json:"used_bytes"`
 	Holds       int   `json:"holds"`
 	InFlight    int   `json:"in_flight"`
+	// Features lists optional protocol features this sidecar accepts
+	// (FeatureCUDAIPC); absent means none.
+	Features []string `json:"features,omitempty"`
 }
 
 // ReleaseRequest returns an unused grant.
