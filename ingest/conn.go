@@ -117,7 +117,17 @@ func Connect(ctx context.Context, o ConnOptions) (*nats.Conn, error) {
 		if url == "" {
 			url = DefaultURL
 		}
-		opts, err := co.natsOptions()
+		var opts []nats.Option
+		if local {
+			// Asked on every (re)connect: a sidecar restarted with a new
+			// password (its file was replaced) is followed without a restart.
+			lo := co
+			lo.User, lo.Password = "", ""
+			opts, err = lo.natsOptions()
+			opts = append(opts, nats.UserInfoHandler(localUserInfo(o.ShmDir, co.User, co.Password)))
+		} else {
+			opts, err = co.natsOptions()
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -15,9 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 )
 
@@ -352,4 +354,19 @@ func (r *Receiver) subjectProducer(subject string) string {
 		return tok
 	}
 	return ""
+}
+
+// localUserInfo gives the user and password of the shm dir's credentials
+// file as it is now, or the last ones read if it is gone or not
+// trustworthy any more.
+func localUserInfo(shmDir, user, password string) nats.UserInfoCB {
+	var mu sync.Mutex
+	return func() (string, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, err := ReadLocalCredentials(shmDir); err == nil && c != nil {
+			user, password = c.User, c.Password
+		}
+		return user, password
+	}
 }

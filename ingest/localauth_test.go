@@ -589,3 +589,46 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A connected producer follows a sidecar restarted with a new password
+// (its credentials file was replaced): reconnects read the file again.
+func TestLocalAuthReconnectsWithNewPassword(t *testing.T) {
+	shm, store := t.TempDir(), t.TempDir()
+	la, _ := NewLocalAuth(shm, Subjects{}, nil)
+	ns, err := StartServer(ServerConfig{Listen: "127.0.0.1:0", StoreDir: store, Local: la})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(ns.ClientURL(), "nats://")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := Connect(ctx, ConnOptions{ShmDir: shm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	os.Remove(LocalAuthPath(shm)) // e.g. /dev/shm cleaned: the next sidecar writes a new password
+	la2, _ := NewLocalAuth(shm, Subjects{}, nil)
+	if la2.Reused || la2.ProducerPassword() == la.ProducerPassword() {
+		t.Fatal("expected a new password")
+	}
+	ns, err = StartServer(ServerConfig{Listen: addr, StoreDir: store, Local: la2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	for !nc.IsConnected() {
+		if ctx.Err() != nil {
+			t.Fatalf("producer did not reconnect with the new password: %v", nc.LastError())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := nc.Request("fz.status", nil, 200*time.Millisecond); errors.Is(err, nats.ErrAuthorization) {
+		t.Fatal(err)
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
