@@ -197,7 +197,7 @@ func NewLocalAuth(shmDir string, sub Subjects, log *slog.Logger) (*LocalAuth, er
 		log.Warn("credentials file not reused: unexpected user or password format; writing a new one", "file", path)
 	case errors.Is(err, os.ErrNotExist):
 	default:
-		log.Warn("credentials file not reused; writing a new one (producers using the old one must restart)", "reason", err.Error())
+		log.Warn("credentials file not reused; writing a new one (producers that do not re-read it when reconnecting must restart)", "reason", err.Error())
 	}
 	if a.producer, err = newPassword(); err != nil {
 		return nil, err
