@@ -133,17 +133,21 @@ func waitResult(ctx context.Context, prod *ingest.Producer, pd *ingest.Pending, 
 		case o := <-done:
 			return o.res, o.err
 		case <-tick.C:
-			line := fmt.Sprintf("fzsidecar publish: waiting for the result of %s (%s", what, roundSec(time.Since(start)))
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := prod.Status(sctx)
-			cancel()
-			if err != nil {
-				line += fmt.Sprintf("; the sidecar does not answer (%v): the snapshot stays queued and is handled when it is back", err)
-			} else {
-				line += fmt.Sprintf("; the sidecar is working on %d snapshots, %s of its %s budget in use", st.InFlight, humanBytes(uint64(max(st.UsedBytes, 0))), humanBytes(uint64(max(st.BudgetBytes, 0))))
-			}
-			fmt.Fprintln(os.Stderr, line+")...")
+			fmt.Fprintf(os.Stderr, "fzsidecar publish: waiting for the result of %s (%s; %s)...\n", what, roundSec(time.Since(start)), sidecarState(ctx, prod))
 			tick.Reset(resultProgress.every)
 		}
 	}
+}
+
+// sidecarState says what the sidecar reports about its load, or that it
+// does not answer, for progress lines while results are awaited.
+func sidecarState(ctx context.Context, prod *ingest.Producer) string {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := prod.Status(sctx)
+	if err != nil {
+		return fmt.Sprintf("the sidecar does not answer (%v): published snapshots stay queued and are handled when it is back", err)
+	}
+	return fmt.Sprintf("the sidecar is working on %d snapshots, %s of its %s budget in use",
+		st.InFlight, humanBytes(uint64(max(st.UsedBytes, 0))), humanBytes(uint64(max(st.BudgetBytes, 0))))
 }

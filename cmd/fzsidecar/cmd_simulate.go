@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/internal/simulate"
 )
 
@@ -81,9 +84,51 @@ func runSimulate(ctx context.Context, args []string) error {
 		firstErr            error
 	)
 	start := time.Now()
+	// Results that stop coming get a progress line (stalled), as in publish.
+	var mu sync.Mutex
+	outstanding, lastNews := 0, time.Now()
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		next := resultProgress.first
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			n, quiet := outstanding, time.Since(lastNews)
+			mu.Unlock()
+			if n == 0 || quiet < next {
+				if quiet < resultProgress.first {
+					next = resultProgress.first
+				}
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "fzsidecar simulate: waiting for %d results (none for %s; %s)...\n", n, roundSec(quiet), sidecarState(ctx, prod))
+			next = quiet + resultProgress.every
+		}
+	}()
 	opts := simulate.Options{Run: *run, Vars: names, Steps: *steps, FirstStep: *first, Dims: dims, DType: dt,
-		Mode: mode, Bound: *eb, Interval: *interval, Timeout: *timeout + time.Duration(*steps)*(*interval)}
+		Mode: mode, Bound: *eb, Interval: *interval, Timeout: *timeout + time.Duration(*steps)*(*interval),
+		Published: func(ingest.Spec) {
+			mu.Lock()
+			if outstanding == 0 {
+				lastNews = time.Now() // the wait starts now, not at the last result
+			}
+			outstanding++
+			mu.Unlock()
+		}}
 	err = simulate.Run(ctx, prod, opts, func(e simulate.Event) {
+		if !e.Skipped {
+			mu.Lock()
+			outstanding--
+			lastNews = time.Now()
+			mu.Unlock()
+		}
 		switch {
 		case e.Skipped:
 			skipped++

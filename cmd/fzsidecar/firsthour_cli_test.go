@@ -402,12 +402,12 @@ func TestNatsMsgIDMustMatch(t *testing.T) {
 	}
 }
 
-// While the result takes long, publish says so every few seconds with what
-// the sidecar reports, or that it does not answer; the snapshot is stored
-// once the sidecar carries on. The sidecar is frozen (SIGSTOP) after the
-// notification is published; a snapshot it finished before the signal
-// landed is retried with the next step.
-func TestPublishWaitsForResultWithProgress(t *testing.T) {
+// While results take long, publish and simulate say so every few seconds
+// with what the sidecar reports, or that it does not answer; the snapshot
+// is stored once the sidecar carries on. The sidecar is frozen (SIGSTOP)
+// after the notification is published; a snapshot it finished before the
+// signal landed is retried with the next step.
+func TestProducersReportWaitForResults(t *testing.T) {
 	ns, err := ingest.StartServer(ingest.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -439,19 +439,31 @@ func TestPublishWaitsForResultWithProgress(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "noise.f32")
 	os.WriteFile(file, raw, 0o644)
+	common := []string{"--nats-url", ns.ClientURL(), "--shm-dir", e.shm}
+	t.Run("publish", func(t *testing.T) {
+		waitWhileFrozen(t, srv, notes, func(step int) *proc {
+			return start(t, append([]string{"publish", "--run", "slow", "--var", "v", "--step", strconv.Itoa(step), "--dtype", "f32",
+				"--dims", strconv.Itoa(n), "--mode", "abs", "--eb", "1e-3", file}, common...)...)
+		}, "stored slow/v/", "waiting for the result of slow/v step ")
+	})
+	t.Run("simulate", func(t *testing.T) {
+		waitWhileFrozen(t, srv, notes, func(step int) *proc {
+			return start(t, append([]string{"simulate", "--run", "slowsim", "--vars", "v", "--steps", "1", "--start-step", strconv.Itoa(step),
+				"--dims", "32x512x512", "--mode", "abs", "--eb", "1e-6"}, common...)...)
+		}, "1 stored, 0 failed", "waiting for 1 results (none for ")
+	})
+}
+
+// waitWhileFrozen starts a producer (launch), freezes the sidecar once its
+// notification is out, checks the producer's progress lines and that it
+// finishes after the sidecar is thawed.
+func waitWhileFrozen(t *testing.T, srv *proc, notes *nats.Subscription, launch func(step int) *proc, stored, progress string) {
 	for step := 1; step <= 5; step++ {
-		p := start(t, "publish", "--nats-url", ns.ClientURL(), "--shm-dir", e.shm, "--run", "slow", "--var", "v",
-			"--step", strconv.Itoa(step), "--dtype", "f32", "--dims", strconv.Itoa(n), "--mode", "abs", "--eb", "1e-3", file)
+		p := launch(step)
 		if _, err := notes.NextMsg(60 * time.Second); err != nil {
 			t.Fatalf("no notification: %v\n%s", err, p.stderr())
 		}
 		srv.cmd.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(200 * time.Millisecond) // let a result already on its way arrive
-		if strings.Contains(p.stdout(), "stored") {
-			srv.cmd.Process.Signal(syscall.SIGCONT)
-			p.wait(t, 30*time.Second)
-			continue
-		}
 		deadline := time.Now().Add(20 * time.Second)
 		exited := false
 		for !strings.Contains(p.stderr(), "does not answer") && time.Now().Before(deadline) && !exited {
@@ -462,14 +474,14 @@ func TestPublishWaitsForResultWithProgress(t *testing.T) {
 			}
 		}
 		srv.cmd.Process.Signal(syscall.SIGCONT)
-		if exited && strings.Contains(p.stdout(), "stored") {
+		if exited && strings.Contains(p.stdout(), stored) {
 			continue
 		}
-		if !strings.Contains(p.stderr(), "waiting for the result of slow/v step "+strconv.Itoa(step)) || !strings.Contains(p.stderr(), "does not answer") {
+		if !strings.Contains(p.stderr(), progress) || !strings.Contains(p.stderr(), "does not answer") {
 			t.Fatalf("no progress while the sidecar was frozen:\n%s", p.stderr())
 		}
-		if code := p.wait(t, 120*time.Second); code != 0 || !strings.Contains(p.stdout(), "stored slow/v/") {
-			t.Fatalf("publish after the sidecar carried on: exit %d\n%s%s", code, p.stdout(), p.stderr())
+		if code := p.wait(t, 120*time.Second); code != 0 || !strings.Contains(p.stdout(), stored) {
+			t.Fatalf("after the sidecar carried on: exit %d\n%s%s", code, p.stdout(), p.stderr())
 		}
 		return
 	}

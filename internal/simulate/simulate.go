@@ -35,6 +35,9 @@ type Options struct {
 	// Fill, if set, replaces the synthetic field (benchmarks use a cheaper
 	// one so the producer is not the bottleneck); it gets the segment bytes.
 	Fill func(b []byte, vi int, step uint64)
+	// Published, if set, is called after each snapshot is in the stream
+	// (with report, it tells how many results are outstanding).
+	Published func(ingest.Spec)
 }
 
 // Event is one snapshot's fate: stored (Result), failed (Err), or skipped
@@ -107,6 +110,9 @@ func Run(ctx context.Context, prod *ingest.Producer, o Options, report func(Even
 			pd, err := snap.Publish(ctx)
 			if err != nil {
 				return fmt.Errorf("%s/%s step %d: %w", o.Run, name, s, err)
+			}
+			if o.Published != nil {
+				o.Published(spec)
 			}
 			wg.Add(1)
 			go func() {
