@@ -144,6 +144,9 @@ func Connect(ctx context.Context, o ConnOptions) (*nats.Conn, error) {
 			case o.ShmDir != "" && !o.hasCredentials() && errors.Is(err, nats.ErrAuthorization):
 				return nil, fmt.Errorf("connect to %s: %w (no credentials given and no credentials file %s: "+
 					"is the sidecar's --shm-dir the same as this producer's?)", redact(url), err, LocalAuthPath(o.ShmDir))
+			case !o.hasCredentials() && errors.Is(err, nats.ErrAuthorization):
+				return nil, fmt.Errorf("connect to %s: %w (no credentials given: a zero-config sidecar's producers "+
+					"find them in its shm dir, ConnOptions.ShmDir; others need a token, user or nkey)", redact(url), err)
 			}
 			return nil, fmt.Errorf("connect to %s: %w", redact(url), err)
 		}
