@@ -303,8 +303,8 @@ func (a *LocalAuth) WriteFile(clientURL string) error {
 	return nil
 }
 
-// loopbackURL turns a listen-everywhere address (0.0.0.0, ::) into one a
-// local producer can dial.
+// loopbackURL turns a listen-everywhere address (0.0.0.0, ::, no host)
+// into one a local producer can dial.
 func loopbackURL(u string) string {
 	p, err := url.Parse(u)
 	if err != nil {
@@ -314,7 +314,9 @@ func loopbackURL(u string) string {
 	if err != nil {
 		return u
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	if host == "" {
+		p.Host = net.JoinHostPort("127.0.0.1", port)
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		if ip.To4() != nil {
 			host = "127.0.0.1"
 		} else {

@@ -405,6 +405,12 @@ func TestLocalAuthFile(t *testing.T) {
 	if c.URL != "nats://127.0.0.1:4333" || c.User != "producer" || c.Password != a.ProducerPassword() || c.Prefix != "my-fz" {
 		t.Errorf("read back %+v", c)
 	}
+	for in, want := range map[string]string{"nats://:4222": "nats://127.0.0.1:4222", "nats://[::]:4222": "nats://[::1]:4222",
+		"nats://10.1.2.3:4222": "nats://10.1.2.3:4222", "nats://localhost:1": "nats://localhost:1"} {
+		if got := loopbackURL(in); got != want {
+			t.Errorf("loopbackURL(%s) = %s, want %s", in, got, want)
+		}
+	}
 	if len(c.Password) != 43 {
 		t.Errorf("password %q: want 32 random bytes in base64url", c.Password)
 	}
