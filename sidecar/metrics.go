@@ -35,7 +35,7 @@ func NewMetrics() *Metrics {
 		Help: "Snapshots finished, by outcome: stored (committed and acked), failed (error result), retried (handed back to JetStream), rejected (bad notification)."},
 		[]string{"outcome"})
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fzsidecar_errors_total",
-		Help: "Errors by kind: the protocol error code (invalid, size_mismatch, conflict, store_failed, ...), transient (sink trouble, retried), shutdown, or result (result/ack not confirmed)."},
+		Help: "Errors by kind: the protocol error code (invalid, size_mismatch, conflict, store_failed, ...), gave_up (transient sink trouble outlasted max_deliver; answered store_failed), transient (sink trouble, retried), shutdown, or result (result/ack not confirmed)."},
 		[]string{"kind"})
 	m.bytesIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "fzsidecar_bytes_in_total", Help: "Raw bytes of stored snapshots."})
 	m.bytesOut = prometheus.NewCounter(prometheus.CounterOpts{Name: "fzsidecar_bytes_out_total", Help: "Compressed bytes stored."})
