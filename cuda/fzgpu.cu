@@ -1741,6 +1741,8 @@ extern "C" void fzgpu_strerror(int rc, char *buf, uint64_t len) {
     case FZGPU_E_CAPACITY: m = "output buffer too small"; break;
     case FZGPU_E_FORMAT: m = "malformed container"; break;
     case FZGPU_E_NODEVICE: m = "no CUDA device"; break;
+    case FZGPU_E_WRONGDEVICE: m = "the memory lies on another GPU"; break;
+    case FZGPU_E_NOTREADY: m = "not ready"; break;
     default:
         if (rc >= FZGPU_E_CUDA) {
             snprintf(tmp, sizeof tmp, "CUDA error %d: %s", rc - FZGPU_E_CUDA,

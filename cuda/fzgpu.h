@@ -23,8 +23,10 @@
 extern "C" {
 #endif
 
-/* ABI 4 removed fzgpu_copy_out (the copy back is the caller's cudaMemcpyAsync). */
-#define FZGPU_ABI_VERSION 4
+/* ABI 4 removed fzgpu_copy_out (the copy back is the caller's cudaMemcpyAsync).
+ * ABI 5 added GPU-resident snapshots: device UUIDs, priority streams, CUDA
+ * IPC memory and event handles (ipc.cu). */
+#define FZGPU_ABI_VERSION 5
 
 enum {
     FZGPU_OK = 0,
@@ -32,6 +34,8 @@ enum {
     FZGPU_E_CAPACITY = 2, /* output buffer too small (reported in result.status) */
     FZGPU_E_FORMAT = 3,   /* malformed container (reported in result.status) */
     FZGPU_E_NODEVICE = 4, /* no CUDA device */
+    FZGPU_E_WRONGDEVICE = 5, /* IPC memory that lies on another GPU than the one named */
+    FZGPU_E_NOTREADY = 6,    /* fzgpu_event_query: the event has not completed yet */
     FZGPU_E_CUDA = 1000
 };
 
@@ -170,6 +174,35 @@ int fzgpu_stream_wait_event(int device, void *stream, void *ev);
 int fzgpu_event_sync(int device, void *ev);
 /* Waits for `end` and writes the milliseconds between the two events. */
 int fzgpu_event_elapsed(int device, void *start, void *end, float *ms);
+
+/* GPU-resident snapshots (ABI 5; ipc.cu): another process's device memory,
+ * exported with cudaIpcGetMemHandle, compressed in place.
+ *
+ * fzgpu_device_uuid writes the device's 16-byte UUID (as nvidia-smi shows
+ * it after "GPU-"). fzgpu_stream_create_priority creates a non-blocking
+ * stream at the device's lowest priority (lowest != 0) or its highest, and
+ * reports the priority it got (may be NULL).
+ *
+ * fzgpu_ipc_open_mem opens a 64-byte IPC memory handle on `device`
+ * (cudaIpcOpenMemHandle) and reports the allocation's base and size
+ * (cuMemGetAddressRange): what the handle exports, whatever the producer
+ * claims. FZGPU_E_WRONGDEVICE (and nothing left open) when the memory is
+ * on another device; a CUDA error when the handle cannot be opened (its
+ * producer exited or freed the allocation, or it is not from this node).
+ * fzgpu_ipc_close_mem undoes it. fzgpu_ipc_open_event opens an IPC event
+ * handle (destroy it with fzgpu_event_destroy); fzgpu_event_query returns 0
+ * once an event has completed, FZGPU_E_NOTREADY before. */
+int fzgpu_device_uuid(int device, uint8_t uuid[16]);
+int fzgpu_stream_create_priority(int device, int lowest, void **stream, int *priority);
+int fzgpu_ipc_open_mem(int device, const void *handle, void **base, uint64_t *size);
+int fzgpu_ipc_close_mem(int device, void *base);
+int fzgpu_ipc_open_event(int device, const void *handle, void **ev);
+int fzgpu_event_query(int device, void *ev);
+/* The exporting side (tests; producers use the CUDA runtime directly):
+ * the IPC handle of an allocation made on `device`, and a new interprocess
+ * event (no timing) with its handle. */
+int fzgpu_ipc_export_mem(int device, void *ptr, void *handle);
+int fzgpu_ipc_event_create(int device, void **ev, void *handle);
 
 #ifdef __cplusplus
 }

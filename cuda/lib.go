@@ -22,7 +22,7 @@ import (
 // LibName is the shared library's file name.
 const LibName = "libfzgpu.so"
 
-const abiVersion = 4
+const abiVersion = 5
 
 // field mirrors fzgpu_field (88 bytes).
 type field struct {
@@ -53,6 +53,8 @@ var _ [unsafe.Sizeof(result{}) - 80]struct{}
 
 type library struct {
 	path           string
+	handle         uintptr // the dlopen handle (ipc.go registers its symbols from it)
+	ipc            ipcFuncs
 	abiVersion     func() int32
 	deviceCount    func(n *int32) int32
 	deviceInfo     func(dev int32, name *byte, nameLen uint64, mem *uint64) int32
@@ -143,7 +145,7 @@ func load() (*library, error) {
 	if h == 0 {
 		return nil, fmt.Errorf("GPU library %s not found (build it with `make -C cuda` where the CUDA toolkit is, or set FZ_CUDA_LIB); tried: %v", LibName, tried)
 	}
-	l := &library{path: path}
+	l := &library{path: path, handle: h}
 	reg := func(fn any, name string) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -183,6 +185,9 @@ func load() (*library, error) {
 	}
 	if v := l.abiVersion(); v != abiVersion {
 		return nil, fmt.Errorf("%s has ABI version %d, this build needs %d: rebuild it with `make -C cuda`", path, v, abiVersion)
+	}
+	if err := l.ipc.register(reg); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

@@ -53,6 +53,22 @@ type Source struct {
 	// zeroing and page faults of a fresh allocation (~30 MB per 256 MiB
 	// snapshot, which cost more host time than the GPU work).
 	Out []byte
+	// Device, if not 0, is the snapshot's address in this device's memory
+	// (DeviceBytes bytes; Bytes is then unused): the kernels read it in
+	// place and nothing is uploaded (GPU-resident snapshots, ipc.go).
+	Device      uintptr
+	DeviceBytes uint64
+	// GPUTime, if not nil, receives the span of this snapshot's device
+	// work (first kernel to last copy back), timed with CUDA events.
+	GPUTime *time.Duration
+}
+
+// size is the snapshot's byte count.
+func (src *Source) size() uint64 {
+	if src.Device != 0 {
+		return src.DeviceBytes
+	}
+	return uint64(len(src.Bytes))
 }
 
 // Streamer compresses snapshots on one GPU from host memory, overlapping
@@ -78,6 +94,8 @@ type Streamer struct {
 	// trRef (trace only): an event on the upload stream before its first
 	// traced copy, so the trace can place every upload on one time line
 	trRef uintptr
+	// ipc caches other processes' device memory and events (ipc.go)
+	ipc ipcCache
 }
 
 type lane struct {
@@ -87,11 +105,13 @@ type lane struct {
 	// trace: timing events around the lane's last shared upload
 	upT0, upT1 uintptr
 	upBytes    uint64
-	arena      uintptr
-	arenaCap   uint64
-	sl         []*slot
-	stage      []*stageSlot
-	next       int // next staging slot
+	// gt0, gt1 time a snapshot's device work (Source.GPUTime)
+	gt0, gt1 uintptr
+	arena    uintptr
+	arenaCap uint64
+	sl       []*slot
+	stage    []*stageSlot
+	next     int // next staging slot
 	// perTile: compressed bytes per tile of the last job collected, the
 	// basis of the next jobs' copy-back estimate (0: none yet)
 	perTile float64
@@ -184,6 +204,12 @@ func (s *Streamer) newLane() (*lane, error) {
 	if err := l.cerr(l.eventBlocking(dev, &ln.upEv), "create event"); err != nil {
 		return ln, err
 	}
+	if err := l.cerr(l.eventCreate(dev, &ln.gt0), "create event"); err != nil {
+		return ln, err
+	}
+	if err := l.cerr(l.eventCreate(dev, &ln.gt1), "create event"); err != nil {
+		return ln, err
+	}
 	if trace {
 		if err := l.cerr(l.eventCreate(dev, &ln.upT0), "create event"); err != nil {
 			return ln, err
@@ -200,7 +226,9 @@ func (s *Streamer) newLane() (*lane, error) {
 			rc   int32
 			what string
 		}{
-			{l.streamCreate(dev, &sl.stream), "create stream"},
+			// The lowest priority: a simulation's kernels on the same GPU
+			// go first (GPU-resident snapshots, ipc.go).
+			{l.ipc.streamPriority(dev, 1, &sl.stream, nil), "create stream"},
 			{l.create(dev, s.o.JobTiles, &sl.ctx), "create GPU context"},
 			{l.malloc(dev, outCap, &sl.dOut), "allocate output slot"},
 			{l.hostAlloc(outCap, &sl.hOut), "allocate pinned output slot"},
@@ -273,13 +301,14 @@ func (s *Streamer) Close() error {
 		if ln.arena != 0 {
 			l.free(dev, ln.arena)
 		}
-		for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1} {
+		for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1, ln.gt0, ln.gt1} {
 			if e != 0 {
 				l.eventDestroy(dev, e)
 			}
 		}
 	}
 	s.all = nil
+	s.ipc.close(s)
 	if s.up != 0 {
 		l.streamSync(dev, s.up)
 		l.streamDestroy(dev, s.up)
@@ -319,7 +348,7 @@ func UnregisterHost(b []byte) error {
 
 // Compress encodes src on this device; the bytes equal fz.Compress's.
 func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts ...fz.Option) ([]byte, fz.Stats, error) {
-	if err := p.Validate(int64(len(src.Bytes))); err != nil {
+	if err := p.Validate(int64(src.size())); err != nil {
 		return nil, fz.Stats{}, err
 	}
 	set := fz.SettingsOf(opts...)
@@ -344,8 +373,12 @@ func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts .
 	if errors.Is(err, errBoundOnHost) {
 		// Redo it on the CPU, from a private copy made as the device's
 		// uploads are (Bytes may map a producer's segment: Source.Copy).
-		buf := make([]byte, len(src.Bytes))
-		if src.Copy != nil {
+		buf := make([]byte, src.size())
+		if src.Device != 0 {
+			if err := s.copyFromDevice(buf, src.Device); err != nil {
+				return nil, fz.Stats{}, err
+			}
+		} else if src.Copy != nil {
 			if err := src.Copy(buf, src.Bytes); err != nil {
 				return nil, fz.Stats{}, err
 			}
@@ -421,11 +454,14 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		lo, hi := jobSpan(g, j[0], j[1])
 		r.jobs = append(r.jobs, job{first: j[0], n: j[1], lo: lo * r.es, hi: hi * r.es})
 	}
-	N := uint64(len(src.Bytes))
-	resident := N <= ln.arenaCap
-	if resident {
+	N := src.size()
+	resident := N <= ln.arenaCap || src.Device != 0
+	switch {
+	case src.Device != 0: // in place: every job's bytes are present
+		r.buf[0], r.bufCap, r.copied = src.Device, N, N
+	case resident:
 		r.buf[0], r.bufCap = ln.arena, ln.arenaCap
-	} else {
+	default:
 		half := (ln.arenaCap / 2) &^ 255
 		r.buf[0], r.buf[1], r.bufCap = ln.arena, ln.arena+uintptr(half), half
 		for _, j := range r.jobs {
@@ -449,9 +485,18 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		}
 	}()
 	s0 := ln.sl[0]
+	if src.GPUTime != nil {
+		if err := l.cerr(l.eventRecord(s.dev, ln.gt0, s0.stream), "record event"); err != nil {
+			return nil, st, err
+		}
+	}
 	// Parameters: the range needs every value before any tile is encoded.
 	if p.Mode == fz.Rel {
-		if resident {
+		if src.Device != 0 {
+			if err := l.cerr(l.rangeOf(s0.ctx, s0.stream, &r.f, src.Device, N/r.es, 0), "GPU range"); err != nil {
+				return nil, st, err
+			}
+		} else if resident {
 			if err := r.upload(ln.arena, src.Bytes, s0.stream, true); err != nil {
 				return nil, st, err
 			}
@@ -519,6 +564,11 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	}
 	if r.out == nil {
 		r.out = make([]byte, hsz)
+	}
+	if src.GPUTime != nil {
+		if err := ln.gpuSpan(src.GPUTime); err != nil {
+			return nil, st, err
+		}
 	}
 	tJobs := time.Now()
 	if set.Progress != nil {
@@ -665,7 +715,7 @@ func (r *run) collectUpTo(k int) error {
 				// than the raw size, and round up so a released blob fits
 				// the next snapshots of about the same ratio.
 				jb := r.jobs[r.done]
-				est := res.bytes * uint64(len(r.src.Bytes)) / max(jb.hi-jb.lo, 1)
+				est := res.bytes * r.src.size() / max(jb.hi-jb.lo, 1)
 				need := r.hsz + est + est/4 + 4096
 				if uint64(cap(r.src.Out)) >= need {
 					r.out = r.src.Out[:r.hsz]
