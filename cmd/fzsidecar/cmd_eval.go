@@ -53,6 +53,8 @@ func runEval(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", 0, "CPU worker count (default: all cores)")
 	repeat := fs.Int("repeat", 3, "timed runs per measurement; the median is reported")
 	synthetic := fs.String("synthetic", "", "evaluate a generated smooth float32 field of these dims instead of files")
+	fs.Lookup("dtype").Usage = "element type: f32 or f64 (required with FILEs)"
+	fs.Lookup("dims").Usage = "dimensions slowest to fastest, e.g. 100x500x500 (required with FILEs)"
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

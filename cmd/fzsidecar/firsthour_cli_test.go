@@ -228,6 +228,10 @@ func TestHelpTexts(t *testing.T) {
 				t.Errorf("help %s: %q (the combination is an error, not ignored)", n, strings.TrimSpace(line))
 			}
 		}
+		// eval --synthetic needs neither --dtype nor --dims.
+		if n == "eval" && strings.Contains(out, "100x500x500 (required)\n") {
+			t.Errorf("help eval calls --dims required, but --synthetic needs none:\n%s", out)
+		}
 	}
 }
 
