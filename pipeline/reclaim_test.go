@@ -206,3 +206,30 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A producer that dies right after its admission holds the budget only for
+// the lease (default one minute, was ten): a producer blocked behind it is
+// admitted once the lease runs out.
+func TestDeadAdmissionFreedByLease(t *testing.T) {
+	if ingest.DefaultLeaseTTL > time.Minute {
+		t.Errorf("default lease %v: one dead admission could starve every producer that long", ingest.DefaultLeaseTTL)
+	}
+	e := newEnv(t)
+	e.Budget = 300_000 // one snapshot of specFor (245760 bytes) at a time
+	url := runInProcess(t, e, func(c *sidecarConfig) { c.Receiver.LeaseTTL = time.Second })
+	_, doomed := startDoomedProducer(t, url, e.ShmDir, "doomed3", 0, false)
+	doomed.Process.Kill()
+	doomed.Wait()
+	p := newProducer(t, url, e.ShmDir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	s, pd := publishOne(ctx, p, specFor(1), 1)
+	if s.err != nil {
+		t.Fatalf("blocked behind a dead producer's admission: %v", s.err)
+	}
+	t.Logf("admitted %v after the dead producer's admission (lease 1s)", time.Since(t0).Round(time.Millisecond))
+	if s.res, s.err = pd.Wait(ctx); s.err != nil {
+		t.Fatal(s.err)
+	}
+}
