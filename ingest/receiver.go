@@ -328,7 +328,7 @@ func (r *Receiver) reject(ctx context.Context, j *Job, e *Error) {
 func (r *Receiver) InFlight() int { return int(r.active.Load()) }
 
 // Job is one validated snapshot. The pipeline ends it with exactly one of
-// Complete, Fail or Retry.
+// Complete, Fail, Retry (transient trouble) or HandBack (shutdown).
 type Job struct {
 	Notice    Notification
 	Params    fz.Params
