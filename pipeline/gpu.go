@@ -65,6 +65,7 @@ type GPU struct {
 		wait, busy                                  atomic.Int64 // ns
 	}
 	warn sync.Once
+	dev  deviceCounters // GPU-resident snapshots (device.go)
 }
 
 // NewGPU spreads snapshots over the streamers' lanes.

@@ -95,6 +95,9 @@ type Config struct {
 	Codec Codec
 	// Direct, if set, is used instead of Codec and the private copy.
 	Direct DirectCodec
+	// Device compresses notifications naming GPU memory (device.go); nil
+	// answers them device_unsupported.
+	Device DeviceCodec
 	// Release, if set, gets every blob back once the pipeline is done with
 	// it (stored or failed), so a codec can reuse the memory.
 	Release func(blob []byte)

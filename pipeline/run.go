@@ -28,7 +28,8 @@ type item struct {
 // Run processes jobs until the channel closes (the receiver closes it when
 // ctx ends). Work already taken keeps going for up to DrainTimeout after ctx
 // ends; whatever is still unfinished then is handed back to JetStream
-// (redelivered after a restart), so a shutdown loses nothing. Run returns
+// for immediate redelivery (a restart takes it up at once), so a shutdown
+// loses nothing and delays little. Run returns
 // once every job it received was completed, failed or handed back.
 func Run(ctx context.Context, jobs <-chan *ingest.Job, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
@@ -148,6 +149,9 @@ func (p *pipe) compress(it *item) (err error) {
 	p.cfg.Observer.Depth(StageCompress, 1)
 	defer p.cfg.Observer.Depth(StageCompress, -1)
 	t0 := time.Now()
+	if it.job.Notice.Device != nil {
+		return p.compressDevice(it, t0)
+	}
 	m, err := it.job.Map()
 	if err != nil {
 		return err

@@ -100,10 +100,11 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 		Receiver: ingest.ReceiverConfig{
 			Subjects: ingest.Subjects{Prefix: n.SubjectPrefix}, ShmDir: s.ShmDir, Budget: s.Budget,
 			MaxBlock: s.MaxBlock, LeaseTTL: s.LeaseTTL, AckWait: s.AckWait, MaxDeliver: s.MaxDeliver,
-			Streams: ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL, Replicas: s.Replicas},
+			Streams:  ingest.StreamConfig{DedupWindow: s.DedupWindow, MaxQueued: s.MaxQueued, ResultTTL: s.ResultTTL, Replicas: s.Replicas},
+			Features: cc.features,
 		},
 		Pipeline: pipeline.Config{
-			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct, Release: cc.release,
+			Store: pipeline.SinkStore(sink), Codec: cc.codec, Direct: cc.direct, Device: cc.device, Release: cc.release,
 			Compressors: compressors, Writers: writers, Queue: s.Pipeline.Queue,
 			DrainTimeout: s.Pipeline.DrainTimeout,
 		},
@@ -118,11 +119,14 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 // codecChoice is what openCodec picked: the CPU codec, or the GPU direct
 // codec over one streamer per device.
 type codecChoice struct {
-	codec   pipeline.Codec
-	direct  pipeline.DirectCodec
-	release func([]byte)
-	lanes   int // snapshots the backend compresses at once (GPU lanes)
-	name    string
+	codec  pipeline.Codec
+	direct pipeline.DirectCodec
+	device pipeline.DeviceCodec // GPU-resident snapshots (cuda_ipc)
+	// features the receiver advertises (ingest.FeatureCUDAIPC)
+	features []string
+	release  func([]byte)
+	lanes    int // snapshots the backend compresses at once (GPU lanes)
+	name     string
 }
 
 // openCodec resolves backend and gpus: the CPU codec, or the GPU direct
@@ -182,5 +186,5 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, 
 	a.closers = append(a.closers, g) // closed before the streamers
 	a.GPU = g
 	log.Info("backend "+want+": gpu", "devices", strings.Join(names, "; "), "lanes", g.Lanes(), "host", s.GPUHost)
-	return codecChoice{direct: g.Direct, release: g.Release, lanes: g.Lanes(), name: strings.Join(names, "; ")}, nil
+	return codecChoice{direct: g.Direct, device: g.Device, features: g.Features(), release: g.Release, lanes: g.Lanes(), name: strings.Join(names, "; ")}, nil
 }

@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/cuda"
+	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
+)
+
+// DeviceCodec compresses a snapshot lying in a producer's GPU memory (a
+// notification with a device reference, docs/PROTOCOL.md §4.1). It must
+// return the bytes Codec would for the same field, and return only once
+// it has stopped reading the producer's memory: the result then tells the
+// producer it may reuse it. Errors carry the protocol's codes
+// (*ingest.Error).
+type DeviceCodec func(ctx context.Context, n ingest.Notification, p fz.Params) ([]byte, fz.Stats, error)
+
+// compressDevice is compress for device notifications: no segment, no
+// private copy; the codec reads the producer's memory in place.
+func (p *pipe) compressDevice(it *item, t0 time.Time) error {
+	if p.cfg.Device == nil {
+		return &ingest.Error{Code: ingest.CodeDeviceUnsupported, Message: "this sidecar's pipeline has no GPU backend for device memory: run `fzsidecar serve --backend gpu`"}
+	}
+	blob, st, err := p.cfg.Device(p.work, it.job.Notice, it.job.Params)
+	if err != nil {
+		var ie *ingest.Error
+		switch {
+		case p.work.Err() != nil:
+			return context.Cause(p.work)
+		case errors.As(err, &ie):
+			return err
+		}
+		return &ingest.Error{Code: ingest.CodeCompress, Message: err.Error()}
+	}
+	p.cfg.Observer.Stage(StageCompress, time.Since(t0))
+	it.blob, it.st = blob, st
+	return nil
+}
+
+// DeviceStats counts GPU-resident snapshots.
+type DeviceStats struct {
+	Snapshots, Failed uint64
+	// GPUTime sums the span of the sidecar's device work per snapshot
+	// (first kernel to last copy back; overlapping snapshots both count);
+	// EventWait the time spent waiting for producers' events; Stall the
+	// time from a snapshot's receipt to the end of the sidecar's reads of
+	// its memory (the producer's buffer is reusable once its result
+	// arrives, shortly after).
+	GPUTime, EventWait, Stall time.Duration
+}
+
+type deviceCounters struct {
+	snapshots, failed atomic.Uint64
+	gpu, wait, stall  atomic.Int64
+	uuids             atomic.Pointer[map[string]*cuda.Streamer]
+}
+
+// Features lists what GPU.Device adds to the protocol, for the receiver's
+// status reply: cuda_ipc when at least one device reports its UUID.
+func (g *GPU) Features() []string {
+	if len(g.streamersByUUID()) == 0 {
+		return nil
+	}
+	return []string{ingest.FeatureCUDAIPC}
+}
+
+// DeviceStats reports the GPU-resident snapshots so far.
+func (g *GPU) DeviceStats() DeviceStats {
+	d := &g.dev
+	return DeviceStats{Snapshots: d.snapshots.Load(), Failed: d.failed.Load(), GPUTime: time.Duration(d.gpu.Load()),
+		EventWait: time.Duration(d.wait.Load()), Stall: time.Duration(d.stall.Load())}
+}
+
+func (g *GPU) streamersByUUID() map[string]*cuda.Streamer {
+	if m := g.dev.uuids.Load(); m != nil {
+		return *m
+	}
+	m := map[string]*cuda.Streamer{}
+	for _, s := range g.devs {
+		u, err := s.UUID()
+		if err != nil {
+			g.o.Log.Warn("GPU without a UUID: it takes no device snapshots", "device", s.Name(), "err", err)
+			continue
+		}
+		m[u] = s
+	}
+	g.dev.uuids.Store(&m)
+	return m
+}
+
+// Device is the pipeline's DeviceCodec: it compresses the snapshot on the
+// GPU named by the notification, straight from the producer's memory.
+func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (blob []byte, st fz.Stats, err error) {
+	d := n.Device
+	if d == nil {
+		return nil, st, &ingest.Error{Code: ingest.CodeInvalid, Message: "not a device notification"}
+	}
+	t0 := time.Now()
+	defer func() {
+		if err != nil {
+			g.dev.failed.Add(1)
+		}
+	}()
+	s := g.streamersByUUID()[d.GPU]
+	if s == nil {
+		var have []string
+		for u := range g.streamersByUUID() {
+			have = append(have, u)
+		}
+		return nil, st, &ingest.Error{Code: ingest.CodeWrongDevice, Message: fmt.Sprintf("GPU %s is not one this sidecar compresses on (%v): publish device snapshots to the sidecar of that GPU, or through a segment", d.GPU, have)}
+	}
+	mem, ev := d.Handles()
+	snap := cuda.DeviceSnapshot{Owner: n.Producer, MemHandle: mem, EventHandle: ev, AllocSize: uint64(d.AllocSize),
+		Offset: uint64(n.Offset), Length: uint64(n.Length), Out: g.outBuf()}
+	blob, st, tm, err := s.CompressDevice(ctx, snap, p, g.o.Codec...)
+	g.dev.wait.Add(int64(tm.EventWait))
+	g.dev.gpu.Add(int64(tm.GPU))
+	g.dev.stall.Add(int64(time.Since(t0)))
+	if err != nil {
+		code := ingest.Code("")
+		switch {
+		case errors.Is(err, cuda.ErrWrongDevice):
+			code = ingest.CodeWrongDevice
+		case errors.Is(err, cuda.ErrStaleHandle):
+			code = ingest.CodeStaleHandle
+			s.Forget(n.Producer) // its other buffers are likely gone too
+		case errors.Is(err, cuda.ErrAllocSize):
+			code = ingest.CodeSizeMismatch
+		}
+		if code != "" {
+			return nil, st, &ingest.Error{Code: code, Message: err.Error()}
+		}
+		return nil, st, err
+	}
+	g.dev.snapshots.Add(1)
+	if g.o.Log.Enabled(ctx, -4) { // debug
+		g.o.Log.Debug("device snapshot", "producer", n.Producer, "bytes", n.Length, "gpu_ms", tm.GPU.Seconds()*1e3, "event_wait_ms", tm.EventWait.Seconds()*1e3)
+	}
+	return blob, st, nil
+}
