@@ -54,7 +54,7 @@ producer:
 	@mkdir -p $(LIBDIR) $(INCDIR)
 	cp -P $(BUILD)/producer/libfzproducer.so* $(BUILD)/producer/libfzproducer.a $(LIBDIR)/
 	cp producer/include/fzproducer.h $(INCDIR)/
-	@if [ -d $(BUILD)/producer/mod ]; then cp $(BUILD)/producer/mod/*.mod $(INCDIR)/; fi
+	@if [ -d $(BUILD)/producer/mod ]; then cp $(BUILD)/producer/mod/*.mod $(INCDIR)/ && cp $(BUILD)/producer/libfzproducer_fortran.a $(LIBDIR)/; fi
 
 # build/hdf5-plugins/libh5zfz.so (HDF5_PLUGIN_PATH=build/hdf5-plugins; it finds ../lib/libfz.so) + build/include/h5z_fz.h
 hdf5: libfz

@@ -454,3 +454,70 @@ func TestNoSpace(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// minimalExamples are the programs docs/PRODUCERS.md quotes in full.
+var minimalExamples = []struct{ lang, file, run string }{
+	{"c", "producer/examples/minimal.c", "minimal-c"},
+	{"fortran", "producer/examples/minimal.f90", "minimal-f"},
+	{"python", "python/examples/minimal_producer.py", "minimal-py"},
+}
+
+// TestMinimalExamples runs the C, Fortran and Python examples of
+// docs/PRODUCERS.md and checks the field each stored: f[j][i] = i*j.
+func TestMinimalExamples(t *testing.T) {
+	dir := build(t)
+	root := nativetest.RepoRoot(t)
+	sc := nativetest.Serve(t)
+	for _, ex := range minimalExamples {
+		t.Run(ex.lang, func(t *testing.T) {
+			var out string
+			var rc int
+			switch ex.lang {
+			case "c":
+				out, rc = run(t, 2*time.Minute, nil, filepath.Join(dir, "minimal"), sc.URL, sc.ShmDir)
+			case "fortran":
+				nativetest.Need(t, hasFortran, "no Fortran compiler (gfortran) on PATH")
+				out, rc = run(t, 2*time.Minute, nil, filepath.Join(dir, "minimal_f"), sc.URL, sc.ShmDir)
+			case "python":
+				py := nativetest.PythonModules(t, "numpy")
+				out, rc = run(t, 2*time.Minute, []string{"PYTHONPATH=" + filepath.Join(root, "python"),
+					"FZ_LIBFZPRODUCER=" + filepath.Join(dir, "libfzproducer.so"), "PYTHONDONTWRITEBYTECODE=1"},
+					py, filepath.Join(root, ex.file), sc.URL, sc.ShmDir)
+			}
+			if rc != 0 || !strings.Contains(out, "stored "+ex.run+"/field/000000000000.fz") {
+				t.Fatalf("%s: exit %d\n%s", ex.file, rc, out)
+			}
+			rows := listSteps(t, sc, ex.run, "field")
+			if len(rows) != 1 || fmt.Sprint(rows[0].Dims) != "[100 200]" || rows[0].DType != "f32" {
+				t.Fatalf("stored %+v, want one f32 [100 200] step", rows)
+			}
+			got := getValues(t, sc, ex.run, "field", 0, "f32")
+			for j := 0; j < 100; j++ {
+				for i := 0; i < 200; i++ {
+					if d := math.Abs(got[j*200+i] - float64(i*j)); d > rows[0].AbsEB {
+						t.Fatalf("f[%d][%d] = %g, want %d within %g", j, i, got[j*200+i], i*j, rows[0].AbsEB)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDocsQuoteExamples: docs/PRODUCERS.md shows the examples CI runs,
+// verbatim.
+func TestDocsQuoteExamples(t *testing.T) {
+	root := nativetest.RepoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "PRODUCERS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range minimalExamples {
+		src, err := os.ReadFile(filepath.Join(root, ex.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), strings.TrimSpace(string(src))) {
+			t.Errorf("docs/PRODUCERS.md does not quote %s as it is: copy the file into the doc", ex.file)
+		}
+	}
+}
