@@ -78,10 +78,13 @@ func (r *Receiver) ReclaimOrphans(ctx context.Context) ([]string, error) {
 	if err != nil || len(cands) == 0 {
 		return nil, err
 	}
+	// Cheap checks first; the stream is read only for files nobody uses.
 	inUse := openInodes()
-	for id := range cands {
-		if inUse[cands[id].inode] {
-			delete(cands, id)
+	for rel, c := range cands {
+		if inUse[c.inode] {
+			delete(cands, rel)
+		} else if err := r.shm.withUnused(rel, c, func() error { return nil }); err != nil {
+			delete(cands, rel)
 		}
 	}
 	if len(cands) == 0 {
@@ -102,7 +105,15 @@ func (r *Receiver) ReclaimOrphans(ctx context.Context) ([]string, error) {
 	}
 	var removed []string
 	for rel, c := range cands {
-		size, err := r.shm.removeUnused(rel, c)
+		var size int64
+		err := r.shm.withUnused(rel, c, func() error {
+			var now syscall.Stat_t
+			if err := r.shm.lstat(rel, &now); err != nil || fileInode(&now) != c.inode {
+				return errors.New("replaced since it was judged")
+			}
+			size = now.Size
+			return r.shm.root.Remove(rel)
+		})
 		if err != nil {
 			r.log.Debug("orphan candidate kept", "segment", rel, "why", err)
 			continue
@@ -115,35 +126,28 @@ func (r *Receiver) ReclaimOrphans(ctx context.Context) ([]string, error) {
 	return removed, nil
 }
 
-// removeUnused removes rel if it is still candidate c and the kernel grants
-// a write lease on it (nobody else has it open or mapped); the lease is
-// held across the removal, so a producer opening it meanwhile waits for
-// the removal instead of racing it.
-func (d *ShmDir) removeUnused(rel string, c candidate) (int64, error) {
+// withUnused runs fn while holding a write lease on rel, which the kernel
+// grants only while no other process has the file open or mapped, after
+// checking that rel is still candidate c. A process opening the file
+// meanwhile waits for fn (then the lease is let go) instead of racing it.
+func (d *ShmDir) withUnused(rel string, c candidate, fn func() error) error {
 	f, err := d.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		return 0, err
+		return err
 	}
 	if fileInode(&st) != c.inode || st.Mtim.Nano() != c.mtime || st.Ctim.Nano() != c.ctime || st.Nlink != 1 {
-		return 0, errors.New("changed since it was judged")
+		return errors.New("changed since it was judged")
 	}
 	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
-		return 0, fmt.Errorf("in use, or leases unavailable: %w", err)
+		return fmt.Errorf("in use, or leases unavailable: %w", err)
 	}
 	defer unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_UNLCK)
-	var now syscall.Stat_t
-	if err := d.lstat(rel, &now); err != nil || fileInode(&now) != c.inode {
-		return 0, errors.New("replaced since it was judged")
-	}
-	if err := d.root.Remove(rel); err != nil {
-		return 0, err
-	}
-	return st.Size, nil
+	return fn()
 }
 
 // inode identifies a file across processes.
