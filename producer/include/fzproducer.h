@@ -215,6 +215,8 @@ FZP_API int fzp_publish(fzp_producer *p, fzp_snapshot *snap);
 
 /**
  * Waits up to timeout_ms (0: just look; < 0: no limit) for the result.
+ * When a look-up in the result stream is due (every poll_interval_ms while
+ * pending), even timeout 0 may take up to 250 ms.
  *   FZP_OK        stored; *res filled (res may be NULL)
  *   FZP_ESIDECAR  the sidecar reported an error; res->error_code holds its code
  *   FZP_ETIMEOUT  no result yet; the snapshot is still pending

@@ -342,11 +342,12 @@ int fzp_connect(fzp_producer *p) {
         asprintf(&p->subj_admit, "%s.admit", p->prefix) < 0 || asprintf(&p->subj_release, "%s.release", p->prefix) < 0 ||
         asprintf(&p->subj_status, "%s.status", p->prefix) < 0 || !(p->result_stream = upper_stream(p->prefix, "_RESULTS")))
         return fail(p, FZP_ENOMEM, "system", "out of memory");
-    /* Message ids: <id (at most 100 chars)>-<12 random hex>-<counter>. */
+    /* Message ids: <id (at most 94 chars)>-<12 random hex>-<counter (at
+     * most 20 digits)>, within the protocol's 128 characters. */
     unsigned char rnd[6];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         return fail(p, FZP_ESYS, "system", "getrandom: %s", strerror(errno));
-    snprintf(p->msg_base, sizeof p->msg_base, "%.100s-%02x%02x%02x%02x%02x%02x", p->id, rnd[0], rnd[1], rnd[2], rnd[3],
+    snprintf(p->msg_base, sizeof p->msg_base, "%.94s-%02x%02x%02x%02x%02x%02x", p->id, rnd[0], rnd[1], rnd[2], rnd[3],
              rnd[4], rnd[5]);
 
     int own_creds = p->token || p->user || p->password || p->creds;

@@ -277,6 +277,22 @@ static void fallback(void) {
     fzp_close(p);
 }
 
+/* The longest producer id still yields protocol-valid message ids. */
+static void long_id(void) {
+    char id[129];
+    memset(id, 'x', 128);
+    id[128] = 0;
+    fzp_producer *p = t_connect(url, shm, id, NULL);
+    uint64_t dims[1] = {16};
+    float v[16] = {0};
+    fzp_snapshot *s;
+    CHECK_RC(p, fzp_publish_copy(p, "ctest", "longid", 0, FZP_F32, 1, dims, FZP_ABS, 1, NULL, v, sizeof v, &s), FZP_OK);
+    CHECK(strlen(fzp_snapshot_msg_id(s)) <= 128, "msg_id of %zu characters", strlen(fzp_snapshot_msg_id(s)));
+    fzp_result r;
+    CHECK_RC(p, fzp_wait(p, s, 60000, &r), FZP_OK);
+    fzp_close(p);
+}
+
 /* Two producers in one process, each in its own thread. */
 static void *worker(void *arg) {
     const char *id = arg;
@@ -314,6 +330,7 @@ int main(void) {
     bad_input();
     reuse();
     fallback();
+    long_id();
     pthread_t a, b;
     pthread_create(&a, NULL, worker, "ctest-thread-a");
     pthread_create(&b, NULL, worker, "ctest-thread-b");
