@@ -245,6 +245,32 @@ FZP_API int fzp_abort(fzp_producer *p, fzp_snapshot *snap);
  */
 FZP_API void fzp_snapshot_free(fzp_producer *p, fzp_snapshot *snap);
 
+/**
+ * GPU-resident snapshots (docs/PRODUCERS.md): publishes a field that lies in
+ * this process's GPU memory, without copying it to the host. The sidecar
+ * (`fzsidecar serve --backend gpu` on the same node and GPU; its status
+ * must list the "cuda_ipc" feature, else FZP_ESIDECAR with code
+ * "device_unsupported") opens the allocation over CUDA IPC, waits for an
+ * event this call records on `stream` after the work queued so far (the
+ * kernels that write the field), and compresses the field in place on the
+ * GPU; only the compressed bytes cross PCIe.
+ *   dptr, nbytes  the field in device memory: cudaMalloc'd (or any pointer
+ *                 into such an allocation: CuPy and PyTorch pools are fine;
+ *                 cudaMallocAsync pools, cuMemCreate and managed memory are
+ *                 not exportable: FZP_EINVAL); nbytes = product(dims) * element size
+ *   stream        the CUDA stream (cudaStream_t) that writes the field;
+ *                 NULL for the legacy default stream
+ * The other arguments are those of fzp_begin. No admission is asked (the
+ * bytes hold no shared memory). On FZP_OK *snap is published: do not write
+ * the buffer until fzp_wait has returned its result (success or error; the
+ * sidecar has then stopped reading it), then free the snapshot. The CUDA
+ * driver (libcuda.so.1) is loaded at run time: the library builds without
+ * the CUDA toolkit; FZP_ESYS ("system") where no driver is installed.
+ */
+FZP_API int fzp_publish_device(fzp_producer *p, const char *run, const char *var, uint64_t step, int dtype, int ndims,
+                               const uint64_t *dims, int mode, double bound, const double *fill, const void *dptr,
+                               uint64_t nbytes, void *stream, fzp_snapshot **snap);
+
 /** Sidecar load: budget bytes, bytes held, holds, snapshots in flight (any pointer may be NULL). */
 FZP_API int fzp_status(fzp_producer *p, int64_t timeout_ms, int64_t *budget_bytes, int64_t *used_bytes,
                int64_t *holds, int64_t *in_flight);

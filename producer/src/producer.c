@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "json.h"
 #include "segment.h"
+#include "device.h"
 
 #define DEFAULT_URL "nats://127.0.0.1:4222"
 #define DEFAULT_SHM_DIR "/dev/shm/fzsidecar"
@@ -42,6 +43,11 @@ struct fzp_snapshot {
     uint64_t nbytes;
     fzp_segment *seg;
     int reused;
+    /* GPU-resident snapshots (device.c): the "device" member, the field's
+     * offset in its allocation and the pooled event; seg is NULL */
+    char *dev_json;
+    uint64_t dev_offset;
+    void *dev_ev;
     int64_t sent_ms, checked_ms; /* published at; last result-stream look-up */
     fzp_result res;
 };
@@ -70,6 +76,8 @@ struct fzp_producer {
     fzp_segment **spare;
     int nspare;
     int connected, closed;
+    struct fzp_dev_state *dev; /* device.c: interprocess events */
+    int dev_feature;           /* the sidecar listed "cuda_ipc" (checked once) */
     /* last error of a call on this producer */
     char errmsg[2048];
     char errcode[64];
@@ -505,9 +513,13 @@ void fzp_close(fzp_producer *p) {
         /* Removal is always safe for the sidecar (it keeps a mapping it
          * already has); rewriting would not be. */
         fzp_segment_remove(s->seg);
+        fzp_dev_release(p->dev, s->dev_ev, 0);
+        free(s->dev_json);
         unlink_snap(s);
         free(s);
     }
+    fzp_dev_state_free(p->dev);
+    p->dev = NULL;
     for (int i = 0; i < p->nspare; i++)
         fzp_segment_remove(p->spare[i]);
     free(p->spare);
@@ -579,6 +591,8 @@ static int parse_result(const char *data, size_t n, fzp_result *r) {
 
 /* Returns a finished segment to the spare pool or removes it. Under mu. */
 static void recycle_locked(fzp_producer *p, fzp_segment *seg) {
+    if (!seg)
+        return;
     if (!seg)
         return;
     if (p->reuse_segments <= 0 || p->closed || seg->size == 0) {
@@ -905,6 +919,12 @@ static int build_note(const fzp_snapshot *s, char *buf, size_t cap, size_t *len)
         e |= fzj_putf(buf, cap, &o, ",\"fill\":");
         e |= fzj_put_float(buf, cap, &o, s->fill);
     }
+    if (s->dev_json) {
+        e |= fzj_putf(buf, cap, &o, ",%s,\"offset\":%llu,\"length\":%llu}", s->dev_json, (unsigned long long)s->dev_offset,
+                      (unsigned long long)s->nbytes);
+        *len = o;
+        return e ? -1 : 0;
+    }
     e |= fzj_putf(buf, cap, &o, ",\"segment\":");
     e |= fzj_put_string(buf, cap, &o, s->seg->name);
     e |= fzj_putf(buf, cap, &o, ",\"offset\":0,\"length\":%llu}", (unsigned long long)s->nbytes);
@@ -1071,6 +1091,11 @@ void fzp_snapshot_free(fzp_producer *p, fzp_snapshot *s) {
     else
         fzp_segment_remove(s->seg);
     s->seg = NULL;
+    /* Published without a result, the sidecar may still wait on the
+     * event: it is destroyed (CUDA keeps it until then), not reused. */
+    fzp_dev_release(p->dev, s->dev_ev, s->state == SNAP_DONE);
+    s->dev_ev = NULL;
+    free(s->dev_json);
     unlink_snap(s);
     pthread_mutex_unlock(&p->mu);
     free(s);
@@ -1108,4 +1133,111 @@ int fzp_status(fzp_producer *p, int64_t timeout_ms, int64_t *budget, int64_t *us
     }
     natsMsg_Destroy(m);
     return ok(p);
+}
+
+/* ---------- GPU-resident snapshots (device.c) ---------- */
+
+/* Whether the sidecar's status reply lists the "cuda_ipc" feature; asked
+ * until it does (a sidecar may be restarted with another backend). */
+static int check_device_feature(fzp_producer *p) {
+    if (p->dev_feature)
+        return FZP_OK;
+    natsMsg *m = NULL;
+    natsStatus s = natsConnection_Request(&m, p->nc, p->subj_status, "{}", 2, p->request_timeout_ms);
+    if (s != NATS_OK) {
+        char ebuf[512];
+        nats_err(ebuf, sizeof ebuf, s);
+        return fail(p, FZP_EUNAVAILABLE, "unavailable", "sidecar status on %s (to see whether it reads GPU memory): %s", p->subj_status,
+                    ebuf);
+    }
+    const char *d = natsMsg_GetData(m);
+    int n = natsMsg_GetDataLength(m);
+    fzj_value v;
+    int has = 0;
+    if (n > 0 && fzj_get(d, (size_t)n, "features", &v) == 1 && v.type == FZJ_ARRAY)
+        has = memmem(v.start, v.len, "\"cuda_ipc\"", 10) != NULL;
+    natsMsg_Destroy(m);
+    if (!has)
+        return fail(p, FZP_ESIDECAR, "device_unsupported",
+                    "the sidecar does not read GPU memory (its status lists no \"cuda_ipc\" feature): run `fzsidecar serve --backend gpu` "
+                    "on this node, or copy the field to the host and use fzp_publish_copy");
+    p->dev_feature = 1;
+    return FZP_OK;
+}
+
+int fzp_publish_device(fzp_producer *p, const char *run, const char *var, uint64_t step, int dtype, int ndims,
+                       const uint64_t *dims, int mode, double bound, const double *fill, const void *dptr, uint64_t nbytes,
+                       void *stream, fzp_snapshot **snap) {
+    if (!p)
+        return FZP_EINVAL;
+    if (!snap)
+        return fail(p, FZP_EINVAL, "invalid", "fzp_publish_device: snap (where the snapshot handle goes) is NULL");
+    *snap = NULL;
+    if (p->closed)
+        return fail(p, FZP_ECLOSED, "closed", "producer is closed");
+    if (!p->connected)
+        return fail(p, FZP_ESTATE, "state", "fzp_publish_device before fzp_connect");
+    uint64_t need;
+    int rc = validate_spec(p, run, var, step, dtype, ndims, dims, mode, bound, fill, &need);
+    if (rc != FZP_OK)
+        return rc;
+    if (nbytes != need) {
+        char db[400];
+        format_dims(db, sizeof db, ndims, dims);
+        return fail(p, FZP_EINVAL, "invalid", "device buffer is %llu bytes but dims %s of %s need %llu bytes", (unsigned long long)nbytes,
+                    db, dtype_name(dtype), (unsigned long long)need);
+    }
+    if (!dptr || nbytes == 0)
+        return fail(p, FZP_EINVAL, "invalid", "fzp_publish_device: %s", dptr ? "an empty field has no device memory: use fzp_publish_copy" : "dptr is NULL");
+    if ((uintptr_t)dptr % dtype_size(dtype) != 0)
+        return fail(p, FZP_EINVAL, "invalid", "device pointer %p is not aligned to the %u-byte element size", dptr, dtype_size(dtype));
+    char err[1024];
+    if ((rc = fzp_dev_available(err, sizeof err)) != FZP_OK)
+        return fail(p, rc, "system", "%s", err);
+    if ((rc = check_device_feature(p)) != FZP_OK)
+        return rc;
+    fzp_snapshot *s = calloc(1, sizeof *s);
+    char *json = malloc(1024);
+    if (!s || !json) {
+        free(s);
+        free(json);
+        return fail(p, FZP_ENOMEM, "system", "out of memory");
+    }
+    rc = fzp_dev_prepare(&p->dev, dptr, nbytes, stream, json, 1024, &s->dev_offset, &s->dev_ev, err, sizeof err);
+    if (rc != FZP_OK) {
+        free(s);
+        free(json);
+        return fail(p, rc, rc == FZP_EINVAL ? "invalid" : "system", "%s", err);
+    }
+    s->p = p;
+    s->dev_json = json;
+    pthread_mutex_lock(&p->mu);
+    unsigned long long seq = ++p->msg_seq;
+    pthread_mutex_unlock(&p->mu);
+    snprintf(s->msg_id, sizeof s->msg_id, "%s-%llu", p->msg_base, seq);
+    snprintf(s->run, sizeof s->run, "%s", run);
+    snprintf(s->var, sizeof s->var, "%s", var);
+    s->step = step, s->dtype = dtype, s->mode = mode, s->ndims = ndims, s->bound = bound, s->nbytes = nbytes;
+    memcpy(s->dims, dims, (size_t)ndims * sizeof *dims);
+    if (fill)
+        s->has_fill = 1, s->fill = *fill;
+    /* No admission: device bytes hold none of the node's shared memory
+     * (the sidecar charges them no budget). */
+    s->state = SNAP_BEGUN;
+    pthread_mutex_lock(&p->mu);
+    s->next = p->snaps;
+    if (p->snaps)
+        p->snaps->prev = s;
+    p->snaps = s;
+    pthread_mutex_unlock(&p->mu);
+    rc = fzp_publish(p, s);
+    if (rc != FZP_OK) {
+        char msg[2048], code[64];
+        snprintf(msg, sizeof msg, "%s", p->errmsg);
+        snprintf(code, sizeof code, "%s", p->errcode);
+        fzp_snapshot_free(p, s);
+        return fail(p, rc, code, "%s", msg);
+    }
+    *snap = s;
+    return FZP_OK;
 }

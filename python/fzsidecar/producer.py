@@ -117,9 +117,21 @@ def _load():
             "fzp_status": (ctypes.c_int, [P, ctypes.c_int64] + [ctypes.POINTER(ctypes.c_int64)] * 4),
             "fzp_close": (None, [P]),
         }
+        # GPU-resident snapshots (put_device); optional, so that an older
+        # library still serves host snapshots
+        opt = {
+            "fzp_publish_device": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int,
+                                                  ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
+                                                  ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.c_void_p,
+                                                  ctypes.c_uint64, ctypes.c_void_p, ctypes.POINTER(S)]),
+        }
         for name, (res, args) in sig.items():
             f = getattr(lib, name)
             f.restype, f.argtypes = res, args
+        for name, (res, args) in opt.items():
+            f = getattr(lib, name, None)
+            if f is not None:
+                f.restype, f.argtypes = res, args
         _lib = lib
         return lib
 
@@ -260,6 +272,8 @@ class Producer:
         """Copies an existing array (float32/float64, any layout; stored in C
         order) into a new segment and publishes it. Returns the published
         Snapshot: ``wait()`` for its result."""
+        if hasattr(array, "__cuda_array_interface__"):
+            return self.put_device(run, var, step, array, mode=mode, bound=bound, fill=fill)
         a = np.asarray(array)
         s = self.begin(run, var, step, a.shape, a.dtype, mode=mode, bound=bound, fill=fill)
         try:
@@ -269,6 +283,60 @@ class Producer:
         except BaseException:
             s.free()
             raise
+        return s
+
+    def put_device(self, run: str, var: str, step: int, array, *, mode: str = "rel", bound: float = 1e-3,
+                   fill: Optional[float] = None, stream=None) -> "Snapshot":
+        """Publishes a C-contiguous float32/float64 array in this process's
+        GPU memory (any object with ``__cuda_array_interface__``: CuPy
+        arrays, PyTorch CUDA tensors, Numba device arrays) without copying it
+        to the host: a sidecar on the same GPU (``fzsidecar serve --backend
+        gpu``) compresses it in place. The sidecar reads it after the work
+        queued on ``stream`` (a CUDA stream handle as an int, or an object
+        with ``.ptr`` or ``.cuda_stream``; default: the interface's own
+        ``stream``, else the legacy default stream). Do not modify the array
+        until ``wait()`` has returned; the snapshot keeps a reference to it.
+        Raises ProducerError ``device_unsupported`` when the sidecar does
+        not read GPU memory."""
+        p = self._handle()
+        if getattr(self._lib, "fzp_publish_device", None) is None:
+            raise ProducerError(ESYS, "system", "this libfzproducer predates fzp_publish_device: rebuild it")
+        cai = array.__cuda_array_interface__
+        shape = tuple(int(n) for n in cai["shape"])
+        typestr = cai["typestr"]
+        if typestr not in ("<f4", "<f8"):
+            raise ValueError(f"device array of type {typestr!r}: expected float32 ('<f4') or float64 ('<f8')")
+        npdt = np.dtype(typestr)
+        strides = cai.get("strides")
+        if strides is not None:
+            want, acc = [], npdt.itemsize
+            for n in reversed(shape):
+                want.append(acc)
+                acc *= n
+            if tuple(s for s, n in zip(strides, shape) if n > 1) != tuple(s for s, n in zip(reversed(want), shape) if n > 1):
+                raise ValueError(f"device array with strides {strides}: expected a C-contiguous array (use .copy() / .contiguous())")
+        if not shape or len(shape) > _MAX_DIMS:
+            raise ValueError(f"shape {shape!r}: expected 1..{_MAX_DIMS} extents")
+        ptr = int(cai["data"][0])
+        if stream is None:
+            stream = cai.get("stream")  # None: no synchronisation asked; 1: legacy; 2: per-thread; else a stream
+        if stream is not None and not isinstance(stream, int):
+            stream = int(getattr(stream, "ptr", None) or getattr(stream, "cuda_stream", None) or 0)
+        code, _ = _dtype_code(npdt)
+        if mode not in ("abs", "rel"):
+            raise ValueError(f"mode {mode!r}: expected 'abs' or 'rel'")
+        nbytes = int(np.prod(shape, dtype=np.uint64)) * npdt.itemsize
+        dims = (ctypes.c_uint64 * len(shape))(*shape)
+        fillp = ctypes.byref(ctypes.c_double(float(fill))) if fill is not None else None
+        snap = ctypes.c_void_p()
+        rc = self._lib.fzp_publish_device(p, run.encode(), var.encode(), int(step), code, len(shape), dims,
+                                          _ABS if mode == "abs" else _REL, float(bound), fillp, ptr, nbytes,
+                                          stream or None, ctypes.byref(snap))
+        self._check(rc)
+        s = Snapshot(self, snap.value, None, shape, npdt, run, var, int(step))
+        s._device = array  # keeps the memory alive until the snapshot is freed
+        s._published = True
+        self._snaps.add(s)
         return s
 
     def status(self, timeout: float = 5.0) -> dict:
@@ -320,6 +388,8 @@ class Snapshot:
         (and its mapping) alive."""
         if self._h is None:
             raise ProducerError(ESTATE, "state", "snapshot was freed")
+        if getattr(self, "_device", None) is not None:
+            raise ProducerError(ESTATE, "state", "a device snapshot has no host array: the field stays on the GPU")
         if self._nbytes == 0 or not self._data:
             a = np.empty(self._shape, self._dtype)
         else:
