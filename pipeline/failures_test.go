@@ -259,3 +259,34 @@ func TestBudgetHeldWhileRetrying(t *testing.T) {
 		t.Errorf("after all results the budget holds %d bytes (%v)", st.UsedBytes, err)
 	}
 }
+
+// A local sink that breaks after start (its directory replaced by a file,
+// as a mistaken cleanup would) answers the producer with store_failed at
+// once, not with silence.
+func TestSinkBrokenLaterAnswered(t *testing.T) {
+	e := newEnv(t)
+	dir := filepath.Join(e.StoreDir, "sink")
+	sink, err := sinks.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sinks.CheckWritable(context.Background(), sink); err != nil {
+		t.Fatal(err)
+	}
+	url := runInProcess(t, e, func(c *sidecarConfig) { c.Pipeline.Store = pipeline.SinkStore(sink) })
+	p := newProducer(t, url, e.ShmDir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must(t, os.RemoveAll(dir))
+	must(t, os.WriteFile(dir, []byte("not a directory"), 0o644))
+	_, pd := publishOne(ctx, p, specFor(0), 0)
+	if pd == nil {
+		t.Fatal("publish failed")
+	}
+	_, err = waitResult(t, pd, 10*time.Second)
+	var ie *ingest.Error
+	if !errors.As(err, &ie) || ie.Code != ingest.CodeStore || !strings.Contains(ie.Message, "not a directory") {
+		t.Fatalf("want store_failed saying the sink is not a directory, got %v", err)
+	}
+	t.Logf("answered: %v", err)
+}

@@ -471,7 +471,7 @@ func syncDir(dir string) error {
 func mkdirAllSync(dir string) error {
 	if fi, err := os.Stat(dir); err == nil {
 		if !fi.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory", dir)
+			return fmt.Errorf("%s exists and is not a directory: %w", dir, unix.ENOTDIR)
 		}
 		return nil
 	}
