@@ -521,3 +521,59 @@ func TestDocsQuoteExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarGone: the sidecar and its embedded NATS server vanish for good
+// while producers are connected; publish, begin (both policies), status
+// and close each end with an error within their timeouts (test_gone.c).
+func TestSidecarGone(t *testing.T) {
+	dir := build(t)
+	sc := nativetest.Serve(t)
+	cmd := exec.Command(filepath.Join(dir, "tests", "test_gone"))
+	cmd.Env = append(os.Environ(), "FZ_TEST_URL="+sc.URL, "FZ_TEST_SHM_DIR="+sc.ShmDir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	done := make(chan struct{})
+	killMe := make(chan struct{}, 1)
+	go func() {
+		defer close(done)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			out.WriteString(s.Text() + "\n")
+			if s.Text() == "KILL ME" {
+				killMe <- struct{}{}
+			}
+		}
+	}()
+	select {
+	case <-killMe:
+		sc.Kill()
+		stdin.Write([]byte("go\n"))
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("test_gone did not get ready within 2 minutes")
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("test_gone hangs after the sidecar was killed:\n%s%s", out.String(), stderr.String())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("test_gone: %v\n%s%s", err, out.String(), stderr.String())
+	}
+	t.Logf("%s", out.String())
+}

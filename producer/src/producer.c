@@ -692,8 +692,13 @@ static int admit(fzp_producer *p, const char *msg_id, uint64_t nbytes) {
         if (fzj_putf(req, sizeof req, &o, "{\"v\":1,\"msg_id\":\"%s\",\"producer\":\"%s\",\"bytes\":%llu,\"policy\":\"%s\",\"timeout_ms\":%lld}",
                      msg_id, p->id, (unsigned long long)nbytes, p->policy_fail ? "fail" : "block", (long long)slice) != 0)
             return fail(p, FZP_EINVAL, "invalid", "admission request too long");
+        /* The sidecar answers a blocking request after at most `slice`; a
+         * second more is the reply's way back, so that a vanished sidecar
+         * costs at most block_timeout_ms + 1 s in all (a late reply only
+         * means asking again with the same msg_id, granted only once). */
+        int64_t rt = p->policy_fail ? p->request_timeout_ms : slice + 1000;
         natsMsg *rep = NULL;
-        natsStatus s = natsConnection_Request(&rep, p->nc, p->subj_admit, req, (int)o, slice + p->request_timeout_ms);
+        natsStatus s = natsConnection_Request(&rep, p->nc, p->subj_admit, req, (int)o, rt);
         if (s != NATS_OK) {
             nats_err(ebuf, sizeof ebuf, s);
             if (p->policy_fail || now_ms() >= deadline)
