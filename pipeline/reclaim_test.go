@@ -137,6 +137,15 @@ func TestReclaimOrphanedSegments(t *testing.T) {
 	// Written by a producer that died, in a subdirectory; closed.
 	os.MkdirAll(filepath.Join(e.ShmDir, "sub"), 0o700)
 	must(t, os.WriteFile(filepath.Join(e.ShmDir, "sub", "orphan.seg"), make([]byte, 4096), 0o600))
+	// Open (read-only, not mapped) in another live process.
+	must(t, os.WriteFile(filepath.Join(e.ShmDir, "held.seg"), make([]byte, 4096), 0o600))
+	held, err := os.Open(filepath.Join(e.ShmDir, "held.seg"))
+	must(t, err)
+	holder := exec.Command("sleep", "60")
+	holder.Stdin = held
+	must(t, holder.Start())
+	held.Close()
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
 	// Never reclaimed: the credentials file, hidden files, files that other
 	// users could have open.
 	auth := filepath.Join(e.ShmDir, ".fzsidecar-auth")
@@ -164,7 +173,7 @@ func TestReclaimOrphanedSegments(t *testing.T) {
 		t.Error("orphaned segment in a subdirectory was not reclaimed")
 	}
 	time.Sleep(3 * time.Second) // several more sweeps
-	for _, keep := range []string{published, live.Notification().Segment, ".fzsidecar-auth", ".hidden", "shared.seg"} {
+	for _, keep := range []string{published, live.Notification().Segment, "held.seg", ".fzsidecar-auth", ".hidden", "shared.seg"} {
 		if !exists(e.ShmDir, keep) {
 			t.Errorf("%s was removed, but it must stay", keep)
 		}
