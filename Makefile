@@ -5,6 +5,9 @@
 #   make python     libfz, then pip-installs python/ (package fzsidecar) with no network
 #   make producer   C/Fortran producer library (issue #28)
 #   make hdf5       HDF5 filter plugin over libfz (issue #32)
+#   make test       go vet + go test ./... (the README's test command), then the
+#                   list of tests skipped for a missing MinIO, toolchain, GPU or
+#                   ../shared/data (go test hides what a passing package prints)
 #
 # PYTHON picks the interpreter (default Debian's /usr/bin/python3). Inside a
 # virtual environment `make python` installs into it; otherwise into the
@@ -19,7 +22,7 @@ BUILD   := build
 LIBDIR  := $(BUILD)/lib
 INCDIR  := $(BUILD)/include
 
-.PHONY: all libfz python producer hdf5 clean FORCE
+.PHONY: all test libfz python producer hdf5 clean FORCE
 
 all: libfz
 
@@ -59,6 +62,18 @@ producer:
 # build/hdf5-plugins/libh5zfz.so (HDF5_PLUGIN_PATH=build/hdf5-plugins; it finds ../lib/libfz.so) + build/include/h5z_fz.h
 hdf5: libfz
 	$(MAKE) -C hdf5 BUILD=$(abspath $(BUILD))
+
+# FZ_SKIP_LOG collects every skip recorded by internal/skiplog; the list is
+# printed whether the tests passed or not, and make fails if they failed.
+test:
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/test-skips.log
+	$(GO) vet ./...
+	@FZ_SKIP_LOG=$(abspath $(BUILD))/test-skips.log $(GO) test $(GOTESTFLAGS) ./...; rc=$$?; \
+	if [ -s $(BUILD)/test-skips.log ]; then \
+		echo; echo "==== SKIPPED: $$(sort -u $(BUILD)/test-skips.log | wc -l) tests did not run; how many, and why ===="; \
+		sort -u $(BUILD)/test-skips.log | sed 's/^[^:]*: //' | sort | uniq -c | sort -rn; \
+		echo "==== (CI runs them all: bash .ci/run) ===="; \
+	else echo "no test skipped for a missing tool, GPU or data set"; fi; exit $$rc
 
 clean:
 	rm -rf $(BUILD) python/fzsidecar/_lib python/build python/fzsidecar.egg-info

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -26,7 +27,7 @@ func gpu(t testing.TB) *Backend {
 	t.Helper()
 	gpuOnce.Do(func() { gpuB, gpuErr = Open() })
 	if gpuErr != nil {
-		t.Skipf("SKIP: GPU backend unavailable (needs %s and a CUDA device): %v", LibName, gpuErr)
+		skiplog.Skipf(t, "SKIP: GPU backend unavailable (needs %s and a CUDA device): %v", LibName, gpuErr)
 	}
 	return gpuB
 }
@@ -117,7 +118,7 @@ func dataDir(t testing.TB) string {
 		dir = filepath.Join("..", "..", "shared", "data")
 	}
 	if _, err := os.Stat(filepath.Join(dir, realFields[0].name)); err != nil {
-		t.Skipf("SKIP: real fields not found at %s (set FZ_SHARED_DATA): %v", dir, err)
+		skiplog.Skipf(t, "SKIP: real fields not found at %s (set FZ_SHARED_DATA): %v", dir, err)
 	}
 	return dir
 }

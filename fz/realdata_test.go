@@ -2,6 +2,7 @@ package fz
 
 import (
 	"context"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"math"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func sharedData(t testing.TB) string {
 		dir = filepath.Join("..", "..", "shared", "data")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
-		t.Skipf("SKIP: real fields not found at %s (set FZ_SHARED_DATA): %v", dir, err)
+		skiplog.Skipf(t, "SKIP: real fields not found at %s (set FZ_SHARED_DATA): %v", dir, err)
 	}
 	return dir
 }

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,7 +21,7 @@ import (
 // reuses its segments gets them served from the registration cache.
 func TestGPUDirect(t *testing.T) {
 	if ok, err := cuda.Available(); !ok {
-		t.Skipf("SKIP: no GPU backend (needs %s and a CUDA device): %v", cuda.LibName, err)
+		skiplog.Skipf(t, "SKIP: no GPU backend (needs %s and a CUDA device): %v", cuda.LibName, err)
 	}
 	s, err := cuda.NewStreamer(0, cuda.StreamOptions{ArenaBytes: 64 << 20, JobTiles: 512})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"math"
 	"os"
 	"os/exec"
@@ -443,7 +444,7 @@ func TestNoSpace(t *testing.T) {
 	dir := build(t)
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: cannot mount a 1 MiB tmpfs for the ENOSPC check (needs root): %v %s", err, out)
+		skiplog.Skipf(t, "SKIPPED: cannot mount a 1 MiB tmpfs for the ENOSPC check (needs root): %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
 	sc := nativetest.Serve(t)

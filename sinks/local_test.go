@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"io"
 	"log/slog"
 	"os"
@@ -240,7 +241,7 @@ func TestLocalDiskFullInjected(t *testing.T) {
 func TestLocalDiskFullTmpfs(t *testing.T) {
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "fztest", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v: %s); the injected-fault test covers disk full", err, bytes.TrimSpace(out))
+		skiplog.Skipf(t, "cannot mount a tmpfs here (%v: %s); the injected-fault test covers disk full", err, bytes.TrimSpace(out))
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
 	s := openLocalT(t, dir)

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"io"
 	"net"
 	"net/http"
@@ -40,7 +41,7 @@ func need(t testing.TB, what, where, install string) {
 		t.Fatal(msg + "\nFZ_REQUIRE_NATIVE=1 or FZ_REQUIRE_MINIO=1: failing instead of skipping")
 	}
 	fmt.Fprintln(os.Stderr, msg)
-	t.Skip(msg)
+	skiplog.Skipf(t, "%s", msg)
 }
 
 // natsServerBinary finds nats-server in $FZ_NATS_SERVER_BIN, PATH or the

@@ -4,11 +4,10 @@
 //
 // The binary is looked up in $FZ_MINIO_BIN, then PATH, then
 // ${FZ_CACHE:-$HOME/.cache/fzsidecar}/bin/minio (where .ci/install-minio.sh
-// puts it). Without it the tests FAIL with a message saying how to install
-// it: `go test ./...` prints nothing of a passing package, so a skip would be
-// invisible and a user would believe the S3 sink was tested. FZ_SKIP_MINIO=1
-// turns the failures into skips for a user who chooses to run without S3;
-// FZ_REQUIRE_MINIO=1 (CI) overrides it.
+// puts it). Without it the tests skip, saying how to install it, and record
+// the skip with skiplog: `go test ./...` prints nothing of a passing package,
+// so `make test` lists the skips at the end where a user sees them.
+// FZ_REQUIRE_MINIO=1 (CI) turns the skips into failures.
 package miniotest
 
 import (
@@ -26,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -81,15 +81,15 @@ type Server struct {
 // explanation and the others one line.
 var bannerOnce sync.Once
 
-// requireBinary fails the test without MinIO, or skips it when the user
-// asked for that with FZ_SKIP_MINIO=1.
+// requireBinary skips the test without MinIO (recorded by skiplog), or
+// fails it under FZ_REQUIRE_MINIO=1.
 func requireBinary(t testing.TB) string {
 	t.Helper()
 	bin, how := Binary()
 	if bin != "" {
 		return bin
 	}
-	skip := os.Getenv("FZ_SKIP_MINIO") == "1" && os.Getenv("FZ_REQUIRE_MINIO") != "1"
+	skip := os.Getenv("FZ_REQUIRE_MINIO") != "1"
 	msg := "MinIO server binary not found: S3 test not run (" + how + ")"
 	bannerOnce.Do(func() {
 		msg = "\n" +
@@ -98,11 +98,10 @@ func requireBinary(t testing.TB) string {
 			"##  " + how + "\n" +
 			"##  Install it:  bash .ci/install-minio.sh   (builds MinIO from the Go\n" +
 			"##  module proxy once, ~5 min, cached; or set FZ_MINIO_BIN=/path/minio)\n" +
-			"##  Or run without the S3 tests, knowingly:  FZ_SKIP_MINIO=1 go test ./...\n" +
 			"##########################################################################"
 	})
 	if skip {
-		t.Skip(msg + "\nFZ_SKIP_MINIO=1: skipped")
+		skiplog.Skipf(t, "%s", msg)
 	}
 	t.Fatal(msg)
 	return ""

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 )
 
 // Required reports whether missing native tools must fail the test run.
@@ -32,7 +34,7 @@ func Need(t testing.TB, ok bool, what string) {
 	if Required() {
 		t.Fatalf("FZ_REQUIRE_NATIVE=1 but %s", what)
 	}
-	t.Skipf("SKIPPED (native toolchain missing): %s; install it (see .ci/apt-packages.txt) or set FZ_REQUIRE_NATIVE=1 to make this a failure", what)
+	skiplog.Skipf(t, "SKIPPED (native toolchain missing): %s; install it (bash .ci/install-apt.sh installs .ci/apt-packages.txt) or set FZ_REQUIRE_NATIVE=1 to make this a failure", what)
 }
 
 // Tools needs every named program on PATH.
