@@ -425,9 +425,10 @@ func (j *Job) handBack(delay time.Duration, cause error, what string) {
 func (j *Job) finish(ctx context.Context, res Result) error {
 	var ferr error
 	j.once.Do(func() {
+		unanswered := false // the producer still waits, holding its segment
 		defer func() {
 			j.stopKeepAlive()
-			if j.route.MsgID != "" {
+			if j.route.MsgID != "" && !unanswered {
 				j.r.budget.Release(j.route.MsgID)
 			}
 			if j.stop != nil { // handed-out jobs hold a slot
@@ -450,9 +451,15 @@ func (j *Job) finish(ctx context.Context, res Result) error {
 			}
 			subj := j.r.cfg.Subjects.Result(res.Producer, res.MsgID)
 			if _, err := j.r.js.Publish(ctx, subj, data, jetstream.WithMsgID(res.MsgID)); err != nil {
-				// Leave it unacked: JetStream redelivers it after AckWait.
+				// Hand it back for a later delivery (after AckWait if even
+				// the NAK fails); it keeps its budget hold meanwhile, and
+				// MaxDeliver bounds how often this can happen.
+				unanswered = true
 				ferr = fmt.Errorf("publish result for %s: %w", res.MsgID, err)
 				j.r.log.Error("result not published; snapshot will be redelivered", "msg_id", res.MsgID, "err", err)
+				if err := j.nak(RetryDelay(j.Delivered)); err != nil {
+					j.r.log.Warn("nak failed; JetStream redelivers after the ack wait", "msg_id", res.MsgID, "err", err)
+				}
 				return
 			}
 		}

@@ -290,3 +290,56 @@ func TestSinkBrokenLaterAnswered(t *testing.T) {
 	}
 	t.Logf("answered: %v", err)
 }
+
+// A result that cannot be published (here the result stream is gone: the
+// publish gets no stream acknowledgement, though the producer's own
+// subscription sees it) is a transient failure: the snapshot keeps its
+// budget hold until the sidecar has answered it durably, and is handed back
+// for another delivery.
+func TestResultPublishFailureKeepsHold(t *testing.T) {
+	e := newEnv(t)
+	obs := &outcomes{}
+	url := runInProcess(t, e, func(c *sidecarConfig) { c.Pipeline.Observer = obs })
+	p := newProducer(t, url, e.ShmDir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, js := connectJS(t, ctx, url)
+	defer nc.Close()
+	var sub ingest.Subjects
+	must(t, js.DeleteStream(ctx, sub.ResultStream()))
+	s, pd := publishOne(ctx, p, specFor(0), 0)
+	if pd == nil {
+		t.Fatal(s.err)
+	}
+	for obs.get("retried/result") == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the result was never refused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st, err := p.Status(ctx)
+	must(t, err)
+	if st.UsedBytes < int64(len(s.raw)) {
+		t.Errorf("while its result could not be published the snapshot holds %d budget bytes, want >= %d: the producer still holds its segment", st.UsedBytes, len(s.raw))
+	}
+	if _, _, err := ingest.EnsureStreams(ctx, js, sub, ingest.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if s.res, s.err = pd.Wait(ctx); s.err != nil {
+		t.Fatal(s.err)
+	}
+	verify(t, e, []*sent{s})
+	// The redelivery is answered too (stored now, so durably), which frees
+	// the hold.
+	for {
+		st, err := p.Status(ctx)
+		must(t, err)
+		if st.UsedBytes == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the budget still holds %d bytes after the redelivery", st.UsedBytes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
