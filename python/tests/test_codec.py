@@ -181,3 +181,24 @@ def test_threads():
 
     with ThreadPoolExecutor(8) as ex:
         assert all(ex.map(work, range(32)))
+
+
+def test_reuses_a_libfz_already_loaded(tmp_path):
+    # As an HDF5 filter plugin would: another copy of libfz.so loaded first.
+    # A second Go runtime in the process is unsupported, so the package must
+    # use the loaded copy.
+    import shutil
+    import sys
+
+    from fzsidecar import _libfz
+
+    copy = tmp_path / "plugin-dir" / "libfz.so"
+    copy.parent.mkdir()
+    shutil.copy(_libfz.lib()._name, copy)
+    code = (f"import ctypes; ctypes.CDLL({str(copy)!r}); import numpy as np, fzsidecar; "
+            "from fzsidecar import _libfz; a = np.arange(100.0); "
+            "assert (abs(fzsidecar.decompress(fzsidecar.compress(a, eb=1e-3)) - a) <= 1e-3).all(); "
+            "print(_libfz.lib()._name)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(copy)
