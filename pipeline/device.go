@@ -143,3 +143,15 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 	}
 	return blob, st, nil
 }
+
+// logDeviceStats says at shutdown what GPU-resident snapshots cost.
+func (g *GPU) logDeviceStats() {
+	d := g.DeviceStats()
+	if d.Snapshots+d.Failed == 0 {
+		return
+	}
+	n := float64(max(d.Snapshots+d.Failed, 1))
+	g.o.Log.Info("device snapshots", "stored", d.Snapshots, "failed", d.Failed,
+		"gpu_seconds", d.GPUTime.Seconds(), "gpu_ms_per_snapshot", d.GPUTime.Seconds()*1e3/n,
+		"event_wait_ms_per_snapshot", d.EventWait.Seconds()*1e3/n, "read_ms_per_snapshot", d.Stall.Seconds()*1e3/n)
+}

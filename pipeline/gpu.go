@@ -152,6 +152,7 @@ func (g *GPU) outBuf() []byte {
 
 // Close drops every cached registration (no Direct call may be running).
 func (g *GPU) Close() error {
+	g.logDeviceStats()
 	g.cache.close()
 	return nil
 }
