@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import math
 import threading
 import weakref
@@ -191,6 +192,7 @@ class Producer:
         if not self._p:
             raise MemoryError("fzp_new: out of memory")
         self._snaps: "weakref.WeakSet[Snapshot]" = weakref.WeakSet()
+        self._closing = False
         try:
             if isinstance(reuse_segments, bool) or not isinstance(reuse_segments, int):
                 raise ValueError(f"reuse_segments={reuse_segments!r}: expected an integer >= 0")
@@ -215,7 +217,7 @@ class Producer:
     # -- plumbing -----------------------------------------------------------
 
     def _handle(self):
-        if not self._p:
+        if not self._p or self._closing:
             raise ProducerError(ECLOSED, "closed", "producer is closed")
         return self._p
 
@@ -347,12 +349,20 @@ class Producer:
         return dict(zip(("budget_bytes", "used_bytes", "holds", "in_flight"), (v.value for v in vals)))
 
     def close(self) -> None:
-        """Closes the connection and removes every segment (arrays from
-        begin() become invalid). Idempotent."""
-        if self._p:
-            for s in list(self._snaps):
-                s._forget()
-            self._snaps.clear()
+        """Frees every snapshot and closes the connection. Idempotent. While
+        arrays from ``Snapshot.array`` are still referenced, their snapshots
+        (and with them the connection) are released only when the last of
+        those arrays is gone, so that no array ever points at unmapped
+        memory; the producer accepts no calls from now on."""
+        if not self._p or self._closing:
+            return
+        self._closing = True
+        for s in list(self._snaps):
+            s.free()
+        self._finish_close()
+
+    def _finish_close(self):
+        if self._p and self._closing and not any(s._h is not None for s in list(self._snaps)):
             self._lib.fzp_close(self._p)
             self._p = None
 
@@ -369,6 +379,22 @@ class Producer:
             pass
 
 
+class _Keeper:
+    """Tied to the ctypes buffer under a snapshot's arrays (every numpy view
+    derived from them keeps that buffer alive), it keeps the snapshot alive,
+    and its death tells the snapshot that no array can reach the mapping."""
+    __slots__ = ("snap", "__weakref__")
+
+    def __init__(self, snap):
+        self.snap = snap
+
+
+def _keeper_gone(_ref, wsnap):
+    s = wsnap()
+    if s is not None and s._h is not None and s._freed and not s._arrays_alive():
+        s._release()
+
+
 class Snapshot:
     """One snapshot: fill ``array`` in place, ``publish()``, ``wait()``."""
 
@@ -378,15 +404,17 @@ class Snapshot:
         self.run, self.var, self.step = run, var, step
         self._shape, self._dtype, self._data = tuple(shape), dtype, data
         self._nbytes = int(np.prod(shape, dtype=np.uint64)) * dtype.itemsize
-        self._views: list = []
+        self._views: list = []    # weak references to the arrays handed out (made read-only at publish)
+        self._keepers: list = []  # weak references to their buffers' keepers
         self._published = False
+        self._freed = False
 
     @property
     def array(self) -> np.ndarray:
         """The segment as a numpy array (C order): writing it writes the
         segment. Read-only after publish(). The array keeps the snapshot
         (and its mapping) alive."""
-        if self._h is None:
+        if self._h is None or self._freed:
             raise ProducerError(ESTATE, "state", "snapshot was freed")
         if getattr(self, "_device", None) is not None:
             raise ProducerError(ESTATE, "state", "a device snapshot has no host array: the field stays on the GPU")
@@ -394,7 +422,9 @@ class Snapshot:
             a = np.empty(self._shape, self._dtype)
         else:
             buf = (ctypes.c_ubyte * self._nbytes).from_address(self._data)
-            buf._snapshot = self  # no cycle: the snapshot keeps only weak references to its arrays
+            keeper = _Keeper(self)
+            buf._keeper = keeper  # no cycle: the snapshot keeps only weak references
+            self._keepers.append(weakref.ref(keeper, functools.partial(_keeper_gone, wsnap=weakref.ref(self))))
             a = np.frombuffer(buf, dtype=self._dtype).reshape(self._shape)
         if self._published:
             a.flags.writeable = False
@@ -410,8 +440,15 @@ class Snapshot:
         """The segment is a reused one: it still holds an earlier snapshot's values."""
         return bool(self._h and self._prod._lib.fzp_snapshot_reused(self._h))
 
+    def _arrays_alive(self) -> bool:
+        """Whether any array over the mapping (also one derived from an
+        array of ``array``) may still exist."""
+        self._views = [r for r in self._views if r() is not None]
+        self._keepers = [r for r in self._keepers if r() is not None]
+        return bool(self._keepers)
+
     def _live(self):
-        if self._h is None:
+        if self._h is None or self._freed:
             raise ProducerError(ESTATE, "state", "snapshot was freed or its producer closed")
         return self._prod._handle()
 
@@ -426,7 +463,6 @@ class Snapshot:
             a = ref()
             if a is not None:
                 a.flags.writeable = False
-        self._views = []
 
     def wait(self, timeout: Optional[float] = 60.0) -> Result:
         """Waits for the result (None: no limit). Raises ProducerError with
@@ -452,24 +488,43 @@ class Snapshot:
             raise
 
     def abort(self) -> None:
-        """Gives the admission back and removes the segment (before publish only)."""
+        """Gives the admission back and removes the segment (before publish
+        only). With arrays from ``array`` still referenced this happens when
+        the last of them is gone (see free())."""
         p = self._live()
+        if self._published:
+            raise ProducerError(ESTATE, "state", "snapshot was already published: free() it instead")
+        if self._arrays_alive():
+            self.free()  # an unpublished snapshot's free is its abort
+            return
         self._prod._check(self._prod._lib.fzp_abort(p, self._h))
-        self._forget()
-
-    def free(self) -> None:
-        """Releases the snapshot now (otherwise when it is garbage collected).
-        Arrays from it must not be used afterwards."""
-        if self._h is not None and self._prod._p:
-            self._prod._lib.fzp_snapshot_free(self._prod._p, self._h)
-        self._forget()
-
-    def _forget(self):
         self._h = None
         self._prod._snaps.discard(self)
 
+    def free(self) -> None:
+        """Releases the snapshot: its segment is reused or removed (an
+        unpublished one's admission is given back). Otherwise this happens
+        when it is garbage collected. While arrays from ``array`` are still
+        referenced, the release waits until the last of them is gone (they
+        keep the snapshot alive), so an array never points at unmapped
+        memory; the snapshot accepts no calls from now on either way."""
+        if self._h is None:
+            return
+        self._freed = True
+        if not self._arrays_alive():
+            self._release()
+
+    def _release(self):
+        h, self._h = self._h, None
+        prod = self._prod
+        if prod._p:
+            prod._lib.fzp_snapshot_free(prod._p, h)
+        prod._snaps.discard(self)
+        prod._finish_close()
+
     def __del__(self):
         try:
-            self.free()
+            if self._h is not None:
+                self._release()
         except Exception:
             pass

@@ -230,3 +230,48 @@ def test_library_lookup_names_the_path():
     env = dict(os.environ, FZ_LIBFZPRODUCER="/nonexistent/libfzproducer.so")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "FZ_LIBFZPRODUCER=/nonexistent/libfzproducer.so" in r.stderr
+
+
+def test_arrays_never_outlive_their_mapping(sidecar):
+    """free(), abort() and close() with arrays still referenced wait for the
+    arrays (also views derived from them) instead of unmapping under them."""
+    P = producer_module()
+    url, shm = sidecar
+    import gc
+    with P.Producer(url, shm_dir=shm, id="pytest-life") as p:
+        s = p.begin("pyprod", "life", 0, (64, 64), "f8", mode="abs", bound=1e-6)
+        a = s.array
+        a[...] = 7.0
+        tail = a[32:]          # a view of a view: keeps the buffer, not `a`
+        s.publish()
+        s.wait(60)
+        s.free()
+        with pytest.raises(P.ProducerError, match="freed"):
+            s.array
+        del a
+        gc.collect()
+        assert tail.sum() == 7.0 * 32 * 64, "the mapping must stay while a derived view lives"
+        segs = [f for f in os.listdir(shm) if f.startswith("pytest-life-")]
+        assert len(segs) == 1
+        del tail, s
+        gc.collect()
+        assert [f for f in os.listdir(shm) if f.startswith("pytest-life-")] == []
+
+        # abort with a live array: the admission goes back when the array does
+        s = p.begin("pyprod", "life", 1, (1024,), "f4")
+        b = s.array
+        s.abort()
+        b[0] = 1.0             # still mapped: no crash
+        del b
+        gc.collect()
+        assert [f for f in os.listdir(shm) if f.startswith("pytest-life-")] == []
+        c = p.begin("pyprod", "life", 2, (16,), "f4").array
+    # closed with an array alive: no more calls, the array stays usable
+    c[...] = 3.0
+    assert c.sum() == 48.0
+    with pytest.raises(P.ProducerError) as e:
+        p.begin("pyprod", "life", 3, (16,), "f4")
+    assert e.value.code == "closed"
+    del c
+    gc.collect()
+    assert p._p is None, "the connection closes once the last array is gone"
