@@ -22,9 +22,10 @@ status number.
 Threading: calls on one Producer (and its snapshots) must not overlap; use one
 Producer per thread or a lock. Two Producers in one process are independent.
 
-Lifetime: ``snap.array`` stays valid while the Snapshot object lives (the
-array keeps it alive); after ``Producer.close()`` every segment is unmapped
-and arrays from ``begin()`` must not be touched.
+Lifetime: an array from ``snap.array`` (and every view derived from it)
+keeps its snapshot and the mapping alive. ``free()``, ``abort()`` and
+``Producer.close()`` never unmap memory such an array can reach: while one
+lives they take effect when the last is gone.
 """
 
 from __future__ import annotations
