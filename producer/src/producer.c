@@ -189,6 +189,31 @@ static void format_dims(char *buf, size_t cap, int ndims, const uint64_t *dims) 
     fzj_putf(buf, cap, &o, "]");
 }
 
+/* url for messages: a password in it ("nats://user:pass@host") is hidden,
+ * in each comma-separated server. */
+static void redact_url(char *out, size_t cap, const char *url) {
+    size_t o = 0;
+    const char *p = url;
+    while (*p && o + 1 < cap) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *scheme = strstr(p, "://"), *at = memchr(p, '@', n);
+        if (scheme && at && scheme < at && scheme < p + n) {
+            size_t head = (size_t)(scheme + 3 - p);
+            o += (size_t)snprintf(out + o, cap - o, "%.*s***%.*s", (int)head, p, (int)(p + n - at), at);
+        } else
+            o += (size_t)snprintf(out + o, cap - o, "%.*s", (int)n, p);
+        if (o >= cap)
+            o = cap - 1;
+        if (!end)
+            break;
+        if (o + 1 < cap)
+            out[o++] = ',';
+        p = end + 1;
+    }
+    out[o < cap ? o : cap - 1] = 0;
+}
+
 /* ---------- life cycle ---------- */
 
 const char *fzp_version(void) {
@@ -376,6 +401,8 @@ int fzp_connect(fzp_producer *p) {
         }
         const char *url = p->url ? p->url : (from_file && auth.url[0] ? auth.url : DEFAULT_URL);
         const char *user = from_file ? auth.user : p->user, *password = from_file ? auth.password : p->password;
+        char shown[1024];
+        redact_url(shown, sizeof shown, url);
         natsOptions *o = NULL;
         natsStatus s = natsOptions_Create(&o);
         char name[200];
@@ -402,7 +429,7 @@ int fzp_connect(fzp_producer *p) {
         if (s != NATS_OK) {
             nats_err(ebuf, sizeof ebuf, s);
             natsOptions_Destroy(o);
-            return fail(p, FZP_EINVAL, "invalid", "NATS options (url %s, TLS or credential files): %s", url, ebuf);
+            return fail(p, FZP_EINVAL, "invalid", "NATS options (url %s, TLS or credential files): %s", shown, ebuf);
         }
         s = natsConnection_Connect(&p->nc, o);
         natsOptions_Destroy(o);
@@ -416,17 +443,17 @@ int fzp_connect(fzp_producer *p) {
                 return fail(p, FZP_ECONNECT, "refused",
                             "connect to %s with the credentials in %s: %s (is that file from the sidecar at this address? a "
                             "sidecar writes it at start; other servers need explicit credentials)",
-                            url, authpath, ebuf);
+                            shown, authpath, ebuf);
             if (!own_creds)
                 return fail(p, FZP_ECONNECT, "refused",
                             "connect to %s: %s (no credentials given and no credentials file %s: is the sidecar's --shm-dir "
                             "the same as this producer's?)",
-                            url, ebuf, authpath);
-            return fail(p, FZP_ECONNECT, "refused", "connect to %s: %s", url, ebuf);
+                            shown, ebuf, authpath);
+            return fail(p, FZP_ECONNECT, "refused", "connect to %s: %s", shown, ebuf);
         }
         if (now_ms() >= deadline)
             return fail(p, FZP_ECONNECT, "unavailable",
-                        "connect to %s: %s (gave up after %lld ms; is `fzsidecar serve` running, with the same NATS URL?)", url,
+                        "connect to %s: %s (gave up after %lld ms; is `fzsidecar serve` running, with the same NATS URL?)", shown,
                         ebuf, (long long)p->connect_timeout_ms);
         int64_t left = deadline - now_ms();
         sleep_ms(delay < left ? delay : left);

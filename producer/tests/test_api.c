@@ -93,6 +93,15 @@ int main(void) {
     CHECK(strcmp(fzp_errcode(p), "unavailable") == 0, "code %s", fzp_errcode(p));
     CHECK_MSG(p, "nats://127.0.0.1:1");
     fzp_close(p);
+    /* A password in the URL never reaches a message. */
+    p = fzp_new();
+    fzp_set(p, "url", "nats://127.0.0.1:1,nats://u:hunter2@127.0.0.1:5");
+    fzp_set(p, "shm_dir", shm);
+    fzp_set(p, "connect_timeout_ms", "200");
+    CHECK_RC(p, fzp_connect(p), FZP_ECONNECT);
+    CHECK(strstr(fzp_errmsg(p), "hunter2") == NULL, "password in message: %s", fzp_errmsg(p));
+    CHECK_MSG(p, "nats://***@127.0.0.1:5");
+    fzp_close(p);
 
     /* Local trust: with no credentials the producer reads <shm>/.fzsidecar-auth,
      * including its url (here a closed port, which the message names). */

@@ -2,6 +2,7 @@
  * FZ_TEST_SHM_DIR): round trips of f32/f64 written in place, results and
  * sidecar error codes, bad input, segment reuse, two producers at once. */
 #include <dirent.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -293,6 +294,43 @@ static void long_id(void) {
     fzp_close(p);
 }
 
+/* A credentials file with a wrong password: refused at once, naming the
+ * file (only where the sidecar runs with local trust and wrote one). */
+static void wrong_password(void) {
+    char user[512], pass[512];
+    if (!read_auth(user, pass, sizeof user)) {
+        printf("note: the sidecar wrote no credentials file (no local trust): wrong-password check not applicable\n");
+        return;
+    }
+    char dir[] = "/tmp/fzp-wrongpw-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[300];
+    snprintf(path, sizeof path, "%s/.fzsidecar-auth", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "v=1\nurl=%s\nuser=%s\npassword=not-%s\n", url, user, pass);
+    fclose(f);
+    chmod(path, 0600);
+    fzp_producer *p = fzp_new();
+    fzp_set(p, "shm_dir", dir);
+    fzp_set(p, "connect_timeout_ms", "5000");
+    double t0 = t_now();
+    CHECK_RC(p, fzp_connect(p), FZP_ECONNECT);
+    CHECK(t_now() - t0 < 4.0, "refusal took %.1f s: wrong credentials must not be retried", t_now() - t0);
+    CHECK(strcmp(fzp_errcode(p), "refused") == 0, "code %s", fzp_errcode(p));
+    CHECK_MSG(p, path);
+    fzp_close(p);
+    /* and no credentials at all against a server that requires them */
+    unlink(path);
+    p = fzp_new();
+    fzp_set(p, "shm_dir", dir);
+    fzp_set(p, "url", url);
+    fzp_set(p, "connect_timeout_ms", "5000");
+    CHECK_RC(p, fzp_connect(p), FZP_ECONNECT);
+    CHECK_MSG(p, "no credentials given");
+    fzp_close(p);
+    rmdir(dir);
+}
+
 /* Two producers in one process, each in its own thread. */
 static void *worker(void *arg) {
     const char *id = arg;
@@ -331,6 +369,7 @@ int main(void) {
     reuse();
     fallback();
     long_id();
+    wrong_password();
     pthread_t a, b;
     pthread_create(&a, NULL, worker, "ctest-thread-a");
     pthread_create(&b, NULL, worker, "ctest-thread-b");
