@@ -23,6 +23,10 @@
 ! stored with dims [n3, n2, n1], and element a(i,j,k) is element [k-1][j-1][i-1]
 ! of what `fzsidecar get` returns. No data is reordered.
 !
+! The pointer fzp_begin returns points INTO the shared-memory segment: do not
+! write through it after fzp_publish, and do not use it at all after
+! fzp_snapshot_free or fzp_close (the segment is then reused or unmapped).
+!
 ! Every function returns an integer status (FZP_OK = 0, else FZP_E*);
 ! fzp_errmsg(p) and fzp_errcode(p) say what went wrong. Threading: as in C,
 ! calls on one producer must not overlap.
