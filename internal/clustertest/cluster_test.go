@@ -90,6 +90,9 @@ func startNodes(t *testing.T, bin string, nc *natsCluster, auth natsAuth, s3 str
 		args := append([]string{"serve", "--nats-url", nc.URL(), "--nats-user", "alice-sidecar", "--replicas", "3", "--subject-prefix", nd.prefix,
 			"--shm-dir", shm, "--sink", "s3://" + bucket, "--s3-endpoint", s3, "--data-dir", t.TempDir(),
 			"--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
+		if os.Getenv("FZ_CLUSTER_VERBOSE") != "" {
+			args = append(args, "--log-level", "debug")
+		}
 		nd.sc = &nativetest.Sidecar{Bin: bin, ShmDir: shm, Sink: "s3://" + bucket, Args: args,
 			Env: append(s3Env(s3), "FZ_NATS_PASSWORD="+auth.sidecarPass)}
 		nd.sc.Start(t)
@@ -345,17 +348,26 @@ func TestClusterWithFaults(t *testing.T) {
 
 	for _, p := range prods {
 		st, failed, skipped := p.wait(t, 4*time.Minute)
+		t.Logf("producer %s: %s", p.id, strings.TrimSpace(summaryRE.FindString(p.out.String())+strings.SplitN(p.out.String()[summaryRE.FindStringIndex(p.out.String())[1]:], "\n", 2)[0]))
 		if st != len(vars)*steps || failed != 0 || skipped != 0 || p.cmd.ProcessState.ExitCode() != 0 {
 			t.Errorf("producer %s: %d stored, %d failed, %d skipped, exit %d; want %d stored\nstdout: %s\nstderr: %s",
 				p.id, st, failed, skipped, p.cmd.ProcessState.ExitCode(), len(vars)*steps, p.out.String(), p.err.String())
 		}
 	}
 	t.Logf("%.1fs: all %d producers done", time.Since(start).Seconds(), len(prods))
-	if t.Failed() {
+	if t.Failed() || os.Getenv("FZ_CLUSTER_VERBOSE") != "" {
 		for _, nd := range nodes {
 			t.Logf("sidecar %s stderr:\n%s", nd.name, nd.sc.Stderr())
 		}
-		t.FailNow()
+		for _, p := range prods {
+			t.Logf("producer %s stderr:\n%s", p.id, p.err.String())
+		}
+		for _, p := range mc.servers {
+			t.Logf("%s log:\n%s", p.name, p.logTail())
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
 	}
 
 	// Exactly once: the bucket holds exactly the expected objects.
