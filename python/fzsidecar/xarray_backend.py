@@ -96,12 +96,14 @@ class FzBackendArray(BackendArray):
                 return np.empty(self.shape[1:], self.dtype)[kfield]
             lo, hi = min(r[0], r[-1]), max(r[0], r[-1]) + 1
             region = None if (lo, hi) == (0, n0) else (lo, hi)
-            a, e = s.read(self.run, self.var, step, region=region, with_info=True)
+            a = np.empty((hi - lo,) + self.shape[2:], self.dtype)
+            e = s.read_into(a, self.run, self.var, step, region)
             stop = r.stop - lo
             a = a[(slice(r.start - lo, stop if stop >= 0 else None, r.step),) + rest]
         else:
             k0 = int(k0)
-            a, e = s.read(self.run, self.var, step, region=(k0, k0 + 1), with_info=True)
+            a = np.empty((1,) + self.shape[2:], self.dtype)
+            e = s.read_into(a, self.run, self.var, step, (k0, k0 + 1))
             a = a[(0,) + rest]
         return self._refill(np.asarray(a), e.info.fill)
 

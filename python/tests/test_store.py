@@ -49,6 +49,15 @@ def test_reads_equal_the_cli(serve_store, fzsidecar_bin, tmp_path):
     assert np.array_equal(s.read(run, "temp", "latest"), s.read(run, "temp", 2))
     out = np.empty((8, 32, 32), np.float32)
     assert s.read(run, "pres", 0, out=out) is out
+    e = s.read_into(out, run, "temp", 2)
+    assert e.step == 2 and np.array_equal(out, s.read(run, "temp", 2))
+    part = np.empty((3, 32, 32), np.float32)
+    s.read_into(part, run, "temp", 1, (2, 5))
+    assert np.array_equal(part, r)
+    with pytest.raises(ValueError, match="is float32"):
+        s.read_into(np.empty((8, 32, 16), np.float64), run, "temp", 1)
+    with pytest.raises(fzsidecar.FzInvalidError, match="needs 32768"):
+        s.read_into(np.empty((8, 32, 31), np.float32), run, "temp", 1)
 
 
 def test_metadata(serve_store):
