@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -294,12 +295,21 @@ func TestSinkBrokenLaterAnswered(t *testing.T) {
 // A result that cannot be published (here the result stream is gone: the
 // publish gets no stream acknowledgement, though the producer's own
 // subscription sees it) is a transient failure: the snapshot keeps its
-// budget hold until the sidecar has answered it durably, and is handed back
-// for another delivery.
+// budget hold until the sidecar has answered it durably, and is handed back.
+// The producer, which saw the result, removed its segment; the redelivery
+// finds the object stored for the same msg_id and answers ok again (not
+// missing_segment), and that result is the one the result stream keeps.
 func TestResultPublishFailureKeepsHold(t *testing.T) {
 	e := newEnv(t)
+	sink, err := sinks.Open(context.Background(), filepath.Join(e.StoreDir, "sink"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	obs := &outcomes{}
-	url := runInProcess(t, e, func(c *sidecarConfig) { c.Pipeline.Observer = obs })
+	url := runInProcess(t, e, func(c *sidecarConfig) {
+		c.Pipeline.Observer = obs
+		c.Pipeline.Store = pipeline.SinkStore(sink)
+	})
 	p := newProducer(t, url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -322,15 +332,13 @@ func TestResultPublishFailureKeepsHold(t *testing.T) {
 	if st.UsedBytes < int64(len(s.raw)) {
 		t.Errorf("while its result could not be published the snapshot holds %d budget bytes, want >= %d: the producer still holds its segment", st.UsedBytes, len(s.raw))
 	}
-	if _, _, err := ingest.EnsureStreams(ctx, js, sub, ingest.StreamConfig{}); err != nil {
-		t.Fatal(err)
+	res, err := pd.Wait(ctx) // seen on the producer's subscription
+	if err != nil || !res.OK {
+		t.Fatalf("first result: %+v %v", res, err)
 	}
-	if s.res, s.err = pd.Wait(ctx); s.err != nil {
-		t.Fatal(s.err)
-	}
-	verify(t, e, []*sent{s})
-	// The redelivery is answered too (stored now, so durably), which frees
-	// the hold.
+	_, _, err = ingest.EnsureStreams(ctx, js, sub, ingest.StreamConfig{})
+	must(t, err)
+	// The redelivery is answered durably, which frees the hold.
 	for {
 		st, err := p.Status(ctx)
 		must(t, err)
@@ -341,5 +349,19 @@ func TestResultPublishFailureKeepsHold(t *testing.T) {
 			t.Fatalf("the budget still holds %d bytes after the redelivery", st.UsedBytes)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if n := obs.get("failed/" + string(ingest.CodeNoSegment)); n != 0 {
+		t.Errorf("the redelivery of a stored snapshot was answered missing_segment")
+	}
+	results, err := js.Stream(ctx, sub.ResultStream())
+	must(t, err)
+	m, err := results.GetLastMsgForSubject(ctx, sub.Result(p.ID(), res.MsgID))
+	if err != nil {
+		t.Fatalf("no result stored for %s: %v", res.MsgID, err)
+	}
+	var kept ingest.Result
+	must(t, json.Unmarshal(m.Data, &kept))
+	if !kept.OK || kept.Key != res.Key || kept.CompressedBytes != res.CompressedBytes {
+		t.Errorf("result stream keeps %+v, want the ok result %+v", kept, *res)
 	}
 }

@@ -65,6 +65,16 @@ type Locator interface {
 	Location(k Key) string
 }
 
+// Finder is optionally implemented by a Store that can look a stored
+// snapshot up. A redelivered snapshot whose segment is gone (its producer
+// had the result of an earlier delivery and removed it, but that result
+// never reached the result stream) is then answered from the stored object
+// when it was stored for the same msg_id, instead of with missing_segment.
+type Finder interface {
+	// Find returns the Meta of what is stored under k, or ok false.
+	Find(ctx context.Context, k Key) (m Meta, ok bool, err error)
+}
+
 // ErrConflict is wrapped by Store errors for a key that holds other bytes.
 var ErrConflict = errors.New("a different object is already stored under this key")
 

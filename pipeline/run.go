@@ -23,6 +23,8 @@ type item struct {
 	st     fz.Stats
 	queued time.Time // when it entered the current queue
 	unlock func()
+	// stored: an earlier delivery already stored it (Finder); nothing to put
+	stored bool
 }
 
 // Run processes jobs until the channel closes (the receiver closes it when
@@ -136,6 +138,10 @@ func (p *pipe) writer(in <-chan *item) {
 	for it := range in {
 		p.cfg.Observer.Depth(StageQueue, -1)
 		p.cfg.Observer.Stage(StageQueue, time.Since(it.queued))
+		if it.stored {
+			p.finish(it, nil)
+			continue
+		}
 		p.finish(it, p.store(it))
 	}
 }
@@ -154,6 +160,9 @@ func (p *pipe) compress(it *item) (err error) {
 	}
 	m, err := it.job.Map()
 	if err != nil {
+		if p.storedBefore(it, err) {
+			return nil
+		}
 		return err
 	}
 	var (
@@ -193,6 +202,24 @@ func (p *pipe) compress(it *item) (err error) {
 	p.cfg.Observer.Stage(StageCompress, time.Since(t1))
 	it.blob, it.st = blob, st
 	return nil
+}
+
+// storedBefore reports (and records in it) that a redelivered snapshot
+// whose segment is gone was stored by an earlier delivery of the same
+// msg_id: its producer had that delivery's result and removed the segment,
+// though the result never reached the result stream. Answering it from the
+// stored object avoids a false missing_segment.
+func (p *pipe) storedBefore(it *item, mapErr error) bool {
+	f, ok := p.cfg.Store.(Finder)
+	if !ok || it.job.Delivered < 2 || ingest.AsError(mapErr).Code != ingest.CodeNoSegment {
+		return false
+	}
+	m, ok, err := f.Find(p.work, it.key)
+	if err != nil || !ok || m.MsgID != it.job.Notice.MsgID {
+		return false
+	}
+	it.st, it.stored = m.Stats, true
+	return true
 }
 
 func (p *pipe) store(it *item) (err error) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
 	"github.com/fzsidecar/fzsidecar/sinks"
 )
@@ -47,4 +49,26 @@ func (s sinkStore) Put(ctx context.Context, k Key, blob []byte, m Meta) error {
 		return Permanent(err)
 	}
 	return err
+}
+
+// Find looks k up in the sink (Finder). Producer and MsgID come from the
+// note Put leaves in the object's metadata.
+func (s sinkStore) Find(ctx context.Context, k Key) (Meta, bool, error) {
+	sm, err := s.s.Stat(ctx, sinkKey(k))
+	if errors.Is(err, sinks.ErrNotFound) {
+		return Meta{}, false, nil
+	}
+	if err != nil {
+		return Meta{}, false, err
+	}
+	m := Meta{Stats: fz.Stats{RawBytes: sm.RawBytes, CompressedBytes: sm.Stored, AbsEB: sm.AbsEB, MaxAbsErr: sm.MaxAbsErr},
+		Timestamp: sm.Created}
+	for _, f := range strings.Fields(sm.Extra) {
+		if v, ok := strings.CutPrefix(f, "producer="); ok {
+			m.Producer = v
+		} else if v, ok := strings.CutPrefix(f, "msg_id="); ok {
+			m.MsgID = v
+		}
+	}
+	return m, true, nil
 }
