@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -148,6 +150,17 @@ var traceEpoch = time.Now()
 // instead of the device's upload stream; kept to compare the two.
 var laneUpload = os.Getenv("FZ_GPU_UPLOAD") == "lane"
 
+// serialAppend (FZ_GPU_APPEND=serial) appends each job's bytes to the blob
+// on one thread instead of CopyThreads; kept to compare the two.
+var serialAppend = os.Getenv("FZ_GPU_APPEND") == "serial"
+
+// envJobTiles (FZ_GPU_JOB_TILES) overrides the default tiles per job
+// (comparisons).
+func envJobTiles() uint64 {
+	v, _ := strconv.ParseUint(os.Getenv("FZ_GPU_JOB_TILES"), 10, 64)
+	return v
+}
+
 // NewStreamer allocates everything a device needs to compress snapshots.
 func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	l, name, mem, err := openDevice(dev)
@@ -159,6 +172,9 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	}
 	if o.Streams <= 0 {
 		o.Streams = 3
+	}
+	if o.JobTiles == 0 {
+		o.JobTiles = envJobTiles()
 	}
 	if o.JobTiles == 0 {
 		o.JobTiles = 2048
@@ -724,7 +740,14 @@ func (r *run) collectUpTo(k int) error {
 					r.out = make([]byte, r.hsz, (need+need/4+(1<<20)-1)&^(1<<20-1))
 				}
 			}
-			r.out = append(r.out, unsafe.Slice((*byte)(sl.hOut), res.bytes)...)
+			job := unsafe.Slice((*byte)(sl.hOut), res.bytes)
+			if serialAppend || len(job) < 1<<20 {
+				r.out = append(r.out, job...)
+			} else { // one core copies ~10 GB/s: several share a job's megabytes
+				n0 := len(r.out)
+				r.out = slices.Grow(r.out, len(job))[:n0+len(job)]
+				parallelCopy(r.out[n0:], job, s.o.CopyThreads, func(d, s []byte) error { copy(d, s); return nil })
+			}
 			r.tApp += time.Since(t2)
 		}
 		r.st.Outliers += res.outliers
