@@ -143,7 +143,7 @@ func (p *producer) running() bool {
 	}
 }
 
-var summaryRE = regexp.MustCompile(`(?m)^(\d+) stored, (\d+) failed, (\d+) skipped`)
+var summaryRE = regexp.MustCompile(`(?m)^(\d+) stored, (\d+) failed, (\d+) skipped.*$`)
 
 // wait waits for the producer and returns its stored/failed/skipped counts.
 func (p *producer) wait(t *testing.T, within time.Duration) (stored, failed, skipped int) {
@@ -348,7 +348,7 @@ func TestClusterWithFaults(t *testing.T) {
 
 	for _, p := range prods {
 		st, failed, skipped := p.wait(t, 4*time.Minute)
-		t.Logf("producer %s: %s", p.id, strings.TrimSpace(summaryRE.FindString(p.out.String())+strings.SplitN(p.out.String()[summaryRE.FindStringIndex(p.out.String())[1]:], "\n", 2)[0]))
+		t.Logf("producer %s: %s", p.id, summaryRE.FindString(p.out.String()))
 		if st != len(vars)*steps || failed != 0 || skipped != 0 || p.cmd.ProcessState.ExitCode() != 0 {
 			t.Errorf("producer %s: %d stored, %d failed, %d skipped, exit %d; want %d stored\nstdout: %s\nstderr: %s",
 				p.id, st, failed, skipped, p.cmd.ProcessState.ExitCode(), len(vars)*steps, p.out.String(), p.err.String())
