@@ -370,6 +370,16 @@ func TestClusterWithFaults(t *testing.T) {
 		}
 	}
 
+	// The dead NATS server comes back and must catch up with everything it
+	// missed: its /healthz is OK only once its streams are current.
+	if err := nc.servers[leader].start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitHTTP(nc.servers[leader], nc.monitors[leader]+"/healthz", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%.1fs: nats-server n%d restarted and current", time.Since(start).Seconds(), leader)
+
 	// Exactly once: the bucket holds exactly the expected objects.
 	var want []string
 	for _, r := range runs {
@@ -390,7 +400,7 @@ func TestClusterWithFaults(t *testing.T) {
 	}
 
 	// Nothing left behind in JetStream: every node's snapshot stream is
-	// empty (all acknowledged) and replicated on 3 servers.
+	// empty (all acknowledged) and replicated on 3 current servers.
 	checkStreams(t, ctx, nc, auth, nodes)
 
 	// The same catalog from every node (each through its own live MinIO
@@ -446,8 +456,22 @@ func streamLeader(t *testing.T, ctx context.Context, nc *natsCluster, auth natsA
 	return i
 }
 
+// allCurrent reports a stream led by one server with two peers, both
+// online and current.
+func allCurrent(info *jetstream.StreamInfo) bool {
+	if info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
+		return false
+	}
+	for _, r := range info.Cluster.Replicas {
+		if r.Offline || !r.Current {
+			return false
+		}
+	}
+	return true
+}
+
 // checkStreams: every node's snapshot stream is empty and both its streams
-// have 3 replicas, 2 of them current (one server is dead).
+// have 3 replicas, all current.
 func checkStreams(t *testing.T, ctx context.Context, nc *natsCluster, auth natsAuth, nodes []*node) {
 	t.Helper()
 	conn, err := nats.Connect(nc.URL(), nats.Timeout(10*time.Second), nats.UserInfo("alice-sidecar", auth.sidecarPass))
@@ -470,8 +494,16 @@ func checkStreams(t *testing.T, ctx context.Context, nc *natsCluster, auth natsA
 			if err != nil {
 				t.Fatalf("stream %s: %v", sname, err)
 			}
-			if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-				t.Errorf("stream %s: %d replicas, cluster %+v; want 3 (a leader and 2 peers)", sname, info.Config.Replicas, info.Cluster)
+			// All three servers hold the stream again, the restarted one
+			// included, and are current.
+			for deadline := time.Now().Add(30 * time.Second); !allCurrent(info) && time.Now().Before(deadline); {
+				time.Sleep(200 * time.Millisecond)
+				if info, err = st.Info(ctx); err != nil {
+					t.Fatalf("stream %s: %v", sname, err)
+				}
+			}
+			if info.Config.Replicas != 3 || !allCurrent(info) {
+				t.Errorf("stream %s: %d replicas, cluster %+v; want 3 (a leader and 2 current peers)", sname, info.Config.Replicas, info.Cluster)
 			}
 			if name != "SNAPSHOTS" {
 				continue
