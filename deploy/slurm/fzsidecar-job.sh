@@ -62,8 +62,11 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=32 bash -c "
 	export FZ_NATS_PASSWORD=\$(cat $PRODUCER_PASSWORD_FILE)
 	exec ./heat_mpi --run $RUN --steps 1000 --out-every 10"
 
-# SIGTERM lets each sidecar finish the snapshots in flight (drain timeout),
-# then the job step ends. Unfinished ones stay queued in JetStream.
+# The application waited for its results before exiting (the producer
+# libraries' wait), so nothing is queued any more. SIGTERM lets each sidecar
+# finish what is still in flight (drain timeout) and stop.
 kill -TERM "$sidecars"
 wait "$sidecars" || true
+# The segments are gone once their results are in; remove the directories.
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 rm -rf "$shm_dir" "/tmp/fzsidecar-$SLURM_JOB_ID"
 fzsidecar ls --sink "$FZ_SINK" --run "$RUN" || true
