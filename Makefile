@@ -72,7 +72,7 @@ test:
 	if [ -s $(BUILD)/test-skips.log ]; then \
 		echo; echo "==== SKIPPED: $$(sort -u $(BUILD)/test-skips.log | wc -l) tests did not run; how many, and why ===="; \
 		sort -u $(BUILD)/test-skips.log | sed 's/^[^:]*: //' | sort | uniq -c | sort -rn; \
-		echo "==== (CI runs them all: bash .ci/run) ===="; \
+		echo "==== (bash .ci/install-apt.sh and bash .ci/install-minio.sh install what CI has; GPU tests need a CUDA machine) ===="; \
 	else echo "no test skipped for a missing tool, GPU or data set"; fi; exit $$rc
 
 clean:
