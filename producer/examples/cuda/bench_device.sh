@@ -26,7 +26,7 @@ for v in "${@:-4 6}"; do
   shift 2
   echo "=== lanes $lanes, $k in flight ${*:-}"
   env "$@" FZ_DEVBENCH=/tmp/devbench FZ_DEVBENCH_LANES=$lanes \
-    FZ_DEVBENCH_ARGS="--size $((1<<30)) --buffers 8 --snapshots ${SNAPS:-96} --inflight $k" \
+    FZ_DEVBENCH_ARGS="--size $((1<<30)) --buffers ${BUFS:-8} --snapshots ${SNAPS:-96} --inflight $k" \
     timeout 240 "$R/pipeline.test" -test.run TestDeviceIngestBench -test.v -test.count=1 2>&1 | tee -a "$OUT/devbench.log" |
     grep -E "device_bench|DEVICE_BENCH|ingest|stall|sidecar:|FAIL|ok|PASS|panic" | grep -v DEVBENCH_JSON
 done
