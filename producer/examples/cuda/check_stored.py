@@ -1,5 +1,5 @@
 """Checks what a GPU-resident run stored: for every DIR/<step>.raw the
-producer dumped, the stored container (fzsidecar get --compressed) must be
+producer dumped (DIR/step-<step>.raw), the stored container (fzsidecar get --compressed) must be
 byte-identical to `fzsidecar compress --backend cpu` of the same bytes, and
 the decoded field within the bound.
 
@@ -13,11 +13,11 @@ import numpy as np
 
 fzs, sink, run, var, d, dims, rel = sys.argv[1:8]
 shape = tuple(int(x) for x in dims.split("x"))
-steps = sorted(int(f[:-4]) for f in os.listdir(d) if f.endswith(".raw"))
+steps = sorted(int(f[5:-4]) for f in os.listdir(d) if f.startswith("step-") and f.endswith(".raw"))
 bad = 0
 worst = 0.0
 for s in steps:
-    raw = os.path.join(d, f"{s}.raw")
+    raw = os.path.join(d, f"step-{s}.raw")
     stored, cpu, dec = raw + ".stored.fz", raw + ".cpu.fz", raw + ".dec"
     subprocess.run([fzs, "get", "--sink", sink, "--run", run, "--var", var, "--step", str(s), "--compressed", "-o", stored], check=True)
     subprocess.run([fzs, "compress", "--backend", "cpu", "--dtype", "f32", "--dims", dims, "--mode", "rel", "--eb", rel, "-o", cpu, raw],

@@ -3,7 +3,7 @@
 // (fzp_publish_device: CUDA IPC; docs/PRODUCERS.md, GPU-resident snapshots).
 //
 //   stencil [--nx N] [--ny N] [--steps N] [--every N] [--bound B] [--run NAME]
-//           [--dump DIR]  (also write each published field to DIR/<step>.raw)
+//           [--shm-dir DIR] [--url URL] [--dump DIR]  (also write each published field to DIR/step-<step>.raw)
 //
 // The simulation runs on a high-priority stream; each output step copies
 // the field into a snapshot buffer (device to device) and publishes that,
@@ -56,7 +56,7 @@ static double now(void) {
 int main(int argc, char **argv) {
     int nx = 4096, ny = 4096, steps = 200, every = 20;
     double bound = 1e-3;
-    const char *run = "stencil", *dump = NULL;
+    const char *run = "stencil", *dump = NULL, *shm = NULL, *url = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--nx")) nx = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ny")) ny = atoi(argv[i + 1]);
@@ -65,6 +65,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bound")) bound = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--run")) run = argv[i + 1];
         else if (!strcmp(argv[i], "--dump")) dump = argv[i + 1];
+        else if (!strcmp(argv[i], "--shm-dir")) shm = argv[i + 1];
+        else if (!strcmp(argv[i], "--url")) url = argv[i + 1];
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -84,6 +86,8 @@ int main(int argc, char **argv) {
     CK(cudaGetLastError());
 
     fzp_producer *p = fzp_new();
+    if (p && shm) fzp_set(p, "shm_dir", shm);
+    if (p && url) fzp_set(p, "url", url);
     if (!p || fzp_connect(p) != FZP_OK) {
         fprintf(stderr, "connect: %s\n", fzp_errmsg(p));
         return 1;
@@ -111,7 +115,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "step %s: %s\n", r.msg_id, fzp_errmsg(p));
                 failed++;
             } else {
-                printf("stored %s ratio %.1f max_err %.3g (bound %.3g)\n", r.key, r.ratio, r.max_abs_err, r.abs_eb);
+                printf("stored step %llu key %s ratio %.1f max_err %.3g (bound %.3g)\n", (unsigned long long)r.step, r.key, r.ratio,
+                       r.max_abs_err, r.abs_eb);
             }
             fzp_snapshot_free(p, pending);
             pending = NULL;
@@ -130,7 +135,7 @@ int main(int argc, char **argv) {
             char path[4096];
             CK(cudaMemcpyAsync(host, snap, bytes, cudaMemcpyDeviceToHost, st));
             CK(cudaStreamSynchronize(st));
-            snprintf(path, sizeof path, "%s/%d.raw", dump, s);
+            snprintf(path, sizeof path, "%s/step-%d.raw", dump, s);
             FILE *f = fopen(path, "wb");
             if (!f || fwrite(host, 1, bytes, f) != bytes) {
                 fprintf(stderr, "write %s failed\n", path);
@@ -149,7 +154,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "last: %s\n", fzp_errmsg(p));
             failed++;
         } else {
-            printf("stored %s ratio %.1f max_err %.3g (bound %.3g)\n", r.key, r.ratio, r.max_abs_err, r.abs_eb);
+            printf("stored step %llu key %s ratio %.1f max_err %.3g (bound %.3g)\n", (unsigned long long)r.step, r.key, r.ratio,
+                       r.max_abs_err, r.abs_eb);
         }
         fzp_snapshot_free(p, pending);
     }

@@ -5,7 +5,7 @@ CUDA IPC; docs/PRODUCERS.md, GPU-resident snapshots).
 
     python3 torch_heat.py [--lib cupy] [--n 2048] [--steps 100] [--every 10] [--dump DIR]
 
---dump writes each published field to DIR/<step>.raw (for comparing what
+--dump writes each published field to DIR/step-<step>.raw (for comparing what
 was stored with the CPU codec). Needs `fzsidecar serve --backend gpu`.
 """
 import argparse
@@ -65,11 +65,11 @@ def main():
             snap = p.put(a.run, "temperature", s, u, mode="rel", bound=a.bound) if a.lib == "torch" else \
                 p.put_device(a.run, "temperature", s, u, mode="rel", bound=a.bound, stream=stream())
             if a.dump:
-                host(u).tofile(os.path.join(a.dump, f"{s}.raw"))
+                host(u).tofile(os.path.join(a.dump, f"step-{s}.raw"))
             try:
                 r = snap.wait(120)
                 n_ok += 1
-                print(f"stored {r.key} ratio {r.ratio:.1f} max_err {r.max_abs_err:.3g} (bound {r.abs_eb:.3g})")
+                print(f"stored step {r.step} key {r.key} ratio {r.ratio:.1f} max_err {r.max_abs_err:.3g} (bound {r.abs_eb:.3g})")
             except Exception as e:  # reported, the run goes on
                 n_fail += 1
                 print(f"step {s}: {e}", file=sys.stderr)
