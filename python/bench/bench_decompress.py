@@ -10,12 +10,14 @@ median of --repeat decodes, each into a fresh numpy array (the plain call)
 and into one reused array (out=). `go test ./python/ -bench Decompress`
 runs this script next to the Go codec on the same container, with --serve:
 it then reads "fresh" or "reused" lines on stdin and answers each with the
-seconds one such decode took, so that the Go and Python decodes alternate
-and share the machine's conditions (docs/PYTHON.md).
+wall-clock and CPU seconds (user + system, whole process) one such decode
+took, so that the Go and Python decodes alternate and share the machine's
+conditions (docs/PYTHON.md).
 """
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import time
@@ -37,10 +39,16 @@ def make_field(mib: int) -> np.ndarray:
     return (f + 0.001 * rng.standard_normal(f.shape, dtype=np.float32)).astype(np.float32)
 
 
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def serve(blob: bytes, out: np.ndarray) -> int:
     print("ready", flush=True)
     for line in sys.stdin:
         how = line.strip()
+        c = cpu()
         t = time.perf_counter()
         if how == "fresh":
             d = fzsidecar.decompress(blob)
@@ -49,7 +57,8 @@ def serve(blob: bytes, out: np.ndarray) -> int:
         else:
             print(f"error: unknown request {how!r}: expected fresh or reused", flush=True)
             return 2
-        print(time.perf_counter() - t, flush=True)
+        wall = time.perf_counter() - t
+        print(wall, cpu() - c, flush=True)
         del d
     return 0
 
@@ -71,7 +80,7 @@ def main() -> int:
         blob = fzsidecar.compress(make_field(a.mib), eb=1e-3, mode="rel")
     info = fzsidecar.inspect(blob)
     fresh, reused = [], []
-    out = np.empty(info.shape, info.dtype)
+    out = fzsidecar.empty(info.shape, info.dtype)  # as decompress allocates: 64-byte aligned
     fzsidecar.decompress(blob, out=out)  # warm-up: library load, page faults of out
     if a.serve:
         return serve(blob, out)

@@ -23,13 +23,13 @@ import importlib
 
 from ._libfz import (FzChecksumError, FzError, FzFormatError, FzInvalidError, FzNotFoundError,
                      FzStoreError)
-from .codec import Info, compress, decompress, inspect
+from .codec import Info, compress, decompress, empty, inspect
 from .store import Entry, Store, open_store
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "compress", "decompress", "inspect", "open_store", "Info", "Entry", "Store",
+    "compress", "decompress", "inspect", "empty", "open_store", "Info", "Entry", "Store",
     "FzError", "FzFormatError", "FzChecksumError", "FzInvalidError", "FzNotFoundError", "FzStoreError",
 ]
 

@@ -21,7 +21,7 @@ from typing import List, Optional, Union
 import numpy as np
 
 from . import _libfz as L
-from .codec import Info, _info, _region
+from .codec import Info, _info, _region, empty
 
 Step = Union[int, str]
 
@@ -165,7 +165,7 @@ class Store:
             if region is not None:
                 lo, hi = _region(region, shape[0])
                 shape = (hi - lo,) + shape[1:]
-            out = np.empty(shape, dtype=i.dtype)
+            out = empty(shape, i.dtype)
         e = self.read_into(out, run, var, st, region)
         return (out, e) if with_info else out
 

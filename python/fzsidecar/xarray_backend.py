@@ -31,6 +31,7 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
+from .codec import empty
 from .store import Store
 
 _stores: Dict[str, Store] = {}
@@ -82,27 +83,27 @@ class FzBackendArray(BackendArray):
         parts = [self._one(self.steps[i], kfield) for i in range(len(self.steps))[kstep]]
         if parts:
             return np.stack(parts)
-        return np.empty(self.shape, self.dtype)[(slice(0, 0),) + kfield]
+        return _virtual(self.shape, self.dtype, 0)[(slice(0, 0),) + kfield].copy()
 
     def _one(self, step: int, kfield):
         k0, rest = kfield[0], kfield[1:]
         n0 = self.shape[1]
         if step not in self.have:
-            return np.full(self.shape[1:], np.nan, self.dtype)[kfield]
+            return _virtual(self.shape[1:], self.dtype, np.nan)[kfield].copy()
         s = _store(self.url)
         if isinstance(k0, slice):
             r = range(n0)[k0]
             if len(r) == 0:
-                return np.empty(self.shape[1:], self.dtype)[kfield]
+                return _virtual(self.shape[1:], self.dtype, 0)[kfield].copy()
             lo, hi = min(r[0], r[-1]), max(r[0], r[-1]) + 1
             region = None if (lo, hi) == (0, n0) else (lo, hi)
-            a = np.empty((hi - lo,) + self.shape[2:], self.dtype)
+            a = empty((hi - lo,) + self.shape[2:], self.dtype)
             e = s.read_into(a, self.run, self.var, step, region)
             stop = r.stop - lo
             a = a[(slice(r.start - lo, stop if stop >= 0 else None, r.step),) + rest]
         else:
             k0 = int(k0)
-            a = np.empty((1,) + self.shape[2:], self.dtype)
+            a = empty((1,) + self.shape[2:], self.dtype)
             e = s.read_into(a, self.run, self.var, step, (k0, k0 + 1))
             a = a[(0,) + rest]
         return self._refill(np.asarray(a), e.info.fill)
@@ -115,6 +116,12 @@ class FzBackendArray(BackendArray):
         a = np.array(a, copy=True)
         a[_is(a, fill)] = np.nan if self.fill is None else self.fill
         return a
+
+
+def _virtual(shape, dtype, value):
+    """A read-only array of shape filled with value, without allocating it
+    (indexing it and copying allocates only the result)."""
+    return np.broadcast_to(np.array(value, dtype), shape)
 
 
 def _is(a, v):

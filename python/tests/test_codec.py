@@ -81,7 +81,11 @@ def test_decode_buffer_is_the_array():
     a = field((64, 64), np.float32)
     blob = fzsidecar.compress(a, eb=1e-3)
     d = fzsidecar.decompress(blob)
-    assert d.flags.owndata and d.flags.c_contiguous and d.base is None
+    # numpy's memory, on a cache line (see fzsidecar.empty), not shared
+    # with anything but the buffer it was cut from
+    assert d.flags.c_contiguous and d.flags.writeable and d.ctypes.data % 64 == 0
+    assert d.base is not None and d.base.base is None and d.base.flags.owndata
+    assert d.base.nbytes - d.nbytes == 64
     out = np.empty_like(a)
     assert fzsidecar.decompress(blob, out=out) is out
     assert np.array_equal(out, d)
