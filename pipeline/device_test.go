@@ -1,0 +1,101 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+	"github.com/fzsidecar/fzsidecar/ingest"
+	"github.com/fzsidecar/fzsidecar/sidecar"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Device notifications on machines without a GPU: a sidecar that does not
+// advertise cuda_ipc refuses them in the receiver; one that does but has no
+// DeviceCodec answers device_unsupported from the pipeline; a DeviceCodec's
+// coded errors (stale_handle, wrong_device) reach the producer unchanged,
+// and a failure of one producer's buffer does not stop the next snapshot.
+func TestDeviceNotifications(t *testing.T) {
+	h := base64.StdEncoding.EncodeToString(make([]byte, ingest.IPCHandleBytes))
+	note := func(id, producer string) []byte {
+		b, _ := json.Marshal(map[string]any{"v": 1, "msg_id": id, "producer": producer, "run": "r", "var": "v", "step": 1,
+			"dtype": "f32", "dims": []int{1000}, "mode": "abs", "bound": 0.1, "offset": 0, "length": 4000,
+			"device": map[string]any{"gpu": "GPU-00000000-0000-0000-0000-000000000001", "mem_handle": h, "alloc_size": 4096, "event_handle": h}})
+		return b
+	}
+	codec := func(ctx context.Context, n ingest.Notification, p fz.Params) ([]byte, fz.Stats, error) {
+		switch n.Producer {
+		case "gone":
+			return nil, fz.Stats{}, &ingest.Error{Code: ingest.CodeStaleHandle, Message: "open the memory handle: invalid resource handle"}
+		case "other":
+			return nil, fz.Stats{}, &ingest.Error{Code: ingest.CodeWrongDevice, Message: "GPU-… is not one this sidecar compresses on"}
+		}
+		raw := make([]byte, n.Length)
+		return fz.Compress(ctx, raw, p)
+	}
+	for _, c := range []struct {
+		name     string
+		features []string
+		device   bool
+		want     map[string]ingest.Code // producer -> code ("" = stored)
+	}{
+		{"no feature", nil, false, map[string]ingest.Code{"p": ingest.CodeDeviceUnsupported}},
+		{"no codec", []string{ingest.FeatureCUDAIPC}, false, map[string]ingest.Code{"p": ingest.CodeDeviceUnsupported}},
+		{"codec", []string{ingest.FeatureCUDAIPC}, true, map[string]ingest.Code{"gone": ingest.CodeStaleHandle,
+			"other": ingest.CodeWrongDevice, "p": ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			url := runInProcess(t, e, func(cfg *sidecar.Config) {
+				cfg.Receiver.Features = c.features
+				if c.device {
+					cfg.Pipeline.Device = codec
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			nc, js := connectJS(t, ctx, url)
+			defer nc.Close()
+			var sub ingest.Subjects
+			results := make(chan ingest.Result, 16)
+			s, err := nc.Subscribe("fz.result.>", func(m *nats.Msg) {
+				var r ingest.Result
+				if json.Unmarshal(m.Data, &r) == nil {
+					results <- r
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Unsubscribe()
+			for _, p := range []string{"gone", "other", "p"} { // the good one last
+				if _, ok := c.want[p]; !ok {
+					continue
+				}
+				if _, err := js.Publish(ctx, sub.Snapshot(p), note(p+"-1", p), jetstream.WithMsgID(p+"-1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range c.want {
+				select {
+				case r := <-results:
+					want := c.want[r.Producer]
+					switch {
+					case want == "" && (!r.OK || r.Key == ""):
+						t.Errorf("%s: want stored, got %+v", r.Producer, r.Error)
+					case want != "" && (r.OK || r.Error == nil || r.Error.Code != want):
+						t.Errorf("%s: want %s, got %+v", r.Producer, want, r)
+					default:
+						t.Logf("%s: ok=%v %v", r.Producer, r.OK, r.Error)
+					}
+				case <-ctx.Done():
+					t.Fatal("results missing")
+				}
+			}
+		})
+	}
+}
