@@ -13,8 +13,8 @@
 # virtual environment `make python` installs into it; otherwise into the
 # user's site-packages (pip install --user; Debian's PEP 668 marker needs
 # --break-system-packages for that, which leaves /usr untouched).
-# PIP_FLAGS adds flags (e.g. PIP_FLAGS=--editable is not supported; use
-# FZ_LIBFZ=build/lib/libfz.so PYTHONPATH=python for a checkout instead).
+# PIP_FLAGS adds pip flags. From a checkout without installing:
+# make libfz, then PYTHONPATH=python (the package finds build/lib/libfz.so).
 
 GO      ?= go
 PYTHON  ?= $(if $(VIRTUAL_ENV),python3,/usr/bin/python3)
@@ -46,7 +46,8 @@ python: libfz
 	$(PYTHON) -m pip install --no-index --no-build-isolation --no-deps --force-reinstall \
 		$$($(PYTHON) -c 'import sys; print("" if sys.prefix != sys.base_prefix else "--user --break-system-packages")') \
 		$(PIP_FLAGS) ./python
-	@rm -rf python/build python/fzsidecar.egg-info
+	@# The installed package has its copy; a stale one here would shadow build/lib for PYTHONPATH=python.
+	@rm -rf python/build python/fzsidecar.egg-info python/fzsidecar/_lib
 	$(PYTHON) -c 'import fzsidecar, sys; print("installed fzsidecar", fzsidecar.__version__, "for", sys.executable)'
 
 # libfzproducer (shared + static), fzproducer.h, the Fortran module and the
