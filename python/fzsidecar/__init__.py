@@ -14,7 +14,7 @@ The codec and store run in libfz (the Go code as a C library), found through
 $FZ_LIBFZ, the package's _lib/ directory, or the repository's build/lib/.
 Optional parts load on first use, so a missing library of one (e.g. the
 producer's) never breaks the others: ``fzsidecar.producer`` and
-``fzsidecar.numcodecs_fz``.
+``fzsidecar.numcodecs_fz``, ``fzsidecar.hdf5filter``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 # Submodules imported on first attribute access (PEP 562).
-_lazy = ("producer", "numcodecs_fz", "xarray_backend")
+_lazy = ("producer", "numcodecs_fz", "hdf5filter", "xarray_backend")
 
 
 def __getattr__(name):
