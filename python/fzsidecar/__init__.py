@@ -10,10 +10,11 @@
     import xarray as xr
     ds = xr.open_dataset("./fzdata/run1", engine="fzsidecar")
 
-The codec and store run in libfz (the Go code as a C library), found through
-$FZ_LIBFZ, the package's _lib/ directory, or the repository's build/lib/.
+The codec and store run in libfz (the Go code as a C library): a copy already
+loaded in the process, else $FZ_LIBFZ, the package's _lib/ directory, or the
+repository's build/lib/.
 Optional parts load on first use, so a missing library of one (e.g. the
-producer's) never breaks the others: ``fzsidecar.producer`` and
+producer's) never breaks the others: ``fzsidecar.producer``,
 ``fzsidecar.numcodecs_fz``, ``fzsidecar.hdf5filter``.
 """
 
