@@ -154,10 +154,15 @@ var laneUpload = os.Getenv("FZ_GPU_UPLOAD") == "lane"
 // on one thread instead of CopyThreads; kept to compare the two.
 var serialAppend = os.Getenv("FZ_GPU_APPEND") == "serial"
 
-// envJobTiles (FZ_GPU_JOB_TILES) overrides the default tiles per job
-// (comparisons).
+// envJobTiles (FZ_GPU_JOB_TILES) and envStreams (FZ_GPU_STREAMS) override
+// the default tiles per job and streams per lane (comparisons).
 func envJobTiles() uint64 {
 	v, _ := strconv.ParseUint(os.Getenv("FZ_GPU_JOB_TILES"), 10, 64)
+	return v
+}
+
+func envStreams() int {
+	v, _ := strconv.Atoi(os.Getenv("FZ_GPU_STREAMS"))
 	return v
 }
 
@@ -169,6 +174,9 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	}
 	if o.Lanes <= 0 {
 		o.Lanes = 4
+	}
+	if o.Streams <= 0 {
+		o.Streams = envStreams()
 	}
 	if o.Streams <= 0 {
 		o.Streams = 3
