@@ -86,6 +86,9 @@ type Settings struct {
 		Region   string
 		PartSize int64
 		Threads  int
+		// Timeouts of each S3 request (0: the sink's defaults, see
+		// sinks.S3Config).
+		ConnectTimeout, StallTimeout, RequestTimeout time.Duration
 	}
 
 	// set records which keys a file, the environment or a flag gave, for

@@ -127,6 +127,22 @@ var table = []entry{
 			}
 			return itoa64(int64(s.S3.Threads))
 		}},
+	{key: "s3.connect_timeout", flag: "s3-connect-timeout", help: "S3: limit on a TCP connect and TLS handshake (default 10s)",
+		parse: duration(func(s *Settings) *time.Duration { return &s.S3.ConnectTimeout }), show: durOrDefault(func(s *Settings) *time.Duration { return &s.S3.ConnectTimeout })},
+	{key: "s3.stall_timeout", flag: "s3-stall-timeout", help: "S3: a request fails when no byte moves for this long, so a dead or stopped server is noticed and the put retried (default 20s; keep above 10s)",
+		parse: duration(func(s *Settings) *time.Duration { return &s.S3.StallTimeout }), show: durOrDefault(func(s *Settings) *time.Duration { return &s.S3.StallTimeout })},
+	{key: "s3.request_timeout", flag: "s3-request-timeout", help: "S3: limit on one request in all, plus 1s per MiB of body (default 1m)",
+		parse: duration(func(s *Settings) *time.Duration { return &s.S3.RequestTimeout }), show: durOrDefault(func(s *Settings) *time.Duration { return &s.S3.RequestTimeout })},
+}
+
+// durOrDefault shows an unset duration as "" (the default is in the help).
+func durOrDefault(f func(*Settings) *time.Duration) func(*Settings) string {
+	return func(s *Settings) string {
+		if *f(s) == 0 {
+			return ""
+		}
+		return f(s).String()
+	}
 }
 
 func lookup(key string) *entry {

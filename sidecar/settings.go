@@ -77,6 +77,7 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 	sinkLog := log.With("component", "sink")
 	sink, err := sinks.Open(ctx, s.Sink, sinks.WithLogger(sinkLog), sinks.WithS3(sinks.S3Config{
 		Endpoint: s.S3.Endpoint, Region: s.S3.Region, PartSize: uint64(s.S3.PartSize), Threads: uint(s.S3.Threads),
+		ConnectTimeout: s.S3.ConnectTimeout, StallTimeout: s.S3.StallTimeout, RequestTimeout: s.S3.RequestTimeout,
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("sink %s (%s): %w", s.Sink, s.Source("sink"), err)

@@ -55,6 +55,17 @@ type S3Config struct {
 	RetryBase time.Duration
 	// RequestRetries is minio-go's per-request retry count (default 10).
 	RequestRetries int
+
+	// ConnectTimeout bounds a TCP connect and TLS handshake (default 10 s).
+	ConnectTimeout time.Duration
+	// StallTimeout fails a request when no byte moves on its connection
+	// for this long, in either direction: how long a server that died or
+	// stopped mid-request goes unnoticed, and how long a server may think
+	// before answering (default 20 s).
+	StallTimeout time.Duration
+	// RequestTimeout plus 1 s per MiB of body bounds one HTTP request in
+	// all (default 1 min: a 16 MiB part gets 76 s). See s3timeouts.go.
+	RequestTimeout time.Duration
 }
 
 const (
@@ -97,6 +108,15 @@ func (c S3Config) withDefaults() S3Config {
 	if c.RequestRetries == 0 {
 		c.RequestRetries = 10
 	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = defaultConnectTimeout
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = defaultStallTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = defaultRequestTimeout
+	}
 	return c
 }
 
@@ -129,6 +149,10 @@ func openS3(ctx context.Context, bucket, prefix string, o options) (Sink, error)
 	if cfg.Attempts < 1 || cfg.RequestRetries < 1 {
 		return nil, fmt.Errorf("S3 attempts %d and request retries %d: expected at least 1", cfg.Attempts, cfg.RequestRetries)
 	}
+	if cfg.ConnectTimeout < 0 || cfg.StallTimeout < 0 || cfg.RequestTimeout < 0 {
+		return nil, fmt.Errorf("S3 connect timeout %v, stall timeout %v, request timeout %v: expected durations > 0 (0 for the defaults)",
+			cfg.ConnectTimeout, cfg.StallTimeout, cfg.RequestTimeout)
+	}
 	u, err := url.Parse(cfg.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("S3 endpoint %q (AWS_ENDPOINT_URL): expected a URL such as https://s3.example.org or http://127.0.0.1:9000", cfg.Endpoint)
@@ -139,10 +163,15 @@ func openS3(ctx context.Context, bucket, prefix string, o options) (Sink, error)
 	if cfg.AccessKey == "" || cfg.SecretKey == "" {
 		return nil, errors.New("S3 credentials missing: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	}
+	tr, err := newS3Transport(cfg, u.Scheme == "https", o.log)
+	if err != nil {
+		return nil, fmt.Errorf("S3 client for %s: %w", u.Host, err)
+	}
 	cl, err := minio.New(u.Host, &minio.Options{
-		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
-		Secure: u.Scheme == "https",
-		Region: cfg.Region,
+		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
+		Secure:    u.Scheme == "https",
+		Region:    cfg.Region,
+		Transport: tr,
 		// Trailing headers let parts carry their CRC32C, which the server
 		// verifies before accepting the part.
 		TrailingHeaders: true,
@@ -160,7 +189,8 @@ func openS3(ctx context.Context, bucket, prefix string, o options) (Sink, error)
 		return nil, fmt.Errorf("S3 bucket %q does not exist at %s: create it first (e.g. mc mb)", bucket, u.Host)
 	}
 	s.log.Debug("opened S3 sink", "sink", s.String(), "endpoint", u.Host, "region", cfg.Region,
-		"part_size", cfg.PartSize, "threads", cfg.Threads)
+		"part_size", cfg.PartSize, "threads", cfg.Threads, "connect_timeout", cfg.ConnectTimeout,
+		"stall_timeout", cfg.StallTimeout, "request_timeout", cfg.RequestTimeout)
 	return s, nil
 }
 

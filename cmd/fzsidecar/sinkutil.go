@@ -80,7 +80,8 @@ func (k *keyFlags) openSink(ctx context.Context, fs *flag.FlagSet, mustExist boo
 	}
 	s, err := sinks.Open(ctx, st.Sink,
 		sinks.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		sinks.WithS3(sinks.S3Config{Endpoint: st.S3.Endpoint, Region: st.S3.Region, PartSize: uint64(st.S3.PartSize), Threads: uint(st.S3.Threads)}))
+		sinks.WithS3(sinks.S3Config{Endpoint: st.S3.Endpoint, Region: st.S3.Region, PartSize: uint64(st.S3.PartSize), Threads: uint(st.S3.Threads),
+			ConnectTimeout: st.S3.ConnectTimeout, StallTimeout: st.S3.StallTimeout, RequestTimeout: st.S3.RequestTimeout}))
 	if err != nil {
 		return nil, fmt.Errorf("sink %s (%s): %w", st.Sink, st.Source("sink"), err)
 	}

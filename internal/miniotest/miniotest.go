@@ -275,6 +275,24 @@ func (s *Server) Restart() error {
 // Stop kills the server.
 func (s *Server) Stop() { s.Kill() }
 
+// Pause stops the process with SIGSTOP: its kernel still accepts
+// connections and buffers what clients send, but nothing answers — what a
+// hung server or a dead host behind a load balancer looks like to a
+// client. Resume continues it (Kill works on a paused server too).
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("minio at %s is not running", s.Addr)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // Client is a plain minio-go client for test set-up and inspection.
 func (s *Server) Client(t testing.TB) *minio.Client {
 	t.Helper()
