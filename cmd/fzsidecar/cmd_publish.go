@@ -77,6 +77,12 @@ func runPublish(ctx context.Context, args []string) error {
 	if err := p.Validate(fi.Size()); err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
+	// As compress and eval do (and --fill's help promises): a value that
+	// looks like an undeclared fill gets a warning before it is sent.
+	if in, err := openInput(pos[0]); err == nil {
+		warnSuspectFill(os.Stderr, pos[0], in.data, p)
+		in.Close()
+	}
 	prod, nc, err := pf.open(ctx, fs, "fzsidecar publish")
 	if err != nil {
 		return err

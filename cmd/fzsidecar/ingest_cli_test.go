@@ -286,6 +286,21 @@ func TestPublishCLI(t *testing.T) {
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("republish exit %d: %s", code, p.stderr())
 	}
+	if strings.Contains(p.stderr(), "fill value") {
+		t.Fatalf("publish of a field without fill-like values warned: %s", p.stderr())
+	}
+	// A -1e34 fill forgotten: stored, with the warning compress gives (#27.9).
+	filled := filepath.Join(t.TempDir(), "filled.raw")
+	fr := append([]byte(nil), raw...)
+	for i := 0; i < len(fr); i += 12 {
+		binary.LittleEndian.PutUint32(fr[i:], math.Float32bits(-1e34))
+	}
+	os.WriteFile(filled, fr, 0o644)
+	p = start(t, append(base, "--step", "6", "--dims", "100x200", filled)...)
+	if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stderr(), "looks like a fill value") ||
+		!strings.Contains(p.stderr(), "--fill -1e+34") {
+		t.Fatalf("publish of a field with a forgotten fill: exit %d, stderr %q", code, p.stderr())
+	}
 	// Wrong dims for the file: refused before anything is sent.
 	p = start(t, append(base, "--step", "4", "--dims", "100x300", file)...)
 	if code := p.wait(t, 30*time.Second); code != 1 || !strings.Contains(p.stderr(), "need 120000 bytes") {
