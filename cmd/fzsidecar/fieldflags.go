@@ -93,6 +93,10 @@ func warnSuspectFill(w io.Writer, name string, data []byte, p fz.Params) (fz.Sus
 		edge = "maximum"
 	}
 	effect := "it is not kept exactly"
+	if math.Abs(s.Value) >= (1<<28)*2*p.Bound {
+		// Beyond the codec's 2^28 quantization steps of 2·bound: raw.
+		effect = "every occurrence is stored raw, at full size (declared, it would cost almost nothing)"
+	}
 	if p.Mode == fz.Rel {
 		effect = "it stretches the value range, so the rel bound grows with it and the real values may come back far off"
 	}

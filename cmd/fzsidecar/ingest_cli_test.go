@@ -289,7 +289,8 @@ func TestPublishCLI(t *testing.T) {
 	if strings.Contains(p.stderr(), "fill value") {
 		t.Fatalf("publish of a field without fill-like values warned: %s", p.stderr())
 	}
-	// A -1e34 fill forgotten: stored, with the warning compress gives (#27.9).
+	// A -1e34 fill forgotten: stored, with the warning compress gives (#27.9);
+	// at an abs bound it is kept exactly but raw (2^28 steps of 2·bound).
 	filled := filepath.Join(t.TempDir(), "filled.raw")
 	fr := append([]byte(nil), raw...)
 	for i := 0; i < len(fr); i += 12 {
@@ -298,7 +299,7 @@ func TestPublishCLI(t *testing.T) {
 	os.WriteFile(filled, fr, 0o644)
 	p = start(t, append(base, "--step", "6", "--dims", "100x200", filled)...)
 	if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stderr(), "looks like a fill value") ||
-		!strings.Contains(p.stderr(), "--fill -1e+34") {
+		!strings.Contains(p.stderr(), "--fill -1e+34") || !strings.Contains(p.stderr(), "stored raw, at full size") {
 		t.Fatalf("publish of a field with a forgotten fill: exit %d, stderr %q", code, p.stderr())
 	}
 	// Wrong dims for the file: refused before anything is sent.
