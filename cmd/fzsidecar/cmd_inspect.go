@@ -91,7 +91,7 @@ func runInspect(ctx context.Context, args []string) error {
 	if h.Fill != nil {
 		f := ingest.Float(*h.Fill)
 		r.Fill = &f
-		r.FillBits = fmt.Sprintf("%#0*x", 2+2*h.DType.Size(), h.FillBits)
+		r.FillBits = fmt.Sprintf("%#0*x", 2*h.DType.Size(), h.FillBits) // Go pads the digits; 0x comes on top
 	}
 	if r.CompressedBytes > 0 {
 		r.Ratio = float64(r.RawBytes) / float64(r.CompressedBytes)

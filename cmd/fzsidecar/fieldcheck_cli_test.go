@@ -86,6 +86,10 @@ func TestInspectHostileContainers(t *testing.T) {
 		if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || rep["fill"] != fill || rep["fill_bits"] == nil {
 			t.Fatalf("inspect --json with fill %s: exit %d, %s %s", fill, code, stdout, stderr)
 		}
+		// One hex digit per 4 bits of the dtype: float32 NaN is 0x7fc00000.
+		if want := map[string]string{"nan": "0x7fc00000", "inf": "0x7f800000", "-inf": "0xff800000"}[fill]; rep["fill_bits"] != want {
+			t.Fatalf("inspect --json with fill %s: fill_bits %v, want %s", fill, rep["fill_bits"], want)
+		}
 		if stdout, _, code := run(t, "inspect", f); code != 0 || !strings.Contains(stdout, "fill value") {
 			t.Fatalf("inspect with fill %s: exit %d\n%s", fill, code, stdout)
 		}
