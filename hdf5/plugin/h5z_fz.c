@@ -289,6 +289,13 @@ static herr_t set_local(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
     if (dtype == 0) {
         return -1;
     }
+    /* As fz_compress checks (fz/params.go), but now: otherwise every chunk fails
+       later, stored uncompressed under h5py's optional flag, an error at close
+       (after which HDF5 1.10 may crash) under a mandatory one. */
+    if (p.has_fill == 1 && dtype == FZ_F32 && !isinf(p.fill) && isinf((double)(float)p.fill)) {
+        FZ_H5_ERROR(H5E_BADVALUE, "cd_values[4..5] fill value %g is outside the float32 range of the dataset", p.fill);
+        return -1;
+    }
     hsize_t dims[H5S_MAX_RANK];
     int rank = H5Pget_chunk(dcpl_id, H5S_MAX_RANK, dims);
     if (rank < 1 || rank > H5Z_FZ_MAX_RANK) {

@@ -210,7 +210,8 @@ def test_corrupted_chunk_is_an_hdf5_error(tmp_path, how):
 @pytest.mark.parametrize("opts,msg", [((7, 0, 0), "mode 7"), ((1, 0, 0), "bound 0"),
                                       (cd_values(1)[:1] + (0, 0x7FF80000), "bound nan"),
                                       ((1, 0, 0x3FF00000, 0), "4 cd_values"), (None, "0 cd_values"),
-                                      (cd_values(1)[:3] + (3, 0, 0), "has_fill 3")])
+                                      (cd_values(1)[:3] + (3, 0, 0), "has_fill 3"),
+                                      (cd_values(1, fill=1e300), "fill value 1e\\+300 is outside the float32 range")])
 def test_bad_parameters_are_hdf5_errors(tmp_path, opts, msg):
     with h5py.File(tmp_path / "b.h5", "w") as f:
         kw = {"compression": FILTER_ID}
