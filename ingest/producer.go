@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime"
 	"sync"
 	"time"
 
@@ -207,6 +208,7 @@ type Snapshot struct {
 	policy Policy
 	used   bool
 	reused bool
+	lease  *leaseKeeper
 }
 
 // Begin asks the sidecar for budget (per the producer's policy) and creates
@@ -239,7 +241,8 @@ func (p *Producer) BeginWithPolicy(ctx context.Context, s Spec, pol Policy) (*Sn
 	if _, err := n.Validate(); err != nil {
 		return nil, err
 	}
-	if err := p.admit(ctx, n.MsgID, n.Length, pol); err != nil {
+	lease, err := p.admit(ctx, n.MsgID, n.Length, pol)
+	if err != nil {
 		return nil, err
 	}
 	seg, reused, err := p.segment(n.Length)
@@ -248,7 +251,11 @@ func (p *Producer) BeginWithPolicy(ctx context.Context, s Spec, pol Policy) (*Sn
 		return nil, err
 	}
 	n.Segment = seg.Name()
-	return &Snapshot{p: p, n: n, seg: seg, policy: pol, reused: reused}, nil
+	snap := &Snapshot{p: p, n: n, seg: seg, policy: pol, reused: reused, lease: p.keepLease(n.MsgID, n.Length, lease)}
+	// A snapshot dropped without Publish or Abort stops renewing once it
+	// is garbage (its segment is then unreachable too).
+	runtime.AddCleanup(snap, func(k *leaseKeeper) { k.stop() }, snap.lease)
+	return snap, nil
 }
 
 // Reused says the segment is one of the producer's spares
@@ -284,6 +291,7 @@ func (s *Snapshot) Abort() error {
 		return errors.New("snapshot already published")
 	}
 	s.used = true
+	s.lease.stop()
 	s.p.releaseLease(s.n.MsgID)
 	return s.seg.Remove()
 }
@@ -312,6 +320,9 @@ func (s *Snapshot) Publish(ctx context.Context) (*Pending, error) {
 	p.pending[s.n.MsgID] = pd
 	p.mu.Unlock()
 	s.used = true
+	// No renewal may reach the sidecar after the notification: one that
+	// arrived after the result would hold the bytes again for a lease.
+	s.lease.stop()
 	if err := p.publish(ctx, p.opts.Subjects.Snapshot(p.opts.ID), s.n.MsgID, data); err != nil {
 		p.mu.Lock()
 		delete(p.pending, s.n.MsgID)
@@ -356,8 +367,9 @@ func (p *Producer) publish(ctx context.Context, subj, msgID string, data []byte)
 	}
 }
 
-// admit performs the budget admission request/reply.
-func (p *Producer) admit(ctx context.Context, msgID string, n int64, pol Policy) error {
+// admit performs the budget admission request/reply and returns the
+// lease the sidecar granted (0 if it named none).
+func (p *Producer) admit(ctx context.Context, msgID string, n int64, pol Policy) (time.Duration, error) {
 	deadline := time.Now().Add(p.opts.BlockTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -378,36 +390,113 @@ func (p *Producer) admit(ctx context.Context, msgID string, n int64, pol Policy)
 		retry := false
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("admission: %w", context.Cause(ctx))
+				return 0, fmt.Errorf("admission: %w", context.Cause(ctx))
 			}
 			if pol == Fail || time.Now().After(deadline) {
-				return errorf(CodeUnavailable, "no sidecar answered the admission request on %s: %v", p.opts.Subjects.Admit(), err)
+				return 0, errorf(CodeUnavailable, "no sidecar answered the admission request on %s: %v", p.opts.Subjects.Admit(), err)
 			}
 			retry = true
 		} else {
 			var rep AdmitReply
 			if err := json.Unmarshal(msg.Data, &rep); err != nil {
-				return fmt.Errorf("admission reply is not valid JSON: %w", err)
+				return 0, fmt.Errorf("admission reply is not valid JSON: %w", err)
 			}
 			if rep.Granted {
-				return nil
+				return time.Duration(rep.LeaseMS) * time.Millisecond, nil
 			}
 			if rep.Error == nil {
-				return errorf(CodeInternal, "admission refused without a reason")
+				return 0, errorf(CodeInternal, "admission refused without a reason")
 			}
 			if rep.Error.Code != CodeBudgetFull || pol == Fail || time.Now().After(deadline) {
-				return rep.Error
+				return 0, rep.Error
 			}
 			retry = true
 		}
 		if retry {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("admission: %w", context.Cause(ctx))
+				return 0, fmt.Errorf("admission: %w", context.Cause(ctx))
 			case <-time.After(250 * time.Millisecond):
 			}
 		}
 	}
+}
+
+// leaseKeeper renews an admission's lease (PROTOCOL.md §3) while its
+// snapshot is begun and not yet published: a fill that takes longer than
+// the lease would otherwise see its bytes given to other producers while
+// its segment still occupies them, and the budget would run over when its
+// notification is counted. A renewal repeats the admission with the same
+// msg_id (policy fail: granted again at once, never counted twice) every
+// half lease.
+type leaseKeeper struct {
+	mu      sync.Mutex // held while a renewal is in flight, so stop waits for it
+	stopped bool
+	timer   *time.Timer
+}
+
+func (p *Producer) keepLease(msgID string, n int64, lease time.Duration) *leaseKeeper {
+	k := &leaseKeeper{}
+	if lease <= 0 {
+		k.stopped = true // a sidecar that grants no lease needs no renewal
+		return k
+	}
+	var renew func()
+	renew = func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if k.stopped || closed {
+			return
+		}
+		if got, err := p.renewLease(msgID, n, max(lease/4, 100*time.Millisecond)); err != nil {
+			if errors.Is(err, nats.ErrConnectionClosed) {
+				k.stopped = true
+				return
+			}
+			p.log.Warn("admission lease not renewed; the sidecar may give this snapshot's budget to others until it is published",
+				"msg_id", msgID, "bytes", n, "err", err)
+		} else if got > 0 {
+			lease = got
+		}
+		k.timer = time.AfterFunc(lease/2, renew)
+	}
+	k.timer = time.AfterFunc(lease/2, renew)
+	return k
+}
+
+// stop ends the renewals; a renewal in flight finishes first.
+func (k *leaseKeeper) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+}
+
+// renewLease repeats msgID's admission (PROTOCOL.md §3) and returns the
+// lease granted.
+func (p *Producer) renewLease(msgID string, n int64, timeout time.Duration) (time.Duration, error) {
+	data, _ := json.Marshal(&AdmitRequest{Version: ProtocolVersion, MsgID: msgID, Producer: p.opts.ID, Bytes: n,
+		Policy: Fail.String()})
+	msg, err := p.nc.Request(p.opts.Subjects.Admit(), data, timeout)
+	if err != nil {
+		return 0, err
+	}
+	var rep AdmitReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return 0, fmt.Errorf("admission reply is not valid JSON: %w", err)
+	}
+	if !rep.Granted {
+		if rep.Error == nil {
+			return 0, errorf(CodeInternal, "admission refused without a reason")
+		}
+		return 0, rep.Error
+	}
+	return time.Duration(rep.LeaseMS) * time.Millisecond, nil
 }
 
 func (p *Producer) releaseLease(msgID string) {

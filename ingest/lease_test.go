@@ -1,0 +1,126 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// startLeaseSidecar runs an embedded NATS server and a receiver with the
+// given budget and admission lease; every snapshot is answered ok at once.
+func startLeaseSidecar(t *testing.T, budget int64, lease time.Duration) (url, shm string) {
+	t.Helper()
+	shm = filepath.Join(t.TempDir(), "shm")
+	ns, err := StartServer(ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := Connect(ctx, ConnOptions{URL: ns.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	r, err := NewReceiver(ctx, nc, ReceiverConfig{ShmDir: shm, MaxInFlight: 4, Budget: budget, LeaseTTL: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	jobs := make(chan *Job)
+	done := make(chan struct{})
+	go r.Run(rctx, jobs)
+	go func() {
+		defer close(done)
+		for j := range jobs {
+			j.Complete(context.Background(), Outcome{Key: j.Notice.Run + "/" + j.Notice.Var})
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done; r.Close() })
+	return ns.ClientURL(), shm
+}
+
+func leaseProducer(t *testing.T, url, shm, id string) *Producer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := Connect(ctx, ConnOptions{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	p, err := NewProducer(ctx, nc, ProducerOptions{ID: id, ShmDir: shm, Policy: Fail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// A fill that takes several leases keeps its admission: the producer
+// renews the lease while the snapshot is begun, so the sidecar does not
+// give the bytes its segment occupies to another producer (the budget
+// would run over when the notification is counted). After the result, no
+// late renewal holds the bytes again.
+func TestProducerRenewsLease(t *testing.T) {
+	const lease = time.Second
+	url, shm := startLeaseSidecar(t, 1000, lease)
+	a := leaseProducer(t, url, shm, "slowfill")
+	b := leaseProducer(t, url, shm, "other")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec := Spec{Run: "r", Var: "v", DType: fz.Float32, Dims: []uint64{200}, Mode: fz.Abs, Bound: 0.1} // 800 bytes
+
+	s, err := a.Begin(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * lease) // the fill: three leases
+	if o, err := b.Begin(ctx, spec); !errors.Is(err, ErrBudgetFull) {
+		if o != nil {
+			o.Abort()
+		}
+		t.Fatalf("a second snapshot while the first (still begun, 3 leases later) holds 800 of 1000 bytes: %v, want budget_full", err)
+	}
+	pd, err := s.Publish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Longer than a renewal period: a renewal sent after the result would
+	// show as a hold.
+	time.Sleep(lease)
+	st, err := a.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.UsedBytes != 0 || st.Holds != 0 {
+		t.Fatalf("after the result: %d bytes in %d holds, want none", st.UsedBytes, st.Holds)
+	}
+	o, err := b.Begin(ctx, spec)
+	if err != nil {
+		t.Fatalf("after the first snapshot's result: %v", err)
+	}
+	o.Abort()
+
+	// An aborted snapshot stops renewing: its bytes are free at once and
+	// stay free.
+	s, err = a.Begin(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Abort()
+	time.Sleep(lease)
+	o, err = b.Begin(ctx, spec)
+	if err != nil {
+		t.Fatalf("after an abort: %v", err)
+	}
+	o.Abort()
+}
