@@ -327,7 +327,10 @@ type Result struct {
 	AbsEB           Float   `json:"abs_eb,omitempty"`
 	MaxAbsErr       Float   `json:"max_abs_err,omitempty"`
 	Seconds         float64 `json:"seconds,omitempty"`
-	Error           *Error  `json:"error,omitempty"`
+	// GPUSeconds is, for a GPU-resident snapshot (§4.1), the span of the
+	// sidecar's device work on it: first kernel to last copy back.
+	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
+	Error      *Error  `json:"error,omitempty"`
 }
 
 // Err returns the result's error as a Go error, or nil.

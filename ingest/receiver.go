@@ -351,13 +351,15 @@ func (j *Job) Map() (*Mapping, error) {
 type Outcome struct {
 	Key   string
 	Stats fz.Stats
+	// GPUSeconds: a GPU-resident snapshot's device work (Result.GPUSeconds).
+	GPUSeconds float64
 }
 
 // Complete answers success and acks: call it only after the sink committed.
 func (j *Job) Complete(ctx context.Context, o Outcome) error {
 	st := o.Stats
 	return j.finish(ctx, Result{OK: true, Key: o.Key, RawBytes: st.RawBytes, CompressedBytes: st.CompressedBytes,
-		Ratio: Float(st.Ratio()), AbsEB: Float(st.AbsEB), MaxAbsErr: Float(st.MaxAbsErr)})
+		Ratio: Float(st.Ratio()), AbsEB: Float(st.AbsEB), MaxAbsErr: Float(st.MaxAbsErr), GPUSeconds: o.GPUSeconds})
 }
 
 // Fail answers a permanent error and acks: the snapshot will not be retried.

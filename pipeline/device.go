@@ -18,7 +18,10 @@ import (
 // it has stopped reading the producer's memory: the result then tells the
 // producer it may reuse it. Errors carry the protocol's codes
 // (*ingest.Error).
-type DeviceCodec func(ctx context.Context, n ingest.Notification, p fz.Params) ([]byte, fz.Stats, error)
+//
+// gpu is the span of the device work on the snapshot (0 if unknown): the
+// result reports it to the producer.
+type DeviceCodec func(ctx context.Context, n ingest.Notification, p fz.Params) (blob []byte, st fz.Stats, gpu time.Duration, err error)
 
 // compressDevice is compress for device notifications: no segment, no
 // private copy; the codec reads the producer's memory in place.
@@ -26,7 +29,7 @@ func (p *pipe) compressDevice(it *item, t0 time.Time) error {
 	if p.cfg.Device == nil {
 		return &ingest.Error{Code: ingest.CodeDeviceUnsupported, Message: "this sidecar's pipeline has no GPU backend for device memory: run `fzsidecar serve --backend gpu`"}
 	}
-	blob, st, err := p.cfg.Device(p.work, it.job.Notice, it.job.Params)
+	blob, st, gpu, err := p.cfg.Device(p.work, it.job.Notice, it.job.Params)
 	if err != nil {
 		var ie *ingest.Error
 		switch {
@@ -38,7 +41,7 @@ func (p *pipe) compressDevice(it *item, t0 time.Time) error {
 		return &ingest.Error{Code: ingest.CodeCompress, Message: err.Error()}
 	}
 	p.cfg.Observer.Stage(StageCompress, time.Since(t0))
-	it.blob, it.st = blob, st
+	it.blob, it.st, it.gpu = blob, st, gpu
 	return nil
 }
 
@@ -95,10 +98,10 @@ func (g *GPU) streamersByUUID() map[string]*cuda.Streamer {
 
 // Device is the pipeline's DeviceCodec: it compresses the snapshot on the
 // GPU named by the notification, straight from the producer's memory.
-func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (blob []byte, st fz.Stats, err error) {
+func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (blob []byte, st fz.Stats, gpu time.Duration, err error) {
 	d := n.Device
 	if d == nil {
-		return nil, st, &ingest.Error{Code: ingest.CodeInvalid, Message: "not a device notification"}
+		return nil, st, 0, &ingest.Error{Code: ingest.CodeInvalid, Message: "not a device notification"}
 	}
 	t0 := time.Now()
 	defer func() {
@@ -112,7 +115,7 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 		for u := range g.streamersByUUID() {
 			have = append(have, u)
 		}
-		return nil, st, &ingest.Error{Code: ingest.CodeWrongDevice, Message: fmt.Sprintf("GPU %s is not one this sidecar compresses on (%v): publish device snapshots to the sidecar of that GPU, or through a segment", d.GPU, have)}
+		return nil, st, 0, &ingest.Error{Code: ingest.CodeWrongDevice, Message: fmt.Sprintf("GPU %s is not one this sidecar compresses on (%v): publish device snapshots to the sidecar of that GPU, or through a segment", d.GPU, have)}
 	}
 	mem, ev := d.Handles()
 	snap := cuda.DeviceSnapshot{Owner: n.Producer, MemHandle: mem, EventHandle: ev, AllocSize: uint64(d.AllocSize),
@@ -133,15 +136,15 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 			code = ingest.CodeSizeMismatch
 		}
 		if code != "" {
-			return nil, st, &ingest.Error{Code: code, Message: err.Error()}
+			return nil, st, 0, &ingest.Error{Code: code, Message: err.Error()}
 		}
-		return nil, st, err
+		return nil, st, 0, err
 	}
 	g.dev.snapshots.Add(1)
 	if g.o.Log.Enabled(ctx, -4) { // debug
 		g.o.Log.Debug("device snapshot", "producer", n.Producer, "bytes", n.Length, "gpu_ms", tm.GPU.Seconds()*1e3, "event_wait_ms", tm.EventWait.Seconds()*1e3)
 	}
-	return blob, st, nil
+	return blob, st, tm.GPU, nil
 }
 
 // logDeviceStats says at shutdown what GPU-resident snapshots cost.

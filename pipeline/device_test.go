@@ -27,15 +27,16 @@ func TestDeviceNotifications(t *testing.T) {
 			"device": map[string]any{"gpu": "GPU-00000000-0000-0000-0000-000000000001", "mem_handle": h, "alloc_size": 4096, "event_handle": h}})
 		return b
 	}
-	codec := func(ctx context.Context, n ingest.Notification, p fz.Params) ([]byte, fz.Stats, error) {
+	codec := func(ctx context.Context, n ingest.Notification, p fz.Params) ([]byte, fz.Stats, time.Duration, error) {
 		switch n.Producer {
 		case "gone":
-			return nil, fz.Stats{}, &ingest.Error{Code: ingest.CodeStaleHandle, Message: "open the memory handle: invalid resource handle"}
+			return nil, fz.Stats{}, 0, &ingest.Error{Code: ingest.CodeStaleHandle, Message: "open the memory handle: invalid resource handle"}
 		case "other":
-			return nil, fz.Stats{}, &ingest.Error{Code: ingest.CodeWrongDevice, Message: "GPU-… is not one this sidecar compresses on"}
+			return nil, fz.Stats{}, 0, &ingest.Error{Code: ingest.CodeWrongDevice, Message: "GPU-… is not one this sidecar compresses on"}
 		}
 		raw := make([]byte, n.Length)
-		return fz.Compress(ctx, raw, p)
+		blob, st, err := fz.Compress(ctx, raw, p)
+		return blob, st, 1500 * time.Microsecond, err
 	}
 	for _, c := range []struct {
 		name     string
@@ -85,8 +86,8 @@ func TestDeviceNotifications(t *testing.T) {
 				case r := <-results:
 					want := c.want[r.Producer]
 					switch {
-					case want == "" && (!r.OK || r.Key == ""):
-						t.Errorf("%s: want stored, got %+v", r.Producer, r.Error)
+					case want == "" && (!r.OK || r.Key == "" || r.GPUSeconds != 0.0015):
+						t.Errorf("%s: want stored with gpu_seconds 0.0015, got %+v", r.Producer, r)
 					case want != "" && (r.OK || r.Error == nil || r.Error.Code != want):
 						t.Errorf("%s: want %s, got %+v", r.Producer, want, r)
 					default:

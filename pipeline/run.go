@@ -21,7 +21,8 @@ type item struct {
 	loc    string
 	blob   []byte
 	st     fz.Stats
-	queued time.Time // when it entered the current queue
+	gpu    time.Duration // device work of a GPU-resident snapshot (device.go)
+	queued time.Time     // when it entered the current queue
 	unlock func()
 	// stored: an earlier delivery already stored it (Finder); nothing to put
 	stored bool
@@ -259,7 +260,7 @@ func (p *pipe) finish(it *item, err error) {
 	switch {
 	case err == nil:
 		t0 := time.Now()
-		if ferr := j.Complete(p.work, ingest.Outcome{Key: it.loc, Stats: it.st}); ferr != nil {
+		if ferr := j.Complete(p.work, ingest.Outcome{Key: it.loc, Stats: it.st, GPUSeconds: it.gpu.Seconds()}); ferr != nil {
 			// Stored, but the result or ack did not get through: JetStream
 			// redelivers, and the idempotent put answers it again.
 			p.cfg.Log.Warn("snapshot stored but not acknowledged", "key", it.loc, "err", ferr)
