@@ -180,6 +180,18 @@ func (l *local) putExisting(k Key, final string, blob []byte, m Meta) error {
 	if have.CRC32C != m.CRC32C || have.Stored != m.Stored {
 		return &ConflictError{Object: final, HaveCRC32C: have.CRC32C, HaveSize: have.Stored, PutCRC32C: m.CRC32C, PutSize: m.Stored}
 	}
+	// Equal CRC32C and size do not make equal bytes: a container's header
+	// and index each end in their own CRC32C, and a CRC run over data
+	// followed by its CRC always reaches the same state, so two containers
+	// that differ only there (fill, bound, mode, range) share the blob's
+	// CRC32C. Compare the bytes (only on a taken key: retries, repeats).
+	old, err := os.ReadFile(final)
+	if err != nil {
+		return fmt.Errorf("put %s: already exists, reading it to compare: %w", final, err)
+	}
+	if !bytes.Equal(old, blob) {
+		return &ConflictError{Object: final, HaveCRC32C: CRC32C(old), HaveSize: uint64(len(old)), PutCRC32C: m.CRC32C, PutSize: m.Stored}
+	}
 	l.log.Debug("put: identical blob already stored", "object", final)
 	return nil
 }

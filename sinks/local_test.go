@@ -3,6 +3,7 @@ package sinks
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/fzsidecar/fzsidecar/internal/skiplog"
@@ -103,6 +104,37 @@ func TestLocalLayoutOnDisk(t *testing.T) {
 	}
 	if fmt.Sprint(names) != "[.lock 000000000042.fz 000000000042.fz.json]" {
 		t.Errorf("directory holds %v", names)
+	}
+}
+
+// TestLocalConflictSameCRC: two blobs of one size and one CRC32C but
+// different bytes are a conflict, not a repeat. Containers are such pairs
+// when only their header differs (it ends in its own CRC32C, and a CRC over
+// data followed by its CRC always reaches the same state).
+func TestLocalConflictSameCRC(t *testing.T) {
+	ctx := context.Background()
+	s := openLocalT(t, t.TempDir())
+	withCRC := func(seed uint64) []byte {
+		head := blobOf(seed, 88)
+		b := binary.LittleEndian.AppendUint32(head, CRC32C(head))
+		return append(b, blobOf(99, 1000)...)
+	}
+	a, b := withCRC(1), withCRC(2)
+	if bytes.Equal(a, b) || CRC32C(a) != CRC32C(b) {
+		t.Fatalf("test blobs: equal %v, CRC32C %08x %08x: want different bytes, one CRC", bytes.Equal(a, b), CRC32C(a), CRC32C(b))
+	}
+	k := Key{"r", "v", 1}
+	if err := s.Put(ctx, k, a, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, k, a, Meta{}); err != nil {
+		t.Fatalf("identical Put: %v", err)
+	}
+	if err := s.Put(ctx, k, b, Meta{}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Put of other bytes with the same size and CRC32C: %v, want a conflict", err)
+	}
+	if got, _, err := s.Get(ctx, k); err != nil || !bytes.Equal(got, a) {
+		t.Fatalf("stored blob changed (err %v)", err)
 	}
 }
 
