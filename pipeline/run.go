@@ -198,7 +198,7 @@ func (p *pipe) compress(it *item) (err error) {
 		case errors.As(err, &ie): // e.g. truncated, from a direct codec
 			return err
 		}
-		return &ingest.Error{Code: ingest.CodeCompress, Message: err.Error()}
+		return classifyCompressErr(err)
 	}
 	p.cfg.Observer.Stage(StageCompress, time.Since(t1))
 	it.blob, it.st = blob, st
@@ -280,7 +280,13 @@ func (p *pipe) finish(it *item, err error) {
 	case isRetry(err) && j.LastDelivery():
 		// Transient, but out of deliveries (--max-deliver): the producer
 		// gets an error result rather than waiting in silence.
-		e := &ingest.Error{Code: ingest.CodeStore, Message: fmt.Sprintf("gave up after %d deliveries: %v", j.Delivered, err)}
+		// The code of a transient compress failure (a GPU out of
+		// memory) is kept; the rest are the sink's.
+		code, msg := ingest.CodeStore, err.Error()
+		if ie := (*ingest.Error)(nil); errors.As(err, &ie) {
+			code, msg = ie.Code, ie.Message
+		}
+		e := &ingest.Error{Code: code, Message: fmt.Sprintf("gave up after %d deliveries: %s", j.Delivered, msg)}
 		j.Fail(p.work, e)
 		out, kind = Failed, KindGaveUp
 	case isRetry(err):
