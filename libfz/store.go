@@ -8,9 +8,12 @@ import "C"
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +100,14 @@ func fz_store_open(url *C.fzgo_cchar, store *C.fz_store) C.fz_status {
 		s, err := sinks.Open(context.Background(), u, sinks.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("opening store %q: %w", u, err)
+		}
+		// As the CLI's ls/get: a reader's missing directory is a wrong path
+		// (a typo, not serve's sink), not an empty store.
+		if root, local := strings.CutPrefix(s.String(), "file://"); local {
+			if _, err := os.Stat(filepath.FromSlash(root)); errors.Is(err, fs.ErrNotExist) {
+				s.Close()
+				return fmt.Errorf("opening store %q: directory %s does not exist: expected the sink fzsidecar serve writes to", u, filepath.FromSlash(root))
+			}
 		}
 		stores.Lock()
 		stores.next++

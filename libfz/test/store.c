@@ -94,6 +94,8 @@ int main(int argc, char **argv) {
 	CHECK(fz_store_runs(s + 1000, &names, &n) == FZ_EINVAL && strstr(fz_last_error(), "not open"), "bad handle");
 	fz_store bad = 0;
 	CHECK(fz_store_open("ftp://x/y", &bad) != FZ_OK && bad == 0 && strstr(fz_last_error(), "scheme"), "bad URL");
+	CHECK(fz_store_open("/nonexistent/fz-store", &bad) == FZ_EIO && bad == 0 && strstr(fz_last_error(), "does not exist"),
+	      "missing directory");
 
 	/* readers in threads on one handle */
 	shared = s;

@@ -117,6 +117,8 @@ def test_corrupt_blob_on_disk(serve_store, tmp_path):
 def test_open_errors(tmp_path):
     with pytest.raises(fzsidecar.FzError, match="unknown scheme"):
         fzsidecar.open_store("ftp://x/y")
+    with pytest.raises(fzsidecar.FzStoreError, match="does not exist"):
+        fzsidecar.open_store(str(tmp_path / "missing"))  # a wrong path, not an empty store
     s = fzsidecar.open_store(str(tmp_path))
     assert s.runs() == []
     s.close()
