@@ -70,14 +70,21 @@ static void *try_open(const char *path) {
 }
 
 /*
- * Looks for libfz.so in $FZ_LIBFZ, next to this plugin, in ../lib beside the
- * plugin's directory (the build/ layout: build/hdf5-plugins + build/lib),
- * then through the dynamic loader's path.
+ * Uses a libfz already loaded with RTLD_GLOBAL (the Python package loads its
+ * own so): a second copy would be a second Go runtime in the process, which
+ * Go does not support. Otherwise looks for libfz.so in $FZ_LIBFZ, next to
+ * this plugin, in ../lib beside the plugin's directory (the build/ layout:
+ * build/hdf5-plugins + build/lib), then through the dynamic loader's path.
  */
 static void load_libfz(void) {
     void *h = NULL;
     const char *env = getenv("FZ_LIBFZ");
-    if (env != NULL && env[0] != 0) {
+    Dl_info loaded;
+    void *sym = dlsym(RTLD_DEFAULT, "fz_abi_version");
+    if (sym != NULL && dladdr(sym, &loaded) != 0 && loaded.dli_fname != NULL &&
+        (h = dlopen(loaded.dli_fname, RTLD_NOW | RTLD_NOLOAD)) != NULL) {
+        /* h is that copy (RTLD_NOLOAD: a handle to it, never a new load) */
+    } else if (env != NULL && env[0] != 0) {
         h = try_open(env);
     } else {
         Dl_info self;

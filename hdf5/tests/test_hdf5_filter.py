@@ -238,6 +238,25 @@ def test_missing_libfz_is_an_hdf5_error(tmp_path):
     assert "fz filter: cannot load libfz.so" in r.stderr and "nowhere/libfz.so" in r.stderr, r.stderr
 
 
+def test_plugin_uses_the_libfz_the_package_loaded(tmp_path):
+    """fzsidecar first loads a libfz.so from another path (RTLD_GLOBAL): the plugin must use it, not load a second
+    copy from ../lib (two Go runtimes in one process)."""
+    copy = tmp_path / "elsewhere" / "libfz.so"
+    copy.parent.mkdir()
+    copy.write_bytes(open(os.path.join(PLUGIN_DIR, "..", "lib", "libfz.so"), "rb").read())
+    code = ("import os, h5py, numpy as np, fzsidecar\nfrom fzsidecar.hdf5filter import FZ\n"
+            "fzsidecar.compress(np.ones(8, 'f4'), eb=1)\n"
+            "del os.environ['FZ_LIBFZ']\n"
+            f"with h5py.File({str(tmp_path / 'p.h5')!r}, 'w') as f:\n"
+            "    f.create_dataset('v', data=np.ones((10, 10), 'f4'), chunks=(5, 5), **FZ(0.1))\n"
+            "    assert (f['v'][...] == 1).all()\n"
+            "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if l.rstrip().endswith('/libfz.so')}))\n")
+    env = dict(os.environ, FZ_LIBFZ=str(copy))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == repr([str(copy)]), r.stdout
+
+
 def test_netcdf4_variable_with_the_filter(tmp_path):
     """netCDF-C 4.9 writes the variable (nc_def_var_filter), netCDF4-python reads it back.
 
