@@ -49,6 +49,8 @@ struct fzp_snapshot {
     uint64_t dev_offset;
     void *dev_ev;
     int64_t sent_ms, checked_ms; /* published at; last result-stream look-up */
+    int admitted;                /* holds an admission lease (fzp_begin) */
+    int64_t leased_ms;           /* when it was granted or last renewed */
     fzp_result res;
 };
 
@@ -76,6 +78,10 @@ struct fzp_producer {
     fzp_segment **spare;
     int nspare;
     int connected, closed;
+    int64_t lease_ms;          /* the sidecar's admission lease (from its grants; 0: none) */
+    pthread_t renewer;         /* renews the leases of begun snapshots */
+    int renewer_started;
+    char *renew_inbox;         /* where the sidecar's answers to renewals go (unread) */
     struct fzp_dev_state *dev; /* device.c: interprocess events */
     int dev_feature;           /* the sidecar listed "cuda_ipc" (checked once) */
     /* last error of a call on this producer */
@@ -347,6 +353,46 @@ static char *upper_stream(const char *prefix, const char *suffix) {
     return s;
 }
 
+/* Lease renewal (docs/PROTOCOL.md section 3). An admission is a lease of
+ * lease_ms: a fill that takes longer would see the sidecar give the bytes,
+ * which the segment still occupies, to other producers, and the budget run
+ * over when the notification is counted. So while a snapshot is begun and
+ * not published, this thread repeats its admission (same msg_id, policy
+ * fail: granted again at once, never counted twice) every half lease. The
+ * request is fire and forget: the answer goes to an inbox nobody reads
+ * (a refused renewal changes nothing the producer could act on; the
+ * notification is counted regardless). It runs under p->mu, so a snapshot
+ * whose state left SNAP_BEGUN is never renewed again. */
+static void send_renewal(fzp_producer *p, const fzp_snapshot *s) {
+    char req[512];
+    size_t o = 0;
+    if (fzj_putf(req, sizeof req, &o, "{\"v\":1,\"msg_id\":\"%s\",\"producer\":\"%s\",\"bytes\":%llu,\"policy\":\"fail\",\"timeout_ms\":0}",
+                 s->msg_id, p->id, (unsigned long long)s->nbytes) == 0)
+        natsConnection_PublishRequest(p->nc, p->subj_admit, p->renew_inbox, req, (int)o);
+}
+
+static void *renew_leases(void *arg) {
+    fzp_producer *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->closed) {
+        int64_t now = now_ms(), next = now + 1000, half = p->lease_ms / 2;
+        for (fzp_snapshot *s = half > 0 ? p->snaps : NULL; s; s = s->next) {
+            if (!s->admitted || s->state != SNAP_BEGUN)
+                continue;
+            if (now - s->leased_ms >= half) {
+                send_renewal(p, s);
+                s->leased_ms = now;
+            }
+            if (s->leased_ms + half < next)
+                next = s->leased_ms + half;
+        }
+        struct timespec ts = {next / 1000, (next % 1000) * 1000000};
+        pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
 int fzp_connect(fzp_producer *p) {
     if (!p)
         return FZP_EINVAL;
@@ -470,6 +516,21 @@ int fzp_connect(fzp_producer *p) {
         s = natsSubscription_SetOnCompleteCB(p->sub, on_sub_complete, p);
     if (s == NATS_OK)
         s = natsConnection_FlushTimeout(p->nc, p->request_timeout_ms);
+    free(p->renew_inbox);
+    p->renew_inbox = NULL;
+    if (s == NATS_OK) {
+        natsInbox *inbox = NULL;
+        s = natsInbox_Create(&inbox);
+        if (s == NATS_OK && !(p->renew_inbox = strdup(inbox)))
+            s = NATS_NO_MEMORY;
+        natsInbox_Destroy(inbox);
+    }
+    if (s == NATS_OK) {
+        int e = pthread_create(&p->renewer, NULL, renew_leases, p);
+        if (e != 0)
+            s = NATS_SYS_ERROR;
+        p->renewer_started = e == 0;
+    }
     if (s != NATS_OK) {
         nats_err(ebuf, sizeof ebuf, s);
         if (p->sub)
@@ -519,7 +580,10 @@ void fzp_close(fzp_producer *p) {
     pthread_mutex_lock(&p->mu);
     p->closed = 1;
     int connected = p->connected;
+    pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
+    if (p->renewer_started)
+        pthread_join(p->renewer, NULL);
     if (connected && p->sub) {
         natsSubscription_Unsubscribe(p->sub);
         /* Wait (bounded) until no result callback runs any more. */
@@ -568,6 +632,7 @@ void fzp_close(fzp_producer *p) {
                      &p->subj_results, &p->subj_admit, &p->subj_release, &p->subj_status, &p->result_stream};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         free(*strs[i]);
+    free(p->renew_inbox);
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->mu);
     free(p);
@@ -743,6 +808,13 @@ static int admit(fzp_producer *p, const char *msg_id, uint64_t nbytes) {
             return fail(p, FZP_ESIDECAR, "malformed", "admission reply is not valid JSON");
         }
         if (fzj_get(d, (size_t)n, "granted", &v) == 1 && fzj_bool(&v)) {
+            fzj_value l;
+            uint64_t lease = 0;
+            if (fzj_get(d, (size_t)n, "lease_ms", &l) != 1 || fzj_uint(&l, &lease) != 0 || lease > INT64_MAX / 2)
+                lease = 0; /* none named: nothing to renew */
+            pthread_mutex_lock(&p->mu);
+            p->lease_ms = (int64_t)lease;
+            pthread_mutex_unlock(&p->mu);
             natsMsg_Destroy(rep);
             return FZP_OK;
         }
@@ -866,10 +938,13 @@ int fzp_begin(fzp_producer *p, const char *run, const char *var, uint64_t step, 
     }
     s->state = SNAP_BEGUN;
     pthread_mutex_lock(&p->mu);
+    s->admitted = 1;
+    s->leased_ms = now_ms();
     s->next = p->snaps;
     if (p->snaps)
         p->snaps->prev = s;
     p->snaps = s;
+    pthread_cond_broadcast(&p->cond); /* the renewer plans its next round */
     pthread_mutex_unlock(&p->mu);
     *snap = s;
     if (data)
