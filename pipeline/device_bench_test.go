@@ -16,6 +16,7 @@ import (
 
 	"github.com/fzsidecar/fzsidecar/config"
 	"github.com/fzsidecar/fzsidecar/cuda"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"github.com/fzsidecar/fzsidecar/pipeline"
 	"github.com/fzsidecar/fzsidecar/sidecar"
 )
@@ -34,10 +35,10 @@ func (discard) Put(context.Context, pipeline.Key, []byte, pipeline.Meta) error {
 func TestDeviceIngestBench(t *testing.T) {
 	prog := os.Getenv("FZ_DEVBENCH")
 	if prog == "" {
-		t.Skip("SKIP: set FZ_DEVBENCH to a built producer/examples/cuda/devbench (needs a GPU; see producer/examples/cuda/run_device.sh)")
+		skiplog.Skipf(t, "SKIP: set FZ_DEVBENCH to a built producer/examples/cuda/devbench (needs a GPU; see producer/examples/cuda/run_device.sh)")
 	}
 	if ok, err := cuda.Available(); !ok {
-		t.Skipf("SKIP: no GPU: %v", err)
+		skiplog.Skipf(t, "SKIP: no GPU: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

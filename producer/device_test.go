@@ -20,6 +20,7 @@ import (
 
 	"github.com/fzsidecar/fzsidecar/cuda"
 	"github.com/fzsidecar/fzsidecar/internal/nativetest"
+	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 )
 
 func TestDevicePublishRefused(t *testing.T) {
@@ -71,16 +72,16 @@ func TestDeviceStencilGPU(t *testing.T) {
 	// A GPU is never required (CI has none): skip, also under
 	// FZ_REQUIRE_NATIVE, with what is missing.
 	if _, err := exec.LookPath("nvcc"); err != nil {
-		t.Skip("SKIP: GPU test: no nvcc (CUDA toolkit) on PATH")
+		skiplog.Skipf(t, "SKIP: GPU test: no nvcc (CUDA toolkit) on PATH")
 	}
 	root := nativetest.RepoRoot(t)
 	lib := filepath.Join(root, "cuda", "build", cuda.LibName)
 	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("SKIP: GPU test: no %s (make -C cuda)", lib)
+		skiplog.Skipf(t, "SKIP: GPU test: no %s (make -C cuda)", lib)
 	}
 	t.Setenv("FZ_CUDA_LIB", lib)
 	if ok, why := cuda.Available(); !ok {
-		t.Skipf("SKIP: GPU test: no usable GPU: %v", why)
+		skiplog.Skipf(t, "SKIP: GPU test: no usable GPU: %v", why)
 	}
 	dir := build(t)
 	bin := filepath.Join(t.TempDir(), "stencil")
