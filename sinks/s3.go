@@ -215,7 +215,7 @@ func (s *s3sink) Put(ctx context.Context, k Key, blob []byte, m Meta) error {
 // when the key is taken, the recorded checksum decides between "already done"
 // (say, a previous attempt whose reply was lost) and a conflict.
 func (s *s3sink) putOnce(ctx context.Context, obj string, blob []byte, m Meta) error {
-	if done, err := s.existing(ctx, obj, m); done || err != nil {
+	if done, err := s.existing(ctx, obj, blob, m); done || err != nil {
 		return err
 	}
 	var err error
@@ -228,7 +228,7 @@ func (s *s3sink) putOnce(ctx context.Context, obj string, blob []byte, m Meta) e
 		return nil
 	}
 	if code := errResp(err).Code; code == "PreconditionFailed" || code == "ConditionalRequestConflict" {
-		if done, err := s.existing(ctx, obj, m); done || err != nil {
+		if done, err := s.existing(ctx, obj, blob, m); done || err != nil {
 			return err
 		}
 	}
@@ -355,7 +355,7 @@ feed:
 
 // existing checks whether obj is already stored: done is true when it holds
 // the same blob; a *ConflictError when it holds another.
-func (s *s3sink) existing(ctx context.Context, obj string, m Meta) (done bool, err error) {
+func (s *s3sink) existing(ctx context.Context, obj string, blob []byte, m Meta) (done bool, err error) {
 	info, err := s.cl.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
 	if err != nil {
 		if isNoSuchKey(err) {
@@ -370,7 +370,50 @@ func (s *s3sink) existing(ctx context.Context, obj string, m Meta) (done bool, e
 	if have.CRC32C != m.CRC32C || have.Stored != m.Stored || info.Size != int64(m.Stored) {
 		return false, &ConflictError{Object: s.name(obj), HaveCRC32C: have.CRC32C, HaveSize: uint64(info.Size), PutCRC32C: m.CRC32C, PutSize: m.Stored}
 	}
+	// Equal CRC32C and size do not make equal bytes: a container's header
+	// and index each end in their own CRC32C, and a CRC run over data
+	// followed by its CRC always reaches the same state, so containers that
+	// differ only there (fill, bound, mode, range) share the blob's CRC32C.
+	// Compare the bytes (only on a taken key: retries, repeats).
+	same, err := s.sameBytes(ctx, obj, info.ETag, blob)
+	if err != nil {
+		return false, fmt.Errorf("%s already exists; reading it to compare: %w", s.name(obj), err)
+	}
+	if !same {
+		return false, &ConflictError{Object: s.name(obj), HaveCRC32C: have.CRC32C, HaveSize: uint64(info.Size), PutCRC32C: m.CRC32C, PutSize: m.Stored}
+	}
 	s.log.Debug("put: identical blob already stored", "object", s.name(obj))
+	return true, nil
+}
+
+// sameBytes reports whether obj (pinned to etag) holds exactly blob,
+// streaming it in 1 MiB pieces rather than holding a second copy.
+func (s *s3sink) sameBytes(ctx context.Context, obj, etag string, blob []byte) (bool, error) {
+	if len(blob) == 0 {
+		return true, nil // the caller checked the size
+	}
+	opts := minio.GetObjectOptions{}
+	if etag != "" {
+		if err := opts.SetMatchETag(etag); err != nil {
+			return false, permanent(err)
+		}
+	}
+	r, err := s.cl.GetObject(ctx, s.bucket, obj, opts)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	buf := make([]byte, min(len(blob), 1<<20))
+	for off := 0; off < len(blob); {
+		n := min(len(buf), len(blob)-off)
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(buf[:n], blob[off:off+n]) {
+			return false, nil
+		}
+		off += n
+	}
 	return true, nil
 }
 

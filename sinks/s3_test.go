@@ -3,6 +3,7 @@ package sinks
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
@@ -400,5 +401,40 @@ func TestS3UploadLost(t *testing.T) {
 	got, _, err := s.Get(ctx, k)
 	if err != nil || !bytes.Equal(got, blob) {
 		t.Fatalf("Get: %v", err)
+	}
+}
+
+// Two blobs of one size and one CRC32C but different bytes are a conflict,
+// not a repeat, on S3 too (TestLocalConflictSameCRC says why such pairs are
+// common: containers differing only in their header). Single PUT and
+// multipart: the check runs before an attempt and after the server refuses
+// the create.
+func TestS3ConflictSameCRC(t *testing.T) {
+	srv := miniotest.Shared(t)
+	s := openS3T(t, srv, srv.Bucket(t), S3Config{PartSize: 5 << 20, Threads: 2})
+	ctx := context.Background()
+	for i, tail := range []int{1000, 11 << 20} {
+		withCRC := func(seed uint64) []byte {
+			head := blobOf(seed, 88)
+			b := binary.LittleEndian.AppendUint32(head, CRC32C(head))
+			return append(b, blobOf(99, tail)...)
+		}
+		a, b := withCRC(1), withCRC(2)
+		if bytes.Equal(a, b) || CRC32C(a) != CRC32C(b) {
+			t.Fatalf("test blobs: equal %v, CRC32C %08x %08x: want different bytes, one CRC", bytes.Equal(a, b), CRC32C(a), CRC32C(b))
+		}
+		k := Key{"r", "v", uint64(i)}
+		if err := s.Put(ctx, k, a, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, k, a, Meta{}); err != nil {
+			t.Fatalf("%d bytes: identical Put: %v", len(a), err)
+		}
+		if err := s.Put(ctx, k, b, Meta{}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("%d bytes: Put of other bytes with the same size and CRC32C: %v, want a conflict", len(a), err)
+		}
+		if got, _, err := s.Get(ctx, k); err != nil || !bytes.Equal(got, a) {
+			t.Fatalf("%d bytes: stored blob changed (err %v)", len(a), err)
+		}
 	}
 }
