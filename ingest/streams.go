@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,7 +45,9 @@ func (c *StreamConfig) defaults() {
 	}
 }
 
-// EnsureStreams creates or updates the snapshot and result streams.
+// EnsureStreams creates or updates the snapshot and result streams. A
+// stream of the same name that another prefix's sidecar made is refused
+// (ErrStreamOfOtherPrefix), not taken over.
 //
 // Snapshots: work-queue retention (a message leaves the stream when the
 // sidecar acks it, i.e. after the sink committed), file storage so queued
@@ -64,10 +68,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 		AllowDirect: true,
 		Replicas:    c.Replicas,
 	}
-	err = retryJS(ctx, func(ctx context.Context) (err error) {
-		snap, err = js.CreateOrUpdateStream(ctx, snapCfg)
-		return err
-	})
+	snap, err = ensureStream(ctx, js, sub, snapCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", sub.SnapshotStream(), err)
 	}
@@ -85,14 +86,74 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, sub Subjects, c 
 		AllowDirect:       true,
 		Replicas:          c.Replicas,
 	}
-	err = retryJS(ctx, func(ctx context.Context) (err error) {
-		res, err = js.CreateOrUpdateStream(ctx, resCfg)
-		return err
-	})
+	res, err = ensureStream(ctx, js, sub, resCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream %s: %w", sub.ResultStream(), err)
 	}
 	return snap, res, nil
+}
+
+// ErrStreamOfOtherPrefix is returned by EnsureStreams when a stream with
+// this prefix's name exists but carries another prefix's subjects: stream
+// names upper-case the prefix and turn '-' into '_', so prefixes differing
+// only in case or '-'/'_' (fz-node-1, fz_node_1, FZ-NODE-1) share them.
+// Updating the stream would take it over from the other sidecar (its
+// producers' publishes would match no stream, its queued snapshots would be
+// consumed by nobody), so the sidecar refuses to start instead.
+var ErrStreamOfOtherPrefix = errors.New("stream belongs to another subject prefix")
+
+// ensureStream creates the stream cfg or, when it exists with this prefix's
+// subjects, updates it to cfg (new limits or replicas take effect). A stream
+// of the same name with other subjects is refused with
+// ErrStreamOfOtherPrefix, never updated.
+func ensureStream(ctx context.Context, js jetstream.JetStream, sub Subjects, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	for {
+		var s jetstream.Stream
+		err := retryJS(ctx, func(ctx context.Context) (err error) {
+			s, err = js.Stream(ctx, cfg.Name)
+			return err
+		})
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = retryJS(ctx, func(ctx context.Context) (err error) {
+				s, err = js.CreateStream(ctx, cfg)
+				return err
+			})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && ctx.Err() == nil {
+				continue // created meanwhile (by another sidecar?): check whose it is
+			}
+			return s, err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if have := s.CachedInfo().Config.Subjects; !sameSubjects(have, cfg.Subjects) {
+			other := "(unknown)"
+			if len(have) > 0 {
+				other, _, _ = strings.Cut(have[0], ".")
+			}
+			return nil, fmt.Errorf("%w: stream %s has subjects %v of subject prefix %q, not %v of this sidecar's prefix %q; "+
+				"prefixes that differ only in case or '-'/'_' share stream names: give one of the sidecars a distinct --subject-prefix (docs/PROTOCOL.md §1)",
+				ErrStreamOfOtherPrefix, cfg.Name, have, other, cfg.Subjects, sub.prefix())
+		}
+		err = retryJS(ctx, func(ctx context.Context) (err error) {
+			s, err = js.UpdateStream(ctx, cfg)
+			return err
+		})
+		return s, err
+	}
+}
+
+// sameSubjects reports whether two subject lists hold the same subjects.
+func sameSubjects(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // jsAttempt bounds one JetStream API request inside retryJS.
