@@ -451,7 +451,7 @@ func (p *Producer) keepLease(msgID string, n int64, lease time.Duration) *leaseK
 		if k.stopped || closed {
 			return
 		}
-		if got, err := p.renewLease(msgID, n, max(lease/4, 100*time.Millisecond)); err != nil {
+		if got, err := p.renewLease(msgID, n, max(min(lease/4, 5*time.Second), 100*time.Millisecond)); err != nil {
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				k.stopped = true
 				return
