@@ -38,7 +38,10 @@ func (p *pipe) compressDevice(it *item, t0 time.Time) error {
 		case errors.As(err, &ie):
 			return err
 		}
-		return &ingest.Error{Code: ingest.CodeCompress, Message: err.Error()}
+		// Device conditions a retry may fix (out of memory, a failed
+		// launch) are transient, as for host snapshots; the producer's
+		// buffer stays valid until its result arrives.
+		return classifyCompressErr(err)
 	}
 	p.cfg.Observer.Stage(StageCompress, time.Since(t0))
 	it.blob, it.st, it.gpu = blob, st, gpu

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +20,9 @@ import (
 // advertise cuda_ipc refuses them in the receiver; one that does but has no
 // DeviceCodec answers device_unsupported from the pipeline; a DeviceCodec's
 // coded errors (stale_handle, wrong_device) reach the producer unchanged,
-// and a failure of one producer's buffer does not stop the next snapshot.
+// a device condition a retry may fix (CUDA out of memory) is retried and
+// stored, and a failure of one producer's buffer does not stop the next
+// snapshot.
 func TestDeviceNotifications(t *testing.T) {
 	h := base64.StdEncoding.EncodeToString(make([]byte, ingest.IPCHandleBytes))
 	note := func(id, producer string) []byte {
@@ -27,8 +31,13 @@ func TestDeviceNotifications(t *testing.T) {
 			"device": map[string]any{"gpu": "GPU-00000000-0000-0000-0000-000000000001", "mem_handle": h, "alloc_size": 4096, "event_handle": h}})
 		return b
 	}
+	var oomCalls atomic.Int64
 	codec := func(ctx context.Context, n ingest.Notification, p fz.Params) ([]byte, fz.Stats, time.Duration, error) {
 		switch n.Producer {
+		case "oom": // a device condition a retry may fix: transient, stored on the next delivery
+			if oomCalls.Add(1) == 1 {
+				return nil, fz.Stats{}, 0, errors.New("compress: CUDA error 2: out of memory")
+			}
 		case "gone":
 			return nil, fz.Stats{}, 0, &ingest.Error{Code: ingest.CodeStaleHandle, Message: "open the memory handle: invalid resource handle"}
 		case "other":
@@ -47,7 +56,7 @@ func TestDeviceNotifications(t *testing.T) {
 		{"no feature", nil, false, map[string]ingest.Code{"p": ingest.CodeDeviceUnsupported}},
 		{"no codec", []string{ingest.FeatureCUDAIPC}, false, map[string]ingest.Code{"p": ingest.CodeDeviceUnsupported}},
 		{"codec", []string{ingest.FeatureCUDAIPC}, true, map[string]ingest.Code{"gone": ingest.CodeStaleHandle,
-			"other": ingest.CodeWrongDevice, "p": ""}},
+			"other": ingest.CodeWrongDevice, "oom": "", "p": ""}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -73,7 +82,7 @@ func TestDeviceNotifications(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Unsubscribe()
-			for _, p := range []string{"gone", "other", "p"} { // the good one last
+			for _, p := range []string{"gone", "other", "oom", "p"} { // the good one last
 				if _, ok := c.want[p]; !ok {
 					continue
 				}
