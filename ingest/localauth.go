@@ -182,8 +182,14 @@ func NewLocalAuth(shmDir string, sub Subjects, log *slog.Logger) (*LocalAuth, er
 	if shmDir == "" {
 		shmDir = DefaultShmDir
 	}
+	// Refuse at once a shm dir other users could change: they could plant
+	// or replace the credentials file and segments (shmdirsafe.go).
+	_, root, err := openSafeShmDir(shmDir)
+	if err != nil {
+		return nil, err
+	}
+	root.Close()
 	a := &LocalAuth{shmDir: shmDir, subjects: sub}
-	var err error
 	if a.sidecar, err = newPassword(); err != nil {
 		return nil, err
 	}
@@ -258,14 +264,17 @@ func ProducerPermissions(sub Subjects) *server.Permissions {
 }
 
 // WriteFile writes the credentials file for a server reachable at
-// clientURL: mode 0600 in the shm dir (created 0700 if missing), through a
+// clientURL: mode 0600 in the shm dir (created 0700 if missing, refused if
+// other users could change it), through a
 // new temporary file renamed into place, so a reader never sees half a
 // file and whatever was at the name before (another user's file, a link)
 // is replaced, not written through.
 func (a *LocalAuth) WriteFile(clientURL string) error {
-	if err := os.MkdirAll(a.shmDir, 0o700); err != nil {
-		return fmt.Errorf("create shm dir for the credentials file: %w", err)
+	_, root, err := openSafeShmDir(a.shmDir)
+	if err != nil {
+		return fmt.Errorf("credentials file: %w", err)
 	}
+	defer root.Close()
 	var body strings.Builder
 	body.WriteString("# fzsidecar producer credentials; written by fzsidecar serve\n")
 	fmt.Fprintf(&body, "v=%s\nurl=%s\nuser=%s\npassword=%s\nprefix=%s\n",
@@ -275,8 +284,8 @@ func (a *LocalAuth) WriteFile(clientURL string) error {
 		return err
 	}
 	path := LocalAuthPath(a.shmDir)
-	tmp := path + ".tmp-" + hex.EncodeToString(rnd[:])
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	tmp := LocalAuthFile + ".tmp-" + hex.EncodeToString(rnd[:])
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("write credentials file: %w", err)
 	}
@@ -291,11 +300,11 @@ func (a *LocalAuth) WriteFile(clientURL string) error {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(tmp)
+		root.Remove(tmp)
 		return fmt.Errorf("write credentials file %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := root.Rename(tmp, LocalAuthFile); err != nil {
+		root.Remove(tmp)
 		// Another user's file in a sticky directory, or a directory at
 		// the name: only a person can sort that out.
 		return fmt.Errorf("replace credentials file %s: %w (remove what is there, or choose another --shm-dir)", path, err)

@@ -23,21 +23,16 @@ type ShmDir struct {
 }
 
 // OpenShmDir opens (creating it if needed, mode 0700) the segment directory.
+// It refuses a directory other users could change (shmdirsafe.go).
 func OpenShmDir(dir string) (*ShmDir, error) {
-	abs, err := filepath.Abs(dir)
+	abs, root, err := openSafeShmDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("shm dir %q: %w", dir, err)
-	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("create shm dir: %w", err)
+		return nil, err
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
+		root.Close()
 		return nil, fmt.Errorf("shm dir %q: %w", abs, err)
-	}
-	root, err := os.OpenRoot(abs)
-	if err != nil {
-		return nil, fmt.Errorf("open shm dir: %w", err)
 	}
 	return &ShmDir{path: abs, real: real, root: root}, nil
 }

@@ -24,23 +24,27 @@ type Segment struct {
 }
 
 // CreateSegment makes a new segment of size bytes in dir (created mode 0700
-// if missing) with a unique name starting with prefix. Space is reserved
+// if missing; refused if other users could change it) with a unique name starting with prefix. Space is reserved
 // with fallocate so that a full /dev/shm fails here with an error rather
 // than later with SIGBUS while the simulation writes into the mapping.
 func CreateSegment(dir, prefix string, size int64) (*Segment, error) {
 	if size < 0 || int64(int(size)) != size {
 		return nil, fmt.Errorf("segment size %d: expected 0 <= size <= %d", size, int64(^uint(0)>>1))
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create shm dir: %w", err)
+	// A directory others may change would let them swap the published
+	// segment for their own file: refused (shmdirsafe.go).
+	abs, root, err := openSafeShmDir(dir)
+	if err != nil {
+		return nil, err
 	}
+	defer root.Close()
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, err
 	}
 	name := prefix + "-" + hex.EncodeToString(rnd[:]) + ".seg"
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	path := filepath.Join(abs, name)
+	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,141 @@ int fzp_mkdir_all(const char *dir) {
     return rc;
 }
 
+/* Shm-dir trust, the rule of docs/PROTOCOL.md section 2 (the Go library's
+ * ingest/shmdirsafe.go applies the same): in a directory other users may
+ * change, they could swap a published segment for their own file before
+ * the sidecar maps it. */
+
+static void user_desc(uid_t uid, char *out, size_t cap) {
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res && res->pw_name && res->pw_name[0])
+        snprintf(out, cap, "uid %u (%s)", (unsigned)uid, res->pw_name);
+    else
+        snprintf(out, cap, "uid %u", (unsigned)uid);
+}
+
+/* The ownership and mode rule for one directory; above: it lies above the
+ * shm dir, where a sticky o+w directory (/dev/shm, /tmp) is fine. */
+static int check_dir_mode(const char *path, const struct stat *st, int above, char *err, size_t errcap) {
+    char who[160];
+    uid_t euid = geteuid();
+    if (!S_ISDIR(st->st_mode)) {
+        snprintf(err, errcap, "shm dir %s is not a directory: expected a directory", path);
+        return -1;
+    }
+    user_desc(st->st_uid, who, sizeof who);
+    unsigned mode = (unsigned)st->st_mode & 07777;
+    if ((mode & S_IWOTH) && !(above && (mode & S_ISVTX))) {
+        if (above)
+            snprintf(err, errcap, "%s (owner %s, mode %04o) is writable by every user and not sticky: anyone could move "
+                     "the shm dir away and put their own in its place; expected a path whose directories only you or root can change",
+                     path, who, mode);
+        else
+            snprintf(err, errcap, "shm dir %s (owner %s, mode %04o) is writable by every user: another user could replace a "
+                     "published segment (forging its data) or the credentials file; expected mode 0700 owned by you, or a shared "
+                     "group's directory with mode 2770 (chmod o-w, or choose another shm dir)", path, who, mode);
+        return -1;
+    }
+    int group_shared = (mode & S_ISGID) && (mode & S_IWGRP);
+    if (st->st_uid != euid && st->st_uid != 0 && !group_shared) {
+        snprintf(err, errcap, "%s%s (owner %s, mode %04o) belongs to another user, who could replace what is in it, and is not a "
+                 "group-shared directory: expected a directory owned by you (uid %u) or root, or one created for a shared group "
+                 "with mode 2770 (group-writable, setgid)", above ? "" : "shm dir ", path, who, mode, (unsigned)euid);
+        return -1;
+    }
+    return 0;
+}
+
+int fzp_shm_dir_open(const char *dir, char *err, size_t errcap) {
+    char abs[PATH_MAX], real[PATH_MAX], above[PATH_MAX], who[160];
+    if (dir[0] == '/')
+        snprintf(abs, sizeof abs, "%s", dir);
+    else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            snprintf(err, errcap, "shm dir %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, dir) >= sizeof abs) {
+            snprintf(err, errcap, "shm dir %s: path too long", dir);
+            return -1;
+        }
+    }
+    /* Symbolic links on the path as given: another user's could be pointed
+     * elsewhere later. */
+    for (size_t i = 1, n = strlen(abs); i <= n; i++) {
+        if (abs[i] != '/' && abs[i] != 0)
+            continue;
+        char c = abs[i];
+        abs[i] = 0;
+        struct stat st;
+        int bad = lstat(abs, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0;
+        if (bad) {
+            user_desc(st.st_uid, who, sizeof who);
+            snprintf(err, errcap, "shm dir %s: %s is a symbolic link owned by %s, who could point it elsewhere: expected a "
+                     "path of links owned by you or root (use the directory the link points at)", dir, abs, who);
+        }
+        abs[i] = c;
+        if (bad)
+            return -1;
+    }
+    if (!realpath(abs, real)) {
+        snprintf(err, errcap, "shm dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    /* Directories above: nobody else may rename the shm dir away. */
+    snprintf(above, sizeof above, "%s", real);
+    for (;;) {
+        char *slash = strrchr(above, '/');
+        if (!slash)
+            break;
+        if (slash == above)
+            slash[1] = 0; /* "/" */
+        else
+            *slash = 0;
+        struct stat st;
+        if (lstat(above, &st) != 0) {
+            snprintf(err, errcap, "shm dir %s: %s: %s", dir, above, strerror(errno));
+            return -1;
+        }
+        char why[768];
+        if (check_dir_mode(above, &st, 1, why, sizeof why) != 0) {
+            snprintf(err, errcap, "shm dir %s: the directory above it: %s", dir, why);
+            return -1;
+        }
+        if (strcmp(above, "/") == 0)
+            break;
+    }
+    struct stat before, st;
+    if (stat(real, &before) != 0) {
+        snprintf(err, errcap, "shm dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errcap, "open shm dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    /* What was opened is what is checked and used. */
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errcap, "shm dir %s: %s", dir, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (st.st_dev != before.st_dev || st.st_ino != before.st_ino) {
+        snprintf(err, errcap, "shm dir %s was replaced while it was being checked: someone is changing the path; expected a "
+                 "directory only you control", dir);
+        close(fd);
+        return -1;
+    }
+    if (check_dir_mode(dir, &st, 0, err, errcap) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static int random_hex(char *out, size_t nbytes) {
     unsigned char b[16];
     if (nbytes > sizeof b)
@@ -69,9 +206,13 @@ fzp_segment *fzp_segment_create(const char *dir, const char *prefix, uint64_t si
         snprintf(err, errcap, "shm dir %s cannot be created: %s (the sidecar's --shm-dir must be a writable directory)", dir, strerror(e));
         return NULL;
     }
+    int dfd = fzp_shm_dir_open(dir, err, errcap);
+    if (dfd < 0)
+        return NULL;
     fzp_segment *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errcap, "out of memory");
+        close(dfd);
         return NULL;
     }
     s->fd = -1;
@@ -89,7 +230,7 @@ fzp_segment *fzp_segment_create(const char *dir, const char *prefix, uint64_t si
             snprintf(err, errcap, "out of memory");
             goto fail;
         }
-        s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        s->fd = openat(dfd, s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (s->fd >= 0 || errno != EEXIST)
             break;
     }
@@ -122,10 +263,12 @@ fzp_segment *fzp_segment_create(const char *dir, const char *prefix, uint64_t si
             goto fail_unlink;
         }
     }
+    close(dfd);
     return s;
 fail_unlink:
-    unlink(s->path);
+    unlinkat(dfd, s->name, 0);
 fail:
+    close(dfd);
     if (s->fd >= 0)
         close(s->fd);
     free(s->name);
