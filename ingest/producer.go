@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -75,12 +76,21 @@ type Producer struct {
 
 var unsafeID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// DefaultProducerID is <hostname>-<pid> with unsafe characters replaced.
+// defaultIDs counts the default ids handed out in this process.
+var defaultIDs atomic.Int64
+
+// DefaultProducerID is <hostname>-<pid> with unsafe characters replaced;
+// each later call in the process appends a counter (<hostname>-<pid>-2,
+// -3, ...), so two producers of one process never share an id (they would
+// share results' subjects and each other's segment names).
 func DefaultProducerID() string {
 	h, _ := os.Hostname()
 	id := unsafeID.ReplaceAllString(h, "_")
 	if len(id) > 100 {
 		id = id[:100]
+	}
+	if n := defaultIDs.Add(1); n > 1 {
+		return fmt.Sprintf("%s-%d-%d", id, os.Getpid(), n)
 	}
 	return fmt.Sprintf("%s-%d", id, os.Getpid())
 }

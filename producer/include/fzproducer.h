@@ -137,7 +137,7 @@ FZP_API fzp_producer *fzp_new(void);
  *   tls_cert, tls_key    client certificate and key
  *   prefix               subject prefix (default "fz"; the sidecar's --subject-prefix)
  *   shm_dir              segment directory (default /dev/shm/fzsidecar; the sidecar's --shm-dir)
- *   id                   producer id, 1-128 of A-Z a-z 0-9 _ - (default <hostname>-<pid>)
+ *   id                   producer id, 1-128 of A-Z a-z 0-9 _ - (default <hostname>-<pid>; -2, -3, ... appended for a process's later producers)
  *   policy               "block" (default) or "fail": what fzp_begin does when the budget is full
  *   block_timeout_ms     how long a "block" admission waits for room (default 60000)
  *   reuse_segments       finished segments kept for later snapshots of the same size (default 0)

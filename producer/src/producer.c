@@ -333,7 +333,14 @@ static void default_id(fzp_producer *p, char *buf, size_t cap) {
         if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
             *c = '_';
     host[100] = 0;
-    snprintf(buf, cap, "%s-%ld", host[0] ? host : "host", (long)getpid());
+    /* Two producers of one process must not share an id (results' subjects,
+     * segment names): from the second default on, a per-process counter. */
+    static long defaults;
+    long n = __atomic_add_fetch(&defaults, 1, __ATOMIC_SEQ_CST);
+    if (n > 1)
+        snprintf(buf, cap, "%s-%ld-%ld", host[0] ? host : "host", (long)getpid(), n);
+    else
+        snprintf(buf, cap, "%s-%ld", host[0] ? host : "host", (long)getpid());
     (void)p;
 }
 

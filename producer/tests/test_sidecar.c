@@ -361,10 +361,25 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Two producers of one process given no id got the same <host>-<pid>
+ * (QA): the second default carries a per-process counter. */
+static void default_ids(void) {
+    fzp_producer *a = t_connect(url, shm, NULL, NULL), *b = t_connect(url, shm, NULL, NULL);
+    char pid[32];
+    snprintf(pid, sizeof pid, "-%ld", (long)getpid());
+    CHECK(strcmp(fzp_id(a), fzp_id(b)) != 0, "two producers without an id share %s", fzp_id(a));
+    size_t la = strlen(fzp_id(a)), lp = strlen(pid);
+    CHECK(la > lp && strcmp(fzp_id(a) + la - lp, pid) == 0, "first default id %s: expected <host>%s", fzp_id(a), pid);
+    CHECK(strstr(fzp_id(b), pid) != NULL, "second default id %s: expected <host>%s-<n>", fzp_id(b), pid);
+    fzp_close(a);
+    fzp_close(b);
+}
+
 int main(void) {
     url = t_env_or_skip("FZ_TEST_URL");
     shm = t_env_or_skip("FZ_TEST_SHM_DIR");
     roundtrip();
+    default_ids();
     bad_input();
     reuse();
     fallback();
