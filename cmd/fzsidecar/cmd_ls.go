@@ -44,6 +44,13 @@ func runLs(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
+		if len(pos) <= 2 && k.run == "" {
+			hint := "--run " + pos[0]
+			if len(pos) == 2 {
+				hint += " --var " + pos[1]
+			}
+			return usageErr(fs, "unexpected arguments %q: ls takes the run and variable as flags: fzsidecar ls %s", pos, hint)
+		}
 		return usageErr(fs, "unexpected arguments %q", pos)
 	}
 	if k.v != "" && k.run == "" {

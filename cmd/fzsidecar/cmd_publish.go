@@ -69,7 +69,7 @@ func runPublish(ctx context.Context, args []string) error {
 		return fmt.Errorf("input file: %w", err)
 	}
 	if fi.IsDir() {
-		return usageErr(fs, "%s is a directory: publish takes one raw file of little-endian elements (run it once per file)", pos[0])
+		return argErr(fs, "%s is a directory: publish takes one raw file of little-endian elements (run it once per file)", pos[0])
 	}
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file: publish takes one raw file of little-endian elements", pos[0])

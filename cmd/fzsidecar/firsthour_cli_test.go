@@ -255,6 +255,31 @@ func TestPublishDirectory(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "is a directory") || time.Since(start) > 5*time.Second {
 		t.Errorf("publish DIR: exit %d after %v, %q", code, time.Since(start), errOut)
 	}
+	// The message says it all: no flag list burying it (QA).
+	if strings.Contains(errOut, "Usage:") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("publish DIR: %q: expected the one-line message only", errOut)
+	}
+}
+
+// Usage mistakes QA met: `ls r1` (the run is a flag) gets a hint with the
+// command to type; an unknown flag is named as typed (-o, not --o).
+func TestUsageHints(t *testing.T) {
+	for args, want := range map[string]string{
+		"ls r1":   "fzsidecar ls --run r1",
+		"ls r1 T": "fzsidecar ls --run r1 --var T",
+	} {
+		_, errOut, code := run(t, strings.Fields(args)...)
+		if code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d, %q; want a hint %q", args, code, errOut, want)
+		}
+	}
+	for _, typed := range []string{"-o", "--o", "-o=x"} {
+		_, errOut, code := run(t, "restore", typed, "x")
+		name, _, _ := strings.Cut(typed, "=")
+		if code != 2 || !strings.Contains(errOut, "unknown flag "+name+". Did you mean --to?") {
+			t.Errorf("restore %s: exit %d, %q; want it named %s with a hint of --to", typed, code, errOut, name)
+		}
+	}
 }
 
 // With no sidecar running, publish and simulate say what they wait for

@@ -127,7 +127,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			suggestFlag(fs, err)
+			suggestFlag(fs, err, args)
 			return nil, errUsage
 		}
 		args = fs.Args()
@@ -146,6 +146,13 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 func usageErr(fs *flag.FlagSet, format string, a ...any) error {
 	fmt.Fprintf(fs.Output(), "fzsidecar %s: %s\n\n", fs.Name(), fmt.Sprintf(format, a...))
 	fs.Usage()
+	return errUsage
+}
+
+// argErr prints only a message (for a mistake the message fully explains,
+// where the flag list would bury it), returning errUsage.
+func argErr(fs *flag.FlagSet, format string, a ...any) error {
+	fmt.Fprintf(fs.Output(), "fzsidecar %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
 	return errUsage
 }
 
@@ -244,13 +251,24 @@ func editDistance(a, b string) int {
 }
 
 // suggestFlag follows the flag package's "flag provided but not defined"
-// (printed above the usage) with the nearest defined flags.
-func suggestFlag(fs *flag.FlagSet, err error) {
+// (printed above the usage) with the nearest defined flags, naming the
+// flag as it was typed in args (-o or --o: the error says -o for both).
+func suggestFlag(fs *flag.FlagSet, err error, args []string) {
 	bad, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
 	if !ok {
 		return
 	}
 	bad = strings.TrimLeft(bad, "-")
+	typed := "-" + bad
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if name, _, _ := strings.Cut(a, "="); name == "-"+bad || name == "--"+bad {
+			typed = name
+			break
+		}
+	}
 	var near []string
 	best := 3 // suggest only the closest flags, at most two edits away
 	fs.VisitAll(func(f *flag.Flag) {
@@ -267,6 +285,6 @@ func suggestFlag(fs *flag.FlagSet, err error) {
 		near = append(near, "--"+f.Name)
 	})
 	if len(near) > 0 {
-		fmt.Fprintf(fs.Output(), "\nfzsidecar %s: unknown flag --%s. Did you mean %s?\n", fs.Name(), bad, strings.Join(near, " or "))
+		fmt.Fprintf(fs.Output(), "\nfzsidecar %s: unknown flag %s. Did you mean %s?\n", fs.Name(), typed, strings.Join(near, " or "))
 	}
 }
