@@ -160,6 +160,12 @@ typedef uint64_t fz_store;
  * Opens a store: "file:///path", a plain directory path, or
  * "s3://bucket[/prefix]" (endpoint and credentials from AWS_ENDPOINT_URL,
  * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, as the CLI's --sink).
+ * A malformed URL (another scheme, no bucket, a bad prefix): FZ_EINVAL; a
+ * store that cannot be reached or a directory that does not exist: FZ_EIO.
+ *
+ * libfz writes nothing to stderr unless the environment variable
+ * FZ_LIBFZ_LOG is set when it loads: 1 (or warn) for the stores' warnings
+ * (retried S3 requests, skipped catalog objects), info or debug for more.
  */
 fz_status fz_store_open(const char *url, fz_store *store);
 
@@ -172,6 +178,7 @@ fz_status fz_store_close(fz_store store);
  * 1-128 characters of [A-Za-z0-9._-].
  */
 fz_status fz_store_runs(fz_store store, char **names, uint64_t *count);
+/* Variables of run, which must be named: "" is FZ_EINVAL (fz_store_list_json lists every run's). */
 fz_status fz_store_vars(fz_store store, const char *run, char **names, uint64_t *count);
 /* Steps of run/var in increasing order, as a malloc'd array. */
 fz_status fz_store_steps(fz_store store, const char *run, const char *var, uint64_t **steps, uint64_t *count);

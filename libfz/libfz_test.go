@@ -135,3 +135,57 @@ func TestCStore(t *testing.T) {
 		t.Fatalf("store test exited %d:\n%s%s", rc, stdout, stderr)
 	}
 }
+
+// TestCLogQuiet: a library must not write to its host's stderr uninvited.
+// A listing that skips a blob without its catalog sidecar logs a warning;
+// test/log.c lists such a store, and its stderr must stay empty unless
+// FZ_LIBFZ_LOG asks for the log.
+func TestCLogQuiet(t *testing.T) {
+	bin := compileC(t, "log")
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := sinks.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for step := range uint64(2) {
+		raw := make([]byte, 4*64)
+		blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: []uint64{64}, Mode: fz.Abs, Bound: 1e-3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := fz.ReadHeader(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, sinks.Key{Run: "r1", Var: "a", Step: step}, blob, retrieve.MetaOf(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Step 1 loses its catalog sidecar.
+	jsons, _ := filepath.Glob(filepath.Join(dir, "r1", "a", "*1.fz.json"))
+	if len(jsons) != 1 {
+		t.Fatalf("sidecar of step 1: found %v in %s", jsons, filepath.Join(dir, "r1", "a"))
+	}
+	if err := os.Remove(jsons[0]); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "skipping blob without a readable sidecar"
+	for _, c := range []struct {
+		setting string
+		logged  bool
+	}{{"", false}, {"0", false}, {"1", true}, {"debug", true}} {
+		t.Setenv("FZ_LIBFZ_LOG", c.setting)
+		stdout, stderr, rc := nativetest.Run(t, bin, dir)
+		if rc != 0 || !strings.Contains(stdout, "OK") {
+			t.Fatalf("FZ_LIBFZ_LOG=%q: log test exited %d:\n%s%s", c.setting, rc, stdout, stderr)
+		}
+		if c.logged && !strings.Contains(stderr, warning) {
+			t.Errorf("FZ_LIBFZ_LOG=%q: stderr %q, want the warning %q", c.setting, stderr, warning)
+		}
+		if !c.logged && stderr != "" {
+			t.Errorf("FZ_LIBFZ_LOG=%q: libfz wrote to the host's stderr: %q", c.setting, stderr)
+		}
+	}
+}

@@ -45,6 +45,8 @@ func codeOf(err error) C.fz_status {
 		return C.FZ_EFORMAT
 	case errors.Is(err, sinks.ErrNotFound):
 		return C.FZ_ENOTFOUND
+	case errors.Is(err, sinks.ErrBadURL):
+		return C.FZ_EINVAL
 	}
 	return C.FZ_EIO
 }

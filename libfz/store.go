@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,9 +94,9 @@ func fz_store_open(url *C.fzgo_cchar, store *C.fz_store) C.fz_status {
 		if strings.TrimSpace(u) == "" {
 			return invalid("empty store URL: expected file:///path, a directory path, or s3://bucket/prefix")
 		}
-		// Like the CLI: warnings (retries, skipped objects) go to stderr.
-		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		s, err := sinks.Open(context.Background(), u, sinks.WithLogger(log))
+		// Warnings (retries, skipped objects) go to libfz's logger: discarded
+		// unless FZ_LIBFZ_LOG asks for them (log.go).
+		s, err := sinks.Open(context.Background(), u, sinks.WithLogger(logger))
 		if err != nil {
 			return fmt.Errorf("opening store %q: %w", u, err)
 		}
@@ -211,6 +210,11 @@ func fz_store_vars(store C.fz_store, run *C.fzgo_cchar, out **C.char, count *C.u
 		r, err := goString(run, "run")
 		if err != nil {
 			return err
+		}
+		if r == "" {
+			// list would give every run's variables, mixed: never what
+			// "the variables of run X" means.
+			return invalid("fz_store_vars: run is empty: expected a run name (fz_store_runs lists them; fz_store_list_json with no run gives every run's variables)")
 		}
 		s, done, err := useStore(store)
 		if err != nil {

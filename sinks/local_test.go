@@ -74,9 +74,14 @@ func TestOpenURLs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%q) = %v, want an error containing %q", u, err, want)
 		}
+		// The URL's own mistakes are ErrBadURL (libfz: FZ_EINVAL); a path
+		// that is a file is a storage problem.
+		if bad := errors.Is(err, ErrBadURL); bad != (u != f) {
+			t.Errorf("Open(%q): errors.Is(ErrBadURL) = %v", u, bad)
+		}
 	}
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	if _, err := Open(ctx, "s3://bucket"); err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+	if _, err := Open(ctx, "s3://bucket"); err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") || errors.Is(err, ErrBadURL) {
 		t.Errorf("Open(s3) without credentials = %v", err)
 	}
 }

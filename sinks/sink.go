@@ -116,7 +116,20 @@ var (
 	ErrConflict = errors.New("a different blob is already stored under this key")
 	// ErrChecksum: stored bytes do not match their recorded CRC32C.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrBadURL: Open was given a sink URL it cannot parse (unknown scheme,
+	// no bucket, ...): the caller's mistake, not a storage failure.
+	ErrBadURL = errors.New("bad sink URL")
 )
+
+// badURLError is an Open error about the URL itself: its message says what
+// is wrong and what is expected; errors.Is matches ErrBadURL.
+type badURLError struct{ err error }
+
+func (e *badURLError) Error() string        { return e.err.Error() }
+func (e *badURLError) Unwrap() error        { return e.err }
+func (e *badURLError) Is(target error) bool { return target == ErrBadURL }
+
+func badURL(format string, a ...any) error { return &badURLError{fmt.Errorf(format, a...)} }
 
 // NotFoundError says which level is missing and what exists there.
 type NotFoundError struct {
@@ -218,7 +231,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Sink, error) {
 		return nil, fmt.Errorf("max object size %d: expected > 0", o.maxObject)
 	}
 	if strings.TrimSpace(rawURL) == "" {
-		return nil, errors.New("empty sink URL: expected file:///path, a path, or s3://bucket/prefix")
+		return nil, badURL("empty sink URL: expected file:///path, a path, or s3://bucket/prefix")
 	}
 	scheme, rest, hasScheme := strings.Cut(rawURL, "://")
 	if !hasScheme {
@@ -228,18 +241,29 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Sink, error) {
 	case "file":
 		u, err := url.Parse(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("sink URL %q: %w", rawURL, err)
+			return nil, badURL("sink URL %q: %w", rawURL, err)
 		}
 		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("sink URL %q names host %q: file URLs must be local, e.g. file:///scratch/run1", rawURL, u.Host)
+			return nil, badURL("sink URL %q names host %q: file URLs must be local, e.g. file:///scratch/run1", rawURL, u.Host)
 		}
 		if u.Path == "" {
-			return nil, fmt.Errorf("sink URL %q has no path: expected file:///abs/path", rawURL)
+			return nil, badURL("sink URL %q has no path: expected file:///abs/path", rawURL)
 		}
 		return openLocal(filepath.FromSlash(u.Path), o)
 	case "s3":
 		bucket, prefix, _ := strings.Cut(rest, "/")
+		if bucket == "" {
+			return nil, badURL("sink URL %q has no bucket: expected s3://bucket or s3://bucket/prefix", rawURL)
+		}
+		if p := strings.Trim(prefix, "/"); p != "" {
+			for _, seg := range strings.Split(p, "/") {
+				if err := ValidateName("prefix segment", seg); err != nil {
+					return nil, badURL("sink URL %q: %w: expected s3://bucket/prefix, each prefix segment 1-%d characters of A-Z a-z 0-9 . _ - starting with a letter or digit",
+						rawURL, err, MaxNameLen)
+				}
+			}
+		}
 		return openS3(ctx, bucket, prefix, o)
 	}
-	return nil, fmt.Errorf("sink URL %q: unknown scheme %q: expected file:// or s3://", rawURL, scheme)
+	return nil, badURL("sink URL %q: unknown scheme %q: expected file:///path, a path, or s3://bucket/prefix", rawURL, scheme)
 }

@@ -93,7 +93,22 @@ int main(int argc, char **argv) {
 	CHECK(fz_store_read_region(s, "r1", "a", 2, 7, 3, v, 32, NULL) == FZ_EINVAL, "bad region");
 	CHECK(fz_store_runs(s + 1000, &names, &n) == FZ_EINVAL && strstr(fz_last_error(), "not open"), "bad handle");
 	fz_store bad = 0;
-	CHECK(fz_store_open("ftp://x/y", &bad) != FZ_OK && bad == 0 && strstr(fz_last_error(), "scheme"), "bad URL");
+	/* A malformed URL is the caller's mistake (FZ_EINVAL), saying what is expected. */
+	CHECK(fz_store_open("ftp://x/y", &bad) == FZ_EINVAL && bad == 0 && strstr(fz_last_error(), "scheme"), "bad URL");
+	CHECK(fz_store_open("http://x", &bad) == FZ_EINVAL && bad == 0 && strstr(fz_last_error(), "unknown scheme \"http\"") &&
+	          strstr(fz_last_error(), "s3://bucket"),
+	      "http URL");
+	CHECK(fz_store_open("s3://", &bad) == FZ_EINVAL && bad == 0 && strstr(fz_last_error(), "no bucket") &&
+	          strstr(fz_last_error(), "expected s3://bucket"),
+	      "s3 URL without a bucket");
+	CHECK(fz_store_open("s3://b/../x", &bad) == FZ_EINVAL && bad == 0 && strstr(fz_last_error(), "prefix"), "s3 prefix ..");
+	CHECK(fz_store_open("file://host/x", &bad) == FZ_EINVAL && bad == 0 && strstr(fz_last_error(), "must be local"),
+	      "file URL with a host");
+	CHECK(fz_store_open("", &bad) == FZ_EINVAL && bad == 0, "empty URL");
+	/* vars of no run: refused (fz_store_list_json lists every run's) */
+	names = NULL;
+	CHECK(fz_store_vars(s, "", &names, &n) == FZ_EINVAL && names == NULL && n == 0 && strstr(fz_last_error(), "fz_store_runs"),
+	      "vars of run \"\"");
 	CHECK(fz_store_open("/nonexistent/fz-store", &bad) == FZ_EIO && bad == 0 && strstr(fz_last_error(), "does not exist"),
 	      "missing directory");
 

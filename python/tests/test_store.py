@@ -117,10 +117,17 @@ def test_corrupt_blob_on_disk(serve_store, tmp_path):
 def test_open_errors(tmp_path):
     with pytest.raises(fzsidecar.FzError, match="unknown scheme"):
         fzsidecar.open_store("ftp://x/y")
+    # A malformed URL is a ValueError saying what is expected, not an I/O error.
+    for bad, why in [("http://x", "unknown scheme"), ("s3://", "no bucket"), ("s3://b/../x", "prefix")]:
+        with pytest.raises(fzsidecar.FzInvalidError, match=why) as e:
+            fzsidecar.open_store(bad)
+        assert isinstance(e.value, ValueError) and "expected" in str(e.value), str(e.value)
     with pytest.raises(fzsidecar.FzStoreError, match="does not exist"):
         fzsidecar.open_store(str(tmp_path / "missing"))  # a wrong path, not an empty store
     s = fzsidecar.open_store(str(tmp_path))
     assert s.runs() == []
+    with pytest.raises(fzsidecar.FzInvalidError, match="run is empty"):
+        s.variables("")  # not every run's variables mixed together
     s.close()
     s.close()  # twice is fine
     with pytest.raises(ValueError, match="closed"):
