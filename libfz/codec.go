@@ -117,6 +117,26 @@ func headerOf(blob []byte) (h *fz.Header, need uint64, err error) {
 	return h, need, err
 }
 
+// blobHeader views the caller's container (blob, blobLen) and parses its
+// header as headerOf does.
+func blobHeader(blob *C.fzgo_cvoid, blobLen C.uint64_t) (b []byte, h *fz.Header, need uint64, err error) {
+	b, err = cbytes(unsafe.Pointer(blob), blobLen, "blob")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	h, need, err = headerOf(b)
+	return b, h, need, err
+}
+
+// dstBytes views the caller's destination (dst, dstLen), which must be
+// exactly need bytes: the size error says it is for what.
+func dstBytes(dst unsafe.Pointer, dstLen C.uint64_t, need uint64, what string) ([]byte, error) {
+	if uint64(dstLen) != need {
+		return nil, sizeErr("destination is %d bytes, %s needs %d", uint64(dstLen), what, need)
+	}
+	return cbytes(dst, dstLen, "dst")
+}
+
 func fillInfo(info *C.fz_info, h *fz.Header) {
 	*info = C.fz_info{}
 	info.dtype = C.int32_t(h.DType)
@@ -151,11 +171,7 @@ func fz_read_header(blob *C.fzgo_cvoid, blobLen C.uint64_t, info *C.fz_info) C.f
 			return invalid("fz_read_header: info must not be NULL")
 		}
 		*info = C.fz_info{}
-		b, err := cbytes(unsafe.Pointer(blob), blobLen, "blob")
-		if err != nil {
-			return err
-		}
-		h, need, err := headerOf(b)
+		_, h, need, err := blobHeader(blob, blobLen)
 		if err != nil {
 			info.header_bytes = C.uint64_t(need)
 			return err
@@ -172,11 +188,7 @@ func fz_decompressed_size(blob *C.fzgo_cvoid, blobLen C.uint64_t, rawBytes *C.ui
 			return invalid("fz_decompressed_size: raw_bytes must not be NULL")
 		}
 		*rawBytes = 0
-		b, err := cbytes(unsafe.Pointer(blob), blobLen, "blob")
-		if err != nil {
-			return err
-		}
-		h, _, err := headerOf(b)
+		_, h, _, err := blobHeader(blob, blobLen)
 		if err != nil {
 			return err
 		}
@@ -192,11 +204,7 @@ func fz_decompress(blob *C.fzgo_cvoid, blobLen C.uint64_t, dst unsafe.Pointer, d
 		if info != nil {
 			*info = C.fz_info{}
 		}
-		b, err := cbytes(unsafe.Pointer(blob), blobLen, "blob")
-		if err != nil {
-			return err
-		}
-		h, _, err := headerOf(b)
+		b, h, _, err := blobHeader(blob, blobLen)
 		if err != nil {
 			return err
 		}
@@ -207,10 +215,7 @@ func fz_decompress(blob *C.fzgo_cvoid, blobLen C.uint64_t, dst unsafe.Pointer, d
 		if maxRaw > 0 && h.RawSize() > maxRaw {
 			return invalid("container decodes to %d bytes, more than max_raw_bytes %d", h.RawSize(), maxRaw)
 		}
-		if uint64(dstLen) != h.RawSize() {
-			return sizeErr("destination is %d bytes, the field (%s %s) needs %d", uint64(dstLen), h.DType, fz.FormatDims(h.Dims), h.RawSize())
-		}
-		d, err := cbytes(dst, dstLen, "dst")
+		d, err := dstBytes(dst, dstLen, h.RawSize(), fmt.Sprintf("the field (%s %s)", h.DType, fz.FormatDims(h.Dims)))
 		if err != nil {
 			return err
 		}
@@ -243,11 +248,7 @@ func fz_region_size(blob *C.fzgo_cvoid, blobLen C.uint64_t, lo, hi C.uint64_t, b
 			return invalid("fz_region_size: bytes must not be NULL")
 		}
 		*bytes = 0
-		b, err := cbytes(unsafe.Pointer(blob), blobLen, "blob")
-		if err != nil {
-			return err
-		}
-		h, _, err := headerOf(b)
+		_, h, _, err := blobHeader(blob, blobLen)
 		if err != nil {
 			return err
 		}
@@ -260,11 +261,7 @@ func fz_region_size(blob *C.fzgo_cvoid, blobLen C.uint64_t, lo, hi C.uint64_t, b
 //export fz_decompress_region
 func fz_decompress_region(blob *C.fzgo_cvoid, blobLen C.uint64_t, lo, hi C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t) C.fz_status {
 	return call(func() error {
-		b, err := cbytes(unsafe.Pointer(blob), blobLen, "blob")
-		if err != nil {
-			return err
-		}
-		h, _, err := headerOf(b)
+		b, h, _, err := blobHeader(blob, blobLen)
 		if err != nil {
 			return err
 		}
@@ -275,10 +272,7 @@ func fz_decompress_region(blob *C.fzgo_cvoid, blobLen C.uint64_t, lo, hi C.uint6
 		if err != nil {
 			return err
 		}
-		if uint64(dstLen) != n {
-			return sizeErr("destination is %d bytes, region %d:%d needs %d", uint64(dstLen), uint64(lo), uint64(hi), n)
-		}
-		d, err := cbytes(dst, dstLen, "dst")
+		d, err := dstBytes(dst, dstLen, n, fmt.Sprintf("region %d:%d", uint64(lo), uint64(hi)))
 		if err != nil {
 			return err
 		}

@@ -43,10 +43,14 @@ func useStore(h C.fz_store) (s *openStore, done func(), err error) {
 	defer stores.Unlock()
 	s = stores.m[uint64(h)]
 	if s == nil {
-		return nil, nil, invalid("store handle %d is not open (closed already, or never returned by fz_store_open)", uint64(h))
+		return nil, nil, notOpen(h)
 	}
 	s.inflight.Add(1)
 	return s, s.inflight.Done, nil
+}
+
+func notOpen(h C.fz_store) error {
+	return invalid("store handle %d is not open (closed already, or never returned by fz_store_open)", uint64(h))
 }
 
 func goString(p *C.fzgo_cchar, what string) (string, error) {
@@ -126,7 +130,7 @@ func fz_store_close(store C.fz_store) C.fz_status {
 		delete(stores.m, uint64(store))
 		stores.Unlock()
 		if s == nil {
-			return invalid("store handle %d is not open (closed already, or never returned by fz_store_open)", uint64(store))
+			return notOpen(store)
 		}
 		s.inflight.Wait()
 		return s.sink.Close()
@@ -323,6 +327,17 @@ func fz_store_list_json(store C.fz_store, run, v *C.fzgo_cchar, out **C.char) C.
 	})
 }
 
+// statHeader returns k's catalog entry and its container's header, read
+// without the chunks.
+func statHeader(ctx context.Context, s sinks.Sink, k sinks.Key) (sinks.Meta, *fz.Header, error) {
+	m, err := s.Stat(ctx, k)
+	if err != nil {
+		return m, nil, err
+	}
+	h, err := retrieve.ReadHeader(ctx, s, k)
+	return m, h, err
+}
+
 func fillEntry(e *C.fz_entry, h *fz.Header, m sinks.Meta) {
 	*e = C.fz_entry{}
 	fillInfo(&e.info, h)
@@ -351,11 +366,7 @@ func fz_store_stat(store C.fz_store, run, v *C.fzgo_cchar, step C.uint64_t, entr
 		}
 		defer done()
 		ctx := context.Background()
-		m, err := s.sink.Stat(ctx, k)
-		if err != nil {
-			return err
-		}
-		h, err := retrieve.ReadHeader(ctx, s.sink, k)
+		m, h, err := statHeader(ctx, s.sink, k)
 		if err != nil {
 			return err
 		}
@@ -425,11 +436,7 @@ func fz_store_read_region(store C.fz_store, run, v *C.fzgo_cchar, step C.uint64_
 		}
 		defer done()
 		ctx := context.Background()
-		m, err := s.sink.Stat(ctx, k)
-		if err != nil {
-			return err
-		}
-		h, err := retrieve.ReadHeader(ctx, s.sink, k)
+		m, h, err := statHeader(ctx, s.sink, k)
 		if err != nil {
 			return err
 		}
@@ -437,10 +444,7 @@ func fz_store_read_region(store C.fz_store, run, v *C.fzgo_cchar, step C.uint64_
 		if err != nil {
 			return err
 		}
-		if uint64(dstLen) != n {
-			return sizeErr("destination is %d bytes, region %d:%d of %s needs %d", uint64(dstLen), uint64(lo), uint64(hi), k, n)
-		}
-		d, err := cbytes(dst, dstLen, "dst")
+		d, err := dstBytes(dst, dstLen, n, fmt.Sprintf("region %d:%d of %s", uint64(lo), uint64(hi), k))
 		if err != nil {
 			return err
 		}
