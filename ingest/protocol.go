@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -92,46 +91,7 @@ func (s Subjects) Consumer() string { return "fzsidecar" }
 
 // Float is a float64 that also travels as the JSON strings "nan", "inf" and
 // "-inf", since fill values are often NaN and JSON numbers cannot be.
-type Float float64
-
-func (f Float) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"nan"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-inf"`), nil
-	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
-}
-
-func (f *Float) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		switch strings.ToLower(s) {
-		case "nan":
-			*f = Float(math.NaN())
-		case "inf", "+inf":
-			*f = Float(math.Inf(1))
-		case "-inf":
-			*f = Float(math.Inf(-1))
-		default:
-			return fmt.Errorf("%q is not a number: expected a JSON number or \"nan\", \"inf\", \"-inf\"", s)
-		}
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = Float(v)
-	return nil
-}
+type Float = fz.JSONFloat
 
 // Notification announces one snapshot lying in a shared-memory segment.
 type Notification struct {

@@ -166,51 +166,10 @@ type Restored struct {
 	Bytes uint64   `json:"bytes"`
 	// Fill is the field's fill value, if it has one: the elements equal to
 	// it are missing values, restored bit for bit.
-	Fill *Float `json:"fill,omitempty"`
+	Fill *fz.JSONFloat `json:"fill,omitempty"`
 	// CRC32C is the stored blob's checksum, as 8 lowercase hex digits like
 	// everywhere else (ls, the sink's metadata, error messages).
 	CRC32C string `json:"crc32c"`
-}
-
-// Float is a float64 that JSON can always carry: NaN and the infinities
-// (common fill values) are written as "nan", "inf" and "-inf", as in the
-// ingest protocol.
-type Float float64
-
-func (f Float) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"nan"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-inf"`), nil
-	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
-}
-
-func (f *Float) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		switch s {
-		case "nan":
-			*f = Float(math.NaN())
-		case "inf":
-			*f = Float(math.Inf(1))
-		case "-inf":
-			*f = Float(math.Inf(-1))
-		default:
-			return fmt.Errorf("fill %q: expected a number, \"nan\", \"inf\" or \"-inf\"", s)
-		}
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = Float(v)
-	return nil
 }
 
 // Manifest is written as restore.json after every variable is in place;
@@ -322,7 +281,7 @@ func restoreOne(ctx context.Context, s sinks.Sink, k sinks.Key, dir string, o Re
 			// -9.999999790214768e+33); it converts back to the same f32.
 			v, _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', -1, 32), 64)
 		}
-		f := Float(v)
+		f := fz.JSONFloat(v)
 		r.Fill = &f
 	}
 	return r, nil
