@@ -562,6 +562,14 @@ static void on_sub_complete(void *closure) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* link_snap puts s at the head of p's snapshots; the caller holds p->mu. */
+static void link_snap(fzp_producer *p, fzp_snapshot *s) {
+    s->next = p->snaps;
+    if (p->snaps)
+        p->snaps->prev = s;
+    p->snaps = s;
+}
+
 static void unlink_snap(fzp_snapshot *s) {
     fzp_producer *p = s->p;
     if (s->prev)
@@ -880,6 +888,23 @@ static int validate_spec(fzp_producer *p, const char *run, const char *var, uint
 }
 
 /* A spare segment of exactly size bytes, or NULL. */
+/* describe_snap makes s a snapshot of p: the producer's next message id and
+ * the field it carries (arguments checked by validate_spec). */
+static void describe_snap(fzp_producer *p, fzp_snapshot *s, const char *run, const char *var, uint64_t step, int dtype,
+                          int ndims, const uint64_t *dims, int mode, double bound, const double *fill, uint64_t nbytes) {
+    s->p = p;
+    pthread_mutex_lock(&p->mu);
+    unsigned long long seq = ++p->msg_seq;
+    pthread_mutex_unlock(&p->mu);
+    snprintf(s->msg_id, sizeof s->msg_id, "%s-%llu", p->msg_base, seq);
+    snprintf(s->run, sizeof s->run, "%s", run);
+    snprintf(s->var, sizeof s->var, "%s", var);
+    s->step = step, s->dtype = dtype, s->mode = mode, s->ndims = ndims, s->bound = bound, s->nbytes = nbytes;
+    memcpy(s->dims, dims, (size_t)ndims * sizeof *dims);
+    if (fill)
+        s->has_fill = 1, s->fill = *fill;
+}
+
 static fzp_segment *take_spare(fzp_producer *p, uint64_t size) {
     fzp_segment *seg = NULL;
     pthread_mutex_lock(&p->mu);
@@ -915,17 +940,7 @@ int fzp_begin(fzp_producer *p, const char *run, const char *var, uint64_t step, 
     fzp_snapshot *s = calloc(1, sizeof *s);
     if (!s)
         return fail(p, FZP_ENOMEM, "system", "out of memory");
-    s->p = p;
-    pthread_mutex_lock(&p->mu);
-    unsigned long long seq = ++p->msg_seq;
-    pthread_mutex_unlock(&p->mu);
-    snprintf(s->msg_id, sizeof s->msg_id, "%s-%llu", p->msg_base, seq);
-    snprintf(s->run, sizeof s->run, "%s", run);
-    snprintf(s->var, sizeof s->var, "%s", var);
-    s->step = step, s->dtype = dtype, s->mode = mode, s->ndims = ndims, s->bound = bound, s->nbytes = nbytes;
-    memcpy(s->dims, dims, (size_t)ndims * sizeof *dims);
-    if (fill)
-        s->has_fill = 1, s->fill = *fill;
+    describe_snap(p, s, run, var, step, dtype, ndims, dims, mode, bound, fill, nbytes);
     rc = admit(p, s->msg_id, nbytes);
     if (rc != FZP_OK) {
         free(s);
@@ -947,10 +962,7 @@ int fzp_begin(fzp_producer *p, const char *run, const char *var, uint64_t step, 
     pthread_mutex_lock(&p->mu);
     s->admitted = 1;
     s->leased_ms = now_ms();
-    s->next = p->snaps;
-    if (p->snaps)
-        p->snaps->prev = s;
-    p->snaps = s;
+    link_snap(p, s);
     pthread_cond_broadcast(&p->cond); /* the renewer plans its next round */
     pthread_mutex_unlock(&p->mu);
     *snap = s;
@@ -1323,26 +1335,13 @@ int fzp_publish_device(fzp_producer *p, const char *run, const char *var, uint64
         free(json);
         return fail(p, rc, rc == FZP_EINVAL ? "invalid" : "system", "%s", err);
     }
-    s->p = p;
     s->dev_json = json;
-    pthread_mutex_lock(&p->mu);
-    unsigned long long seq = ++p->msg_seq;
-    pthread_mutex_unlock(&p->mu);
-    snprintf(s->msg_id, sizeof s->msg_id, "%s-%llu", p->msg_base, seq);
-    snprintf(s->run, sizeof s->run, "%s", run);
-    snprintf(s->var, sizeof s->var, "%s", var);
-    s->step = step, s->dtype = dtype, s->mode = mode, s->ndims = ndims, s->bound = bound, s->nbytes = nbytes;
-    memcpy(s->dims, dims, (size_t)ndims * sizeof *dims);
-    if (fill)
-        s->has_fill = 1, s->fill = *fill;
+    describe_snap(p, s, run, var, step, dtype, ndims, dims, mode, bound, fill, nbytes);
     /* No admission: device bytes hold none of the node's shared memory
      * (the sidecar charges them no budget). */
     s->state = SNAP_BEGUN;
     pthread_mutex_lock(&p->mu);
-    s->next = p->snaps;
-    if (p->snaps)
-        p->snaps->prev = s;
-    p->snaps = s;
+    link_snap(p, s);
     pthread_mutex_unlock(&p->mu);
     rc = fzp_publish(p, s);
     if (rc != FZP_OK) {
