@@ -242,15 +242,6 @@ contains
 #define FZP_PUT_2D fzp_put_r4_2d
 #define FZP_PUT_3D fzp_put_r4_3d
 #include "fzproducer_real.inc"
-#undef FZP_REAL
-#undef FZP_DTYPE
-#undef FZP_BEGIN_1D
-#undef FZP_BEGIN_2D
-#undef FZP_BEGIN_3D
-#undef FZP_PUT_1D
-#undef FZP_PUT_2D
-#undef FZP_PUT_3D
-
 #define FZP_REAL c_double
 #define FZP_DTYPE FZP_F64
 #define FZP_BEGIN_1D fzp_begin_r8_1d
@@ -260,14 +251,6 @@ contains
 #define FZP_PUT_2D fzp_put_r8_2d
 #define FZP_PUT_3D fzp_put_r8_3d
 #include "fzproducer_real.inc"
-#undef FZP_REAL
-#undef FZP_DTYPE
-#undef FZP_BEGIN_1D
-#undef FZP_BEGIN_2D
-#undef FZP_BEGIN_3D
-#undef FZP_PUT_1D
-#undef FZP_PUT_2D
-#undef FZP_PUT_3D
 
   function fzp_publish(p, snap) result(rc)
     type(fzp_producer), intent(inout) :: p
