@@ -260,15 +260,25 @@ static int dtype_of(hid_t type_id) {
     return size == 4 ? FZ_F32 : FZ_F64;
 }
 
+/* The dataset's chunk dims and rank; -1 (HDF5 error pushed) unless it is
+   chunked with a rank of 1..H5Z_FZ_MAX_RANK. */
+static int chunk_dims(hid_t dcpl_id, hsize_t dims[H5S_MAX_RANK]) {
+    int rank = H5Pget_chunk(dcpl_id, H5S_MAX_RANK, dims);
+    if (rank < 1 || rank > H5Z_FZ_MAX_RANK) {
+        FZ_H5_ERROR(H5E_BADVALUE, "chunk rank %d: expected a chunked dataset of rank 1..%d", rank, H5Z_FZ_MAX_RANK);
+        return -1;
+    }
+    return rank;
+}
+
 static htri_t can_apply(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
     (void)space_id;
     if (dtype_of(type_id) == 0) {
         return -1;
     }
     hsize_t dims[H5S_MAX_RANK];
-    int rank = H5Pget_chunk(dcpl_id, H5S_MAX_RANK, dims);
-    if (rank < 1 || rank > H5Z_FZ_MAX_RANK) {
-        FZ_H5_ERROR(H5E_BADVALUE, "chunk rank %d: expected a chunked dataset of rank 1..%d", rank, H5Z_FZ_MAX_RANK);
+    int rank = chunk_dims(dcpl_id, dims);
+    if (rank < 0) {
         return -1;
     }
     return 1;
@@ -304,9 +314,8 @@ static herr_t set_local(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
         return -1;
     }
     hsize_t dims[H5S_MAX_RANK];
-    int rank = H5Pget_chunk(dcpl_id, H5S_MAX_RANK, dims);
-    if (rank < 1 || rank > H5Z_FZ_MAX_RANK) {
-        FZ_H5_ERROR(H5E_BADVALUE, "chunk rank %d: expected a chunked dataset of rank 1..%d", rank, H5Z_FZ_MAX_RANK);
+    int rank = chunk_dims(dcpl_id, dims);
+    if (rank < 0) {
         return -1;
     }
     if (n < H5Z_FZ_CD_USER) {
