@@ -212,18 +212,14 @@ func (s *s3sink) Put(ctx context.Context, k Key, blob []byte, m Meta) error {
 
 // putOnce is one attempt. The object is created with If-None-Match: *, so
 // neither this attempt nor a duplicate writer can replace an existing object;
-// when the key is taken, the recorded checksum decides between "already done"
-// (say, a previous attempt whose reply was lost) and a conflict.
+// when the key is taken, the recorded checksum and the bytes decide between
+// "already done" (say, a previous attempt whose reply was lost) and a
+// conflict.
 func (s *s3sink) putOnce(ctx context.Context, obj string, blob []byte, m Meta) error {
 	if done, err := s.existing(ctx, obj, blob, m); done || err != nil {
 		return err
 	}
-	var err error
-	if uint64(len(blob)) <= s.cfg.PartSize {
-		err = s.putSingle(ctx, obj, blob, m)
-	} else {
-		err = s.putMultipart(ctx, obj, blob, m)
-	}
+	err := s.write(ctx, obj, blob, m, "")
 	if err == nil {
 		return nil
 	}
@@ -235,13 +231,32 @@ func (s *s3sink) putOnce(ctx context.Context, obj string, blob []byte, m Meta) e
 	return err
 }
 
+// write uploads blob as obj: create-only when match is "" (If-None-Match:
+// *), else replacing only the object whose ETag is match (If-Match; a
+// missing object is not created).
+func (s *s3sink) write(ctx context.Context, obj string, blob []byte, m Meta, match string) error {
+	if uint64(len(blob)) <= s.cfg.PartSize {
+		return s.putSingle(ctx, obj, blob, m, match)
+	}
+	return s.putMultipart(ctx, obj, blob, m, match)
+}
+
+// condition sets write's precondition on o.
+func condition(o *minio.PutObjectOptions, match string) {
+	if match == "" {
+		o.SetMatchETagExcept("*")
+	} else {
+		o.SetMatchETag(match)
+	}
+}
+
 func crc32cHeader(crc uint32) string {
 	var be [4]byte
 	binary.BigEndian.PutUint32(be[:], crc)
 	return base64.StdEncoding.EncodeToString(be[:])
 }
 
-func (s *s3sink) putSingle(ctx context.Context, obj string, blob []byte, m Meta) error {
+func (s *s3sink) putSingle(ctx context.Context, obj string, blob []byte, m Meta, match string) error {
 	opts := minio.PutObjectOptions{
 		UserMetadata:     m.userMetadata(),
 		ContentType:      "application/octet-stream",
@@ -250,7 +265,7 @@ func (s *s3sink) putSingle(ctx context.Context, obj string, blob []byte, m Meta)
 	}
 	// The server verifies this CRC32C against the body and keeps it.
 	opts.UserMetadata["x-amz-checksum-crc32c"] = crc32cHeader(m.CRC32C)
-	opts.SetMatchETagExcept("*")
+	condition(&opts, match)
 	_, err := s.cl.PutObject(ctx, s.bucket, obj, bytes.NewReader(blob), int64(len(blob)), opts)
 	return err
 }
@@ -264,11 +279,11 @@ func (s *s3sink) putSingle(ctx context.Context, obj string, blob []byte, m Meta)
 // custom headers there): two writers racing on one key would both pass the
 // start check and the second completion would silently replace the first.
 // Sending it on completion makes the server refuse the loser.
-func (s *s3sink) putMultipart(ctx context.Context, obj string, blob []byte, m Meta) (err error) {
+func (s *s3sink) putMultipart(ctx context.Context, obj string, blob []byte, m Meta, match string) (err error) {
 	core := minio.Core{Client: s.cl}
 	opts := minio.PutObjectOptions{UserMetadata: m.userMetadata(), ContentType: "application/octet-stream"}
 	opts.UserMetadata["x-amz-checksum-algorithm"] = "CRC32C"
-	opts.SetMatchETagExcept("*")
+	condition(&opts, match)
 	id, err := core.NewMultipartUpload(ctx, s.bucket, obj, opts)
 	if err != nil {
 		return err
@@ -348,13 +363,14 @@ feed:
 		return err
 	}
 	copts := minio.PutObjectOptions{}
-	copts.SetMatchETagExcept("*")
+	condition(&copts, match)
 	_, err = core.CompleteMultipartUpload(ctx, s.bucket, obj, id, parts, copts)
 	return err
 }
 
 // existing checks whether obj is already stored: done is true when it holds
-// the same blob; a *ConflictError when it holds another.
+// the same blob, committed (see below); a *ConflictError when it holds
+// another.
 func (s *s3sink) existing(ctx context.Context, obj string, blob []byte, m Meta) (done bool, err error) {
 	info, err := s.cl.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
 	if err != nil {
@@ -382,7 +398,30 @@ func (s *s3sink) existing(ctx context.Context, obj string, blob []byte, m Meta) 
 	if !same {
 		return false, &ConflictError{Object: s.name(obj), HaveCRC32C: have.CRC32C, HaveSize: uint64(info.Size), PutCRC32C: m.CRC32C, PutSize: m.Stored}
 	}
-	s.log.Debug("put: identical blob already stored", "object", s.name(obj))
+	// An object that answers HEAD and GET is not yet a committed one.
+	// MinIO reads from read quorum but commits at write quorum (with 4
+	// drives and the default parity, 2 and 3): an upload cut off while its
+	// server was committing it (that server killed, or the request's
+	// client killed) can leave it on 2 drives, readable, never
+	// acknowledged, and lost with one more drive. Answering "already
+	// stored" from it lost a snapshot (TestClusterWithFaults). So the same
+	// bytes and metadata are written again over exactly this object
+	// (If-Match its ETag: nothing else is replaced, a vanished one is not
+	// created): "already stored" then rests on a write the server
+	// acknowledged, as a fresh Put does. Only taken keys (retries,
+	// redeliveries) pay for it.
+	switch err := s.write(ctx, obj, blob, have, info.ETag); {
+	case err == nil:
+	case isNoSuchKey(err):
+		// Gone since the HEAD (a remnant MinIO dropped): create it.
+		return false, nil
+	case errResp(err).Code == "PreconditionFailed":
+		// Replaced since the compare: look again on the next attempt.
+		return false, fmt.Errorf("%s changed while being rewritten: %s", s.name(obj), err.Error())
+	default:
+		return false, fmt.Errorf("%s holds the same blob; rewriting it so that it is surely committed: %w", s.name(obj), err)
+	}
+	s.log.Debug("put: identical blob already stored; rewritten in place", "object", s.name(obj))
 	return true, nil
 }
 

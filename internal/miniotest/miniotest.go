@@ -70,11 +70,14 @@ type Server struct {
 	Endpoint string // http://127.0.0.1:port
 	Addr     string
 	Dir      string
-	bin      string
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	logFile  *os.File
+	// Drives are the data directories: one (Dir/data), or those of an
+	// erasure-coded server (StartDrives).
+	Drives  []string
+	bin     string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logFile *os.File
 }
 
 // bannerOnce makes the first test without MinIO print the whole
@@ -108,9 +111,14 @@ func requireBinary(t testing.TB) string {
 }
 
 // Start starts a server owned by t (stopped in t.Cleanup).
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartDrives(t, 1) }
+
+// StartDrives starts a server of n drives (Dir/drive1..n), erasure coded
+// when n >= 4 as a MinIO deployment is (4 drives: 2 data + 2 parity, read
+// quorum 2, write quorum 3), owned by t.
+func StartDrives(t testing.TB, n int) *Server {
 	t.Helper()
-	s, err := start(requireBinary(t), t.TempDir())
+	s, err := start(requireBinary(t), t.TempDir(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +142,7 @@ func Shared(t testing.TB) *Server {
 	shared.once.Do(func() {
 		shared.dir, shared.err = os.MkdirTemp("", "fz-minio-")
 		if shared.err == nil {
-			shared.s, shared.err = start(bin, shared.dir)
+			shared.s, shared.err = start(bin, shared.dir, 1)
 		}
 	})
 	if shared.err != nil {
@@ -162,7 +170,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func start(bin, dir string) (*Server, error) {
+func start(bin, dir string, drives int) (*Server, error) {
 	var last error
 	// The port is free when picked but could be taken before MinIO binds
 	// it: try a few.
@@ -172,6 +180,13 @@ func start(bin, dir string) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{bin: bin, Dir: dir, Addr: "127.0.0.1:" + strconv.Itoa(port)}
+		if drives <= 1 {
+			s.Drives = []string{filepath.Join(dir, "data")}
+		} else {
+			for i := range drives {
+				s.Drives = append(s.Drives, filepath.Join(dir, "drive"+strconv.Itoa(i+1)))
+			}
+		}
 		s.Endpoint = "http://" + s.Addr
 		if last = s.launch(); last == nil {
 			return s, nil
@@ -181,9 +196,10 @@ func start(bin, dir string) (*Server, error) {
 }
 
 func (s *Server) launch() error {
-	data := filepath.Join(s.Dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return err
+	for _, d := range s.Drives {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	lf, err := os.OpenFile(filepath.Join(s.Dir, "minio.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -193,7 +209,8 @@ func (s *Server) launch() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin, "server", "--quiet", "--address", s.Addr, "--console-address", "127.0.0.1:"+strconv.Itoa(cport), data)
+	cmd := exec.Command(s.bin, "server", "--quiet", "--address", s.Addr, "--console-address", "127.0.0.1:"+strconv.Itoa(cport))
+	cmd.Args = append(cmd.Args, s.Drives...)
 	cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+AccessKey,
 		"MINIO_ROOT_PASSWORD="+SecretKey,
