@@ -219,6 +219,8 @@ func (p *pipe) storedBefore(it *item, mapErr error) bool {
 	if err != nil || !ok || m.MsgID != it.job.Notice.MsgID {
 		return false
 	}
+	p.cfg.Log.Info("redelivered snapshot's segment is gone; an earlier delivery stored it", "key", it.loc,
+		"msg_id", m.MsgID, "delivered", it.job.Delivered)
 	it.st, it.stored = m.Stats, true
 	return true
 }

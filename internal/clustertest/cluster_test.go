@@ -63,6 +63,26 @@ type node struct {
 	prefix string // fz-node0
 	shm    string
 	sc     *nativetest.Sidecar
+	// earlier is the stderr of this node's killed sidecars (Start resets
+	// the live one's).
+	earlier []string
+}
+
+// restart starts nd's (killed) sidecar again, keeping the old one's log.
+func (nd *node) restart(t *testing.T) {
+	t.Helper()
+	nd.earlier = append(nd.earlier, nd.sc.Stderr())
+	nd.sc.Start(t)
+}
+
+// log is everything nd's sidecars printed on stderr, oldest first.
+func (nd *node) log() string {
+	var b strings.Builder
+	for i, l := range nd.earlier {
+		fmt.Fprintf(&b, "--- sidecar %s, run %d (killed) ---\n%s", nd.name, i+1, l)
+	}
+	fmt.Fprintf(&b, "--- sidecar %s, run %d ---\n%s", nd.name, len(nd.earlier)+1, nd.sc.Stderr())
+	return b.String()
 }
 
 // s3Env is the environment of every fzsidecar process that opens the
@@ -339,7 +359,7 @@ func TestClusterWithFaults(t *testing.T) {
 	midStream(fmt.Sprintf("SIGKILL nats-server n%d (leader of node1's stream)", leader), stored)
 	nodes[1].sc.Kill()
 	midStream("SIGKILL sidecar of node1", stored)
-	nodes[1].sc.Start(t)
+	nodes[1].restart(t)
 	t.Logf("%.1fs: sidecar of node1 restarted", time.Since(start).Seconds())
 
 	stored = waitStored(total * 2 / 5)
@@ -355,16 +375,20 @@ func TestClusterWithFaults(t *testing.T) {
 		}
 	}
 	t.Logf("%.1fs: all %d producers done", time.Since(start).Seconds(), len(prods))
-	if t.Failed() || os.Getenv("FZ_CLUSTER_VERBOSE") != "" {
+	logs := func() {
 		for _, nd := range nodes {
-			t.Logf("sidecar %s stderr:\n%s", nd.name, nd.sc.Stderr())
+			t.Logf("sidecar %s stderr:\n%s", nd.name, nd.log())
 		}
 		for _, p := range prods {
-			t.Logf("producer %s stderr:\n%s", p.id, p.err.String())
+			t.Logf("producer %s stdout:\n%s\nstderr:\n%s", p.id, p.out.String(), p.err.String())
 		}
 		for _, p := range mc.servers {
 			t.Logf("%s log:\n%s", p.name, p.logTail())
 		}
+	}
+	keepLogs(t, nodes, prods, mc)
+	if t.Failed() || os.Getenv("FZ_CLUSTER_VERBOSE") != "" {
+		logs()
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -396,6 +420,12 @@ func TestClusterWithFaults(t *testing.T) {
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
+		// A listing is not a lookup: say what each live server answers to a
+		// HEAD of each missing key, and what each drive holds of it.
+		diagnoseMissing(t, ctx, mc, got, want, nodes, prods)
+		if os.Getenv("FZ_CLUSTER_VERBOSE") == "" {
+			logs()
+		}
 		t.Fatalf("bucket holds %d objects, want exactly the %d snapshots:\n got %v\nwant %v", len(got), len(want), got, want)
 	}
 
