@@ -40,6 +40,14 @@ func (r *Receiver) onAdmit(m *nats.Msg) {
 		reply(AdmitReply{Error: errorf(CodeInvalid, "%v", err)})
 		return
 	}
+	if req.Renew {
+		if !r.budget.Renew(req.MsgID, r.cfg.LeaseTTL) {
+			reply(AdmitReply{Error: errorf(CodeLeaseUnknown, "no admission to renew for msg_id %s (it expired, was released, or its snapshot was already announced or answered): a notification is counted when it arrives", req.MsgID)})
+			return
+		}
+		reply(AdmitReply{Granted: true, LeaseMS: r.cfg.LeaseTTL.Milliseconds()})
+		return
+	}
 	wait := time.Duration(req.TimeoutMS) * time.Millisecond
 	if pol == Fail || wait <= 0 {
 		err := r.budget.Acquire(context.Background(), req.MsgID, req.Bytes, false, r.cfg.LeaseTTL)

@@ -187,6 +187,21 @@ func (b *Budget) wakeLocked() {
 	}
 }
 
+// Renew extends id's admission lease by ttl from now and reports whether
+// id is held (a confirmed hold needs no renewal and is left as it is). It
+// never creates a hold: a renewal read after the snapshot was answered or
+// released must not take budget again.
+func (b *Budget) Renew(id string, ttl time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expireLocked()
+	h, ok := b.holds[id]
+	if ok && !h.expires.IsZero() {
+		h.expires = b.now().Add(ttl)
+	}
+	return ok
+}
+
 // ReleaseLease frees id only while it is an admission not yet confirmed by
 // its notification.
 func (b *Budget) ReleaseLease(id string) {

@@ -27,8 +27,9 @@ const (
 	CodeInternal Code = "internal"
 
 	// Admission.
-	CodeBudgetFull  Code = "budget_full"
-	CodeUnavailable Code = "unavailable" // no sidecar answered
+	CodeBudgetFull   Code = "budget_full"
+	CodeUnavailable  Code = "unavailable"   // no sidecar answered
+	CodeLeaseUnknown Code = "lease_unknown" // a renewal for an admission the sidecar no longer holds
 )
 
 // Error is the typed error carried in replies. It travels as JSON

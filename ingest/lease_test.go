@@ -124,3 +124,39 @@ func TestProducerRenewsLease(t *testing.T) {
 	}
 	o.Abort()
 }
+
+// A renewal the sidecar reads after the snapshot was answered (or after
+// its admission was released) must not take budget again: renewals carry
+// "renew": true and only extend an admission still held. Before, a late
+// renewal (one the producer had given up waiting for on a loaded machine)
+// was a fresh admission and left a ghost hold of the snapshot's size for a
+// whole lease.
+func TestLateRenewalTakesNoBudget(t *testing.T) {
+	url, shm := startLeaseSidecar(t, 1000, time.Minute)
+	a := leaseProducer(t, url, shm, "late")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec := Spec{Run: "r", Var: "v", DType: fz.Float32, Dims: []uint64{200}, Mode: fz.Abs, Bound: 0.1} // 800 bytes
+	s, err := a.Begin(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgID := s.n.MsgID
+	if got, err := a.renewLease(msgID, 800, 5*time.Second); err != nil || got != time.Minute {
+		t.Fatalf("renewal of a held admission: lease %v, %v; want granted for 1m", got, err)
+	}
+	s.Abort()
+	// The same renewal, read by the sidecar after the release.
+	_, err = a.renewLease(msgID, 800, 5*time.Second)
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Code != CodeLeaseUnknown {
+		t.Fatalf("renewal after the release: %v, want %s", err, CodeLeaseUnknown)
+	}
+	st, err := a.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.UsedBytes != 0 || st.Holds != 0 {
+		t.Fatalf("after a late renewal: %d bytes in %d holds, want none", st.UsedBytes, st.Holds)
+	}
+}

@@ -491,7 +491,7 @@ func (k *leaseKeeper) stop() {
 // lease granted.
 func (p *Producer) renewLease(msgID string, n int64, timeout time.Duration) (time.Duration, error) {
 	data, _ := json.Marshal(&AdmitRequest{Version: ProtocolVersion, MsgID: msgID, Producer: p.opts.ID, Bytes: n,
-		Policy: Fail.String()})
+		Policy: Fail.String(), Renew: true})
 	msg, err := p.nc.Request(p.opts.Subjects.Admit(), data, timeout)
 	if err != nil {
 		return 0, err

@@ -322,6 +322,11 @@ type AdmitRequest struct {
 	// budget_full at once).
 	Policy    string `json:"policy"`
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	// Renew marks a lease renewal: it extends msg_id's admission if the
+	// sidecar still holds it and never grants a new one, so a renewal the
+	// sidecar reads late (after the snapshot was answered or released)
+	// cannot leave a ghost hold on the budget.
+	Renew bool `json:"renew,omitempty"`
 }
 
 // AdmitReply grants or refuses admission.

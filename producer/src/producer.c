@@ -365,7 +365,9 @@ static char *upper_stream(const char *prefix, const char *suffix) {
  * which the segment still occupies, to other producers, and the budget run
  * over when the notification is counted. So while a snapshot is begun and
  * not published, this thread repeats its admission (same msg_id, policy
- * fail: granted again at once, never counted twice) every half lease. The
+ * fail, "renew": true: extended if still held, never granted anew, so a
+ * renewal the sidecar reads late cannot take budget again) every half
+ * lease. The
  * request is fire and forget: the answer goes to an inbox nobody reads
  * (a refused renewal changes nothing the producer could act on; the
  * notification is counted regardless). It runs under p->mu, so a snapshot
@@ -373,7 +375,7 @@ static char *upper_stream(const char *prefix, const char *suffix) {
 static void send_renewal(fzp_producer *p, const fzp_snapshot *s) {
     char req[512];
     size_t o = 0;
-    if (fzj_putf(req, sizeof req, &o, "{\"v\":1,\"msg_id\":\"%s\",\"producer\":\"%s\",\"bytes\":%llu,\"policy\":\"fail\",\"timeout_ms\":0}",
+    if (fzj_putf(req, sizeof req, &o, "{\"v\":1,\"msg_id\":\"%s\",\"producer\":\"%s\",\"bytes\":%llu,\"policy\":\"fail\",\"timeout_ms\":0,\"renew\":true}",
                  s->msg_id, p->id, (unsigned long long)s->nbytes) == 0)
         natsConnection_PublishRequest(p->nc, p->subj_admit, p->renew_inbox, req, (int)o);
 }
