@@ -187,7 +187,8 @@ fz_status fz_store_steps(fz_store store, const char *run, const char *var, uint6
  * The whole catalog under run (all runs if run is NULL or "") and var (all
  * variables if NULL or ""), as a malloc'd JSON array of objects
  *   {"run","var","step","dtype","dims","mode","bound","abs_eb","max_abs_err",
- *    "raw_bytes","stored_bytes","crc32c","created","ratio"}
+ *    "raw_bytes","stored_bytes","crc32c","created","ratio"}; crc32c is a string
+ *    of 8 hex digits, as `fzsidecar ls --json` and restore.json write it
  * sorted by run, var, step: one call for tools that show everything.
  */
 fz_status fz_store_list_json(fz_store store, const char *run, const char *var, char **json);

@@ -284,7 +284,7 @@ type jsonEntry struct {
 	MaxAbsErr float64  `json:"max_abs_err"`
 	RawBytes  uint64   `json:"raw_bytes"`
 	Stored    uint64   `json:"stored_bytes"`
-	CRC32C    uint32   `json:"crc32c"`
+	CRC32C    string   `json:"crc32c"` // 8 hex digits, as ls --json and restore.json print it
 	Created   string   `json:"created,omitempty"`
 	Ratio     float64  `json:"ratio"`
 }
@@ -310,7 +310,7 @@ func fz_store_list_json(store C.fz_store, run, v *C.fzgo_cchar, out **C.char) C.
 			m := e.Meta
 			rows[i] = jsonEntry{Run: e.Key.Run, Var: e.Key.Var, Step: e.Key.Step, DType: m.DType, Dims: m.Dims,
 				Mode: m.Mode, Bound: m.Bound, AbsEB: m.AbsEB, MaxAbsErr: m.MaxAbsErr, RawBytes: m.RawBytes,
-				Stored: m.Stored, CRC32C: m.CRC32C, Ratio: m.Ratio()}
+				Stored: m.Stored, CRC32C: fmt.Sprintf("%08x", m.CRC32C), Ratio: m.Ratio()}
 			if rows[i].Dims == nil {
 				rows[i].Dims = []uint64{}
 			}

@@ -132,3 +132,21 @@ def test_open_errors(tmp_path):
     s.close()  # twice is fine
     with pytest.raises(ValueError, match="closed"):
         s.runs()
+
+
+
+def test_list_crc32c_as_ls_prints_it(serve_store, fzsidecar_bin):
+    """The catalog's crc32c is the 8-hex-digit string that `fzsidecar ls
+    --json` and restore.json print, and the value of Entry.crc32c."""
+    import json
+    url, run = serve_store
+    p = subprocess.run([fzsidecar_bin, "ls", "--sink", url, "--run", run, "--var", "temp", "--json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    cli = json.loads(p.stdout)
+    want = sorted(str(e["crc32c"]) for e in cli)
+    with fzsidecar.open_store(url) as s:
+        rows = s.list(run, "temp")
+        assert sorted(r["crc32c"] for r in rows) == want
+        assert all(len(r["crc32c"]) == 8 for r in rows)
+        assert sorted(f"{s.stat(run, 'temp', r['step']).crc32c:08x}" for r in rows) == want
