@@ -18,24 +18,4 @@ if [[ ! "$NATS_SERVER_VERSION" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then
 	exit 1
 fi
 
-cache="${FZ_CACHE:-$HOME/.cache/fzsidecar}"
-bindir="$cache/bin"
-bin="$bindir/nats-server"
-stamp="$bindir/nats-server.version"
-
-if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$NATS_SERVER_VERSION" ]]; then
-	echo "nats-server $NATS_SERVER_VERSION already installed" >&2
-	echo "$bin"
-	exit 0
-fi
-
-mkdir -p "$bindir"
-echo "building nats-server $NATS_SERVER_VERSION into $bindir..." >&2
-start=$(date +%s)
-# Outside the module (cd /), so `go install pkg@version` builds exactly the
-# pinned release with its own go.mod. GOTOOLCHAIN=local: the installed Go.
-(cd / && GOBIN="$bindir" GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-	nice -n 10 go install -trimpath "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION" >&2)
-echo "$NATS_SERVER_VERSION" >"$stamp"
-echo "nats-server built in $(($(date +%s) - start))s" >&2
-echo "$bin"
+exec bash .ci/go-install-cached.sh nats-server github.com/nats-io/nats-server/v2 "$NATS_SERVER_VERSION"
