@@ -38,8 +38,9 @@ __device__ __forceinline__ int wadd(int a, int b) { return (int)((unsigned)a + (
 // Fill and raw masks of a tile (FORMAT.md section 5, "masks"): where each
 // zero-block coded bitmap starts (0: absent), and the raw values.
 struct TileMasks {
-    unsigned fat, rat;   // word of the fill / raw mask's block mask, 0 if absent
-    unsigned rvat, nraw; // first raw value word, raw count
+    unsigned fat, rat;    // word of the fill / raw mask's block mask, 0 if absent
+    unsigned rvat, nraw;  // first raw value word, raw count
+    unsigned escat, nesc; // first escaped residual word, escape count (0: none)
 };
 
 // Word W of a mask (0 when the mask is absent).
@@ -250,6 +251,31 @@ __device__ __forceinline__ unsigned chunk_mask_word(const unsigned *tb, unsigned
     return w;
 }
 
+
+// Residual of a code that is not an escape.
+__device__ __forceinline__ int resid(unsigned c) {
+    const int mag = (int)(c & 0x7FFFu);
+    return (c & 0x8000u) ? -mag : mag;
+}
+
+// X walks (escapes present): the residual of element (lane) of a run of 32
+// in element order whose code is c (in: the element lies in the box). An
+// escape takes the next escaped residual: ne came before this run, plus
+// the escapes of the lanes below; more escape codes than listed set bad.
+__device__ __forceinline__ int esc_resid(unsigned c, bool in, unsigned &ne, const TileMasks &mk,
+                                         const unsigned *tb, int lane, bool &bad) {
+    const bool es = in && c == 0x8000u;
+    const unsigned b = __ballot_sync(0xffffffffu, es);
+    int d = in ? resid(c) : 0;
+    if (es) {
+        const unsigned r = ne + __popc(b & ((1u << lane) - 1));
+        if (r < mk.nesc) d = (int)tb[mk.escat + r];
+        else bad = true;
+    }
+    ne += __popc(b);
+    return d;
+}
+
 // Rank 1: tile 1x1x4096, slot = element, 8 chunks of 512: (A) codes ->
 // residuals into the buffer; (B) lane l takes elements 16l .. 16l+15:
 // prefix in registers, an exclusive warp scan of the lanes' totals and
@@ -258,20 +284,24 @@ __device__ __forceinline__ unsigned chunk_mask_word(const unsigned *tb, unsigned
 // values (a lane's own 16-value run, stored directly, halved the f64
 // throughput: every store instruction touched 32 lines).
 //
-// With M, lane l holds mask word 16ch + l/2 (chunk_mask_word); step C
-// broadcasts word i.
-template <typename T, bool M>
+// With X (fill or raw mask, escapes, or a tile clipped to n < 4096
+// elements, the field's last), lane l holds mask word 16ch + l/2
+// (chunk_mask_word) and step C broadcasts word i; escapes are taken in
+// element order as step A meets them; slots >= n are ignored (their
+// codes) or checked empty (the masks, by the caller).
+template <typename T, bool X>
 __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsigned pat, int origin,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill) {
+                                          int lane, const TileMasks &mk, T fill, int n) {
     const unsigned F = 0xffffffffu;
     const int hsel = lane >> 4;
+    const int nn = X ? n : TILE, nch = X ? (n + 511) >> 9 : 8;
     T *p0 = dst + base + lane;
     int carry = 0;
-    unsigned fpar = 0, rpar = 0, nr = 0;  // M: mask parities carried over chunks, raws so far
+    unsigned fpar = 0, rpar = 0, nr = 0, ne = 0;  // X: mask parities carried over chunks, raws and escapes so far
     bool bad = false;
 #pragma unroll 1
-    for (int ch = 0; ch < 8; ch++) {
+    for (int ch = 0; ch < nch; ch++) {
         // words h, h + 2 of blocks 4ch + k, k = 0..3 (see dec_fast3)
         const unsigned run = (bm >> (4 * ch)) & 15u;
         unsigned o = pat + 4 * __popc(bm & ((1u << (4 * ch)) - 1)) + hsel;
@@ -292,7 +322,9 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const unsigned c = h ? t[u] >> 16 : t[u] & 0xFFFFu;
-                    int d = resid_of(c, bad);
+                    int d;
+                    if (X) d = esc_resid(c, 512 * ch + 32 * (wp + h) + lane < nn, ne, mk, tb, lane, bad);
+                    else d = resid_of(c, bad);
                     if (ch == 0 && wp == 0 && h == 0 && lane == 0) {
                         bad |= c != 0;
                         d = origin;
@@ -317,7 +349,7 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
 #pragma unroll
         for (int c = 0; c < 4; c++) st4(pb + sw1(16 * lane + 4 * c), v + 4 * c, off);
         unsigned fw = 0, rw = 0;
-        if (M) {
+        if (X) {
             fw = chunk_mask_word(tb, mk.fat, ch, lane, fpar);
             rw = chunk_mask_word(tb, mk.rat, ch, lane, rpar);
         }
@@ -326,27 +358,327 @@ __device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsig
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             T val = Bits<T>::rec(pb[sw1(32 * i + lane)], step);
-            if (M) {
-                const unsigned fm = __shfl_sync(F, fw, 2 * i), rm = __shfl_sync(F, rw, 2 * i);
+            if (X) {
+                // elements past n: the parity prefix runs on there, cut it
+                const int e0 = 512 * ch + 32 * i;
+                const unsigned vm = e0 + 32 <= nn ? F : e0 >= nn ? 0u : (1u << (nn - e0)) - 1;
+                const unsigned fm = __shfl_sync(F, fw, 2 * i) & vm, rm = __shfl_sync(F, rw, 2 * i) & vm;
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
-            }
-            out[32 * i] = val;
+                if (e0 + lane < nn) out[32 * i] = val;
+            } else
+                out[32 * i] = val;
         }
         __syncwarp();
     }
-    if (M && nr != mk.nraw) bad = true;
+    if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;
     return !__any_sync(F, bad);
 }
 
-template <typename T>
+// ---- generic walks: rank-3 and rank-2 tiles of any box (clipped at the
+// field's edges), with escapes, fill and raw masks. The tile stays in
+// global memory (L1); the codes of a window of slots - the z-slab of
+// sub-blocks (rank 3) or the row of sub-blocks (rank 2) being walked,
+// at most 2048 slots - are transposed into a u16 array in the stage
+// buffer, and each element of the box reads its code at its slot
+// (FORMAT.md section 3) from there. Then the prefix sums as in the v7
+// walks, through the plane buffer. Masks (X) are expanded to slot order
+// in the stage buffer too; their parity transform is undone row by row
+// with ballots: x by pxor, y by a running XOR, z by a register per row
+// (lane y: fill, lane 16 + y: raw) as in dec_fast3.
+// Stage-buffer words of the generic walks: the code window from word 0
+// (rank 3: at most 18 blocks, 2304 codes; rank 2: 10 blocks), then the
+// fill and raw masks in slot order (128 words each); rank 2 keeps its
+// 16x64 plane buffer in words 1024-2047.
+#define GEN3_MASKS 1152
+#define GEN2_MASKS 768
+
+// Codes of blocks kb0 .. kb1 (and the block after, when their number is
+// odd) into cb[slot - 128 kb0]: lanes 16h + p load plane p's block
+// kb + h (four words), four transposes give lane l the codes of slots
+// 128 (kb + h) + 32 i + l.
+__device__ __forceinline__ void fill_codes(const unsigned *tb, unsigned bm, unsigned pat, int kb0, int kb1,
+                                           unsigned short *cb, int lane) {
+    const int h = lane >> 4;
+#pragma unroll 1
+    for (int kb = kb0; kb <= kb1; kb += 2) {
+        const int k = kb + h;
+        const bool pr = k < 32 && ((bm >> k) & 1u);
+        const unsigned o = pr ? pat + 4 * __popc(bm & ((1u << k) - 1)) : 0u;
+        unsigned t[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) t[i] = pr ? tb[o + i] : 0u;
+        transpose32n<4>(t, lane);
+        unsigned short *c = cb + 128 * (kb - kb0) + lane;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            c[32 * i] = (unsigned short)(t[i] & 0xFFFFu);
+            c[128 + 32 * i] = (unsigned short)(t[i] >> 16);
+        }
+    }
+}
+
+// X: both masks into slot order (absent: zero).
+__device__ __forceinline__ void expand_masks(const unsigned *tb, const TileMasks &mk, unsigned *fmw, int lane) {
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        fmw[32 * q + lane] = mask_word(tb, mk.fat, 32 * q + lane);
+        fmw[128 + 32 * q + lane] = mask_word(tb, mk.rat, 32 * q + lane);
+    }
+}
+
+__device__ __forceinline__ unsigned slot_bit(const unsigned *m, int s) { return (m[s >> 5] >> (s & 31)) & 1u; }
+
+// Rank 3 (8x16x32 tiles, 4x4x8 sub-blocks), any box lz x ly x lx: per
+// z-plane (A) lane x reads the codes of its column from the window,
+// residuals into the plane buffer (zero outside the box, where the prefix
+// sums then carry nothing into the box); (B) and (C) as in dec_fast3,
+// storing only the box.
+template <typename T, bool X>
+__device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+                                         unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                         unsigned *sw, int lane, const TileMasks &mk, T fill, int lz, int ly,
+                                         int lx) {
+    const unsigned F = 0xffffffffu;
+    unsigned short *cb = (unsigned short *)sw;
+    const int k8 = lane & ~7, dx = lane & 7, ex = min(8, lx - k8);
+    const bool xin = lane < lx;
+    const unsigned xm = lx >= 32 ? F : (1u << lx) - 1;
+    const int P = ly * lx;
+    const int ry = lane >> 1, rh = lane & 1;
+    int *rowp = pb + 32 * ry;
+    const int rsw = swz3(ry);
+    int zc[16];
+#pragma unroll
+    for (int y = 0; y < 16; y++) zc[y] = 0;
+    bool bad = false;
+    T *col = dst + base + lane;
+    const unsigned long long plane = g.ny * g.nx;
+    unsigned zm = 0, nr = 0, ne = 0;  // X: this lane's mask row, carried over z; raws and escapes so far
+    const unsigned *fmw = sw + GEN3_MASKS, *rmw = fmw + 128;
+    if (X) {
+        expand_masks(tb, mk, sw + GEN3_MASKS, lane);
+        __syncwarp();
+    }
+    int s0 = 0, ez = 0;  // the window's first slot (relative to its first block), the slab's z extent
+#pragma unroll 1
+    for (int z = 0; z < lz; z++) {
+        const int dz = z & 3;
+        if (dz == 0) {
+            const int a = 4 * (z >> 2) * P;  // first slot of the slab
+            ez = min(4, lz - z);
+            const int kb0 = a >> 7;
+            fill_codes(tb, bm, pat, kb0, (a + ez * P - 1) >> 7, cb, lane);
+            s0 = a - 128 * kb0;
+            __syncwarp();
+        }
+        unsigned yf = 0, yr = 0;  // X: the rows' masks so far, prefix-XORed over x and y
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const int j = y >> 2, dy = y & 3, ey = min(4, ly - 4 * j);
+            const bool in = xin && y < ly;
+            const int s = s0 + ez * (4 * j * lx + ey * k8) + (dz * ey + dy) * ex + dx;
+            const unsigned c = in ? cb[s] : 0u;
+            int d;
+            if (X) d = esc_resid(c, in, ne, mk, tb, lane, bad);
+            else d = resid_of(c, bad);
+            if (z == 0 && y == 0 && lane == 0) {
+                bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                d = origin;
+            }
+            pb[32 * y + (lane ^ swz3(y))] = d;
+            if (X && y < ly) {
+                const int as = s + 128 * ((4 * (z >> 2) * P) >> 7);  // the slot in the tile
+                yf ^= pxor(__ballot_sync(F, in && slot_bit(fmw, as))) & xm;
+                yr ^= pxor(__ballot_sync(F, in && slot_bit(rmw, as))) & xm;
+                if (lane == y) zm ^= yf;
+                if (lane == 16 + y) zm ^= yr;
+            }
+        }
+        __syncwarp();
+        int v[16];
+#pragma unroll
+        for (int c = 0; c < 4; c++) ld4(v + 4 * c, rowp + ((16 * rh + 4 * c) ^ rsw));
+        scan16(v);
+        const int lo = __shfl_sync(F, v[15], lane & ~1);
+        if (rh) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) v[i] = wadd(v[i], lo);
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) st4(rowp + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, 0);
+        __syncwarp();
+        T *out = col + z * plane;
+        int Y = 0;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
+            zc[y] = wadd(zc[y], Y);
+            T val = Bits<T>::rec(zc[y], step);
+            if (X) {
+                const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
+                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+            }
+            if (xin && y < ly) out[(unsigned long long)y * g.nx] = val;
+        }
+        __syncwarp();
+    }
+    if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;
+    return !__any_sync(F, bad);
+}
+
+// Rank 2, element (y, x) of a 16-row band lives at word 64y + (x ^ sw2(y)):
+// the rows' 16-byte pieces (lanes y = 0..7 of a quarter-warp) and the
+// 32-lane rows and columns each hit 32 banks.
+__device__ __forceinline__ int sw2(int y) { return 4 * (y & 7); }
+
+// Rank 2 (64x64 tiles, 16x8 sub-blocks), any box ly x lx: per band of 16
+// rows (one row of sub-blocks, slots 16 j lx ...): (A) lane l takes the
+// columns l and 32 + l, residuals into a 16x64 buffer (the stage buffer's
+// upper half); (B) lane (y = l % 16, half l / 16) prefix-sums 32 values
+// of row y, plus the left half's total; (C) lane l runs down its two
+// columns, carrying the column sums over the bands, and stores rows of 32
+// values. Escapes and mask rows in element order: a row's left 32, then
+// its right 32.
+template <typename T, bool X>
+__device__ __forceinline__ bool dec_gen2(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+                                         unsigned long long base, double step, T *__restrict__ dst, unsigned *sw,
+                                         int lane, const TileMasks &mk, T fill, int ly, int lx) {
+    const unsigned F = 0xffffffffu;
+    unsigned short *cb = (unsigned short *)sw;
+    int *pb = (int *)(sw + 1024);
+    const int k8 = lane & ~7, dx = lane & 7;
+    const int exa = min(8, lx - k8), exb = min(8, lx - 32 - k8);
+    const bool ina = lane < lx, inb = lane + 32 < lx;
+    const unsigned xma = lx >= 32 ? F : (1u << lx) - 1;
+    const unsigned xmb = lx >= 64 ? F : lx <= 32 ? 0u : (1u << (lx - 32)) - 1;
+    const int ry = lane & 15, rh = lane >> 4;
+    int *rowp = pb + 64 * ry + 32 * rh;
+    const int rsw = sw2(ry);
+    bool bad = false;
+    T *col = dst + base + lane;
+    int Ya = 0, Yb = 0;                          // the columns' sums over the bands before
+    unsigned yfa = 0, yfb = 0, yra = 0, yrb = 0;  // X: mask rows prefix-XORed over x and y (uniform)
+    unsigned nr = 0, ne = 0;
+    const unsigned *fmw = sw + GEN2_MASKS, *rmw = fmw + 128;
+    if (X) {
+        expand_masks(tb, mk, sw + GEN2_MASKS, lane);
+        __syncwarp();
+    }
+#pragma unroll 1
+    for (int j = 0; 16 * j < ly; j++) {
+        const int a = 16 * j * lx, ey = min(16, ly - 16 * j);
+        const int kb0 = a >> 7, s0 = a - 128 * kb0;
+        fill_codes(tb, bm, pat, kb0, (a + ey * lx - 1) >> 7, cb, lane);
+        __syncwarp();
+        unsigned ma = 0, mb = 0;  // X: lane y (fill) and 16 + y (raw): row y's masks
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const bool iy = y < ey;
+            const unsigned ca = iy && ina ? cb[s0 + ey * k8 + y * exa + dx] : 0u;
+            const unsigned cc = iy && inb ? cb[s0 + ey * (32 + k8) + y * exb + dx] : 0u;
+            int da, db;
+            if (X) {
+                da = esc_resid(ca, iy && ina, ne, mk, tb, lane, bad);
+                db = esc_resid(cc, iy && inb, ne, mk, tb, lane, bad);
+            } else {
+                da = resid_of(ca, bad);
+                db = resid_of(cc, bad);
+            }
+            if (j == 0 && y == 0 && lane == 0) {
+                bad |= ca != 0;
+                da = origin;
+            }
+            pb[64 * y + (lane ^ sw2(y))] = da;
+            pb[64 * y + 32 + (lane ^ sw2(y))] = db;
+            if (X && iy) {
+                const int sa = a + ey * k8 + y * exa + dx, sb = a + ey * (32 + k8) + y * exb + dx;
+                const unsigned fa = __ballot_sync(F, ina && slot_bit(fmw, sa));
+                const unsigned fb = __ballot_sync(F, inb && slot_bit(fmw, sb));
+                const unsigned qa = __ballot_sync(F, ina && slot_bit(rmw, sa));
+                const unsigned qb = __ballot_sync(F, inb && slot_bit(rmw, sb));
+                // x: the right half continues the left half's parity
+                yfa ^= pxor(fa) & xma;
+                yfb ^= (pxor(fb) ^ ((__popc(fa) & 1) ? F : 0u)) & xmb;
+                yra ^= pxor(qa) & xma;
+                yrb ^= (pxor(qb) ^ ((__popc(qa) & 1) ? F : 0u)) & xmb;
+                if (lane == y) {
+                    ma = yfa;
+                    mb = yfb;
+                }
+                if (lane == 16 + y) {
+                    ma = yra;
+                    mb = yrb;
+                }
+            }
+        }
+        __syncwarp();
+        int v[32];
+#pragma unroll
+        for (int c = 0; c < 8; c++) ld4(v + 4 * c, rowp + ((4 * c) ^ rsw));
+#pragma unroll
+        for (int i = 1; i < 32; i++) v[i] = wadd(v[i], v[i - 1]);
+        const int lo = __shfl_sync(F, v[31], ry);  // the left half's total (lane y)
+#pragma unroll
+        for (int c = 0; c < 8; c++) st4(rowp + ((4 * c) ^ rsw), v + 4 * c, rh ? lo : 0);
+        __syncwarp();
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            Ya = wadd(Ya, pb[64 * y + (lane ^ sw2(y))]);
+            Yb = wadd(Yb, pb[64 * y + 32 + (lane ^ sw2(y))]);
+            T va = Bits<T>::rec(Ya, step), vb = Bits<T>::rec(Yb, step);
+            if (X) {
+                const unsigned fa = __shfl_sync(F, ma, y), fb = __shfl_sync(F, mb, y);
+                const unsigned qa = __shfl_sync(F, ma, 16 + y), qb = __shfl_sync(F, mb, 16 + y);
+                va = apply_masks<T>(va, fa, qa, nr, mk, tb, fill, lane, bad);
+                vb = apply_masks<T>(vb, fb, qb, nr, mk, tb, fill, lane, bad);
+            }
+            if (y < ey) {
+                T *out = col + (unsigned long long)(16 * j + y) * g.nx;
+                if (ina) out[0] = va;
+                if (inb) out[32] = vb;
+            }
+        }
+        __syncwarp();
+    }
+    if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;
+    return !__any_sync(F, bad);
+}
+
+// X tiles clipped to n < 4096 elements: a mask bit at a slot >= n (the
+// CPU decoder rejects it; the walks would not see it).
+__device__ __forceinline__ bool mask_past_n(const unsigned *tb, unsigned at, int n, int lane) {
+    bool bad = false;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int W = 32 * q + lane, lo = 32 * W;
+        const unsigned w = mask_word(tb, at, W);
+        bad |= lo >= n ? w != 0 : n - lo < 32 && (w >> (n - lo)) != 0;
+    }
+    return bad;
+}
+
+__device__ __forceinline__ void prefetch_l1(const void *p) {
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+// One warp per tile, for the standard tile shape of rank R (FORMAT.md
+// section 3). Full rank-1 and rank-3 tiles without escapes whose bytes
+// fit the stage buffer are staged (coalesced) and take the v7 walks
+// (rank 1: also with escapes or clipped, X); every other tile of the
+// shape reads its bytes from global memory (L1) and takes a generic walk.
+// A tile whose structure does not check out goes on the list for the
+// block decoder, which rejects it with the CPU decoder's reason (or
+// decodes it, rewriting whatever the warp wrote).
+template <typename T, int R>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
                        unsigned long long fill_bits) {
-    __shared__ unsigned stage[DEC_W][DEC_STAGE];
+    // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
+    // (1536-2047); the generic walks use the first part for codes and masks
+    __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
     const T fill = Bits<T>::from(fill_bits);
-    __shared__ __align__(16) int pbuf[DEC_W][512];
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
     const unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;
     if (rel >= nt) return;
@@ -355,66 +687,94 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     unsigned long long z0, y0, x0;
     int lz, ly, lx;
     tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+    const int n = lz * ly * lx;
     const unsigned nw = sz / 4;
     const unsigned *gp = (const unsigned *)(blob + toff[rel]);
-    // word0 first: a tile with escapes goes to the block decoder unstaged
-    bool ok = (g.fast3 || g.fast1) && lz * ly * lx == TILE && nw <= DEC_STAGE && (gp[0] >> 16 & ~6u) == 0;
-    if (ok) {
-        unsigned *tb = stage[wi];
-        for (unsigned i = lane; i < nw; i += 32) tb[i] = __ldcs(gp + i);
+    unsigned *sw = smem[wi];
+    // word0 first: it says whether the tile is staged
+    const unsigned w0 = __ldg(gp);
+    bool ok = (w0 & ~0x7FFFFu) == 0;
+    const bool flags = (w0 >> 16) & 7;
+    const bool staged = nw <= DEC_STAGE && (R == 1 || (R == 3 && n == TILE && !((w0 >> 16) & 1)));
+    const unsigned *tb = gp;
+    if (ok && staged) {
+        for (unsigned i = lane; i < nw; i += 32) sw[i] = __ldcs(gp + i);
         __syncwarp();
-        const unsigned w0 = tb[0];
-        // where each plane's blocks start: serial over the masks; lanes p
-        // and 16 + p keep plane p's
-        unsigned at = 2, bm = 0, pat = 0;
-        for (int pl = 0; pl < 16 && ok; pl++) {
-            if (!((w0 >> pl) & 1)) continue;
-            if (at >= nw) {
-                ok = false;
-                break;
-            }
-            const unsigned m = tb[at];
-            if ((lane & 15) == pl) {
-                bm = m;
-                pat = at + 1;
-            }
-            at += 1 + 4 * __popc(m);
+        tb = sw;
+    } else if (ok) {
+        // the walk over the plane masks below is a chain of dependent loads
+        for (unsigned i = 32 * lane; i < nw + 31; i += 1024) prefetch_l1(gp + min(i, nw - 1));
+    }
+    // where each plane's blocks start: serial over the masks; lanes p
+    // and 16 + p keep plane p's
+    unsigned at = 2, bm = 0, pat = 0;
+    for (int pl = 0; pl < 16 && ok; pl++) {
+        if (!((w0 >> pl) & 1)) continue;
+        if (at >= nw) {
+            ok = false;
+            break;
         }
-        // then the fill mask, the raw mask, the raw count and values (no
-        // escapes here: those tiles went to the list)
-        TileMasks mk = {0, 0, 0, 0};
-        unsigned long long end = at;
-        if (ok && ((w0 >> 17) & 1)) {
-            mk.fat = at;
-            ok = end < nw;
-            if (ok) end += 1 + 4 * __popc(tb[end]);
+        const unsigned m = tb[at];
+        if ((lane & 15) == pl) {
+            bm = m;
+            pat = at + 1;
         }
-        if (ok && ((w0 >> 18) & 1)) {
-            ok = end < nw;
-            if (ok) {
-                mk.rat = (unsigned)end;
-                end += 1 + 4 * __popc(tb[end]);
-                ok = end < nw;
-            }
-            if (ok) {
-                mk.nraw = tb[end];
-                mk.rvat = (unsigned)end + 1;
-                end += 1 + (unsigned long long)mk.nraw * (sizeof(T) / 4);
-                ok = mk.nraw != 0;
-            }
-        }
-        ok = ok && end == nw;
+        at += 1 + 4 * __popc(m);
+    }
+    // then the escapes, the fill mask, the raw mask, the raw count and values
+    TileMasks mk = {0, 0, 0, 0, 0, 0};
+    unsigned long long end = at;
+    if (ok && ((w0 >> 16) & 1)) {
+        ok = end < nw;
         if (ok) {
-            const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-            const int origin = (int)tb[1];
-            const bool masks = (w0 >> 17) & 3;
-            int *pb = pbuf[wi];
-            if (g.fast3)
-                ok = masks ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                           : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+            mk.nesc = tb[end];
+            mk.escat = (unsigned)end + 1;
+            ok = mk.nesc != 0 && mk.nesc < (unsigned)n;
+            end += 1 + (unsigned long long)mk.nesc;
+        }
+    }
+    if (ok && ((w0 >> 17) & 1)) {
+        ok = end < nw;
+        if (ok) {
+            mk.fat = (unsigned)end;
+            end += 1 + 4 * __popc(tb[end]);
+        }
+    }
+    if (ok && ((w0 >> 18) & 1)) {
+        ok = end < nw;
+        if (ok) {
+            mk.rat = (unsigned)end;
+            end += 1 + 4 * __popc(tb[end]);
+            ok = end < nw;
+        }
+        if (ok) {
+            mk.nraw = tb[end];
+            mk.rvat = (unsigned)end + 1;
+            end += 1 + (unsigned long long)mk.nraw * (sizeof(T) / 4);
+            ok = mk.nraw != 0;
+        }
+    }
+    ok = ok && end == nw;
+    if (ok && n < TILE && ((w0 >> 17) & 3))
+        ok = !__any_sync(0xffffffffu, mask_past_n(tb, mk.fat, n, lane) || mask_past_n(tb, mk.rat, n, lane));
+    if (ok) {
+        const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
+        const int origin = (int)tb[1];
+        const bool X = flags || n < TILE;
+        int *pb = (int *)(sw + DEC_STAGE);
+        if (R == 3) {
+            if (staged)
+                ok = (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                                    : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
-                ok = masks ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill)
-                           : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill);
+                ok = X ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
+                       : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
+        } else if (R == 2) {
+            ok = X ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
+                   : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
+        } else {
+            ok = X ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
+                   : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);
         }
     }
     if (!ok && lane == 0) list[atomicAdd(count, 1u)] = (unsigned)rel;

@@ -1,0 +1,480 @@
+// The decode stage (included by fzgpu.cu after the encoder; the host
+// dispatch, launch_decode, stays in fzgpu.cu). Per job:
+//   chunk_scan_kernel     one block per chunk: validates the chunk's tile
+//                         table, tile sizes -> offsets (toff, tsize).
+//   decode_warp_kernel    one warp per tile (decode_warp.cuh), for every
+//                         tile of the three standard tile shapes: full,
+//                         clipped, escapes, fill and raw masks. A tile
+//                         whose structure does not check out goes on a list.
+//   decode_list_kernel    the block decoder (decode_tile, one 512-thread
+//                         block per tile) over that list: it rejects the
+//                         tile with the reason the CPU decoder gives, or
+//                         decodes it. Fields whose header names another
+//                         tile shape (this writer never does) go here whole.
+//   decode_finish_kernel  the first error, if any, into the result.
+// Every decoder writes the same bytes as fz/ (docs/FORMAT.md section 7).
+
+
+__device__ __forceinline__ void report(unsigned long long *err, unsigned long long rel, unsigned code) {
+    atomicMin(err, (rel << 8) | code);
+}
+
+// Word W (0-127) of a zero-block coded 512-byte bitmap (FORMAT.md section
+// 5) whose block mask is bm and whose blocks start at word at of p: 0 for
+// an absent block (bm = 0 stands for an absent plane).
+__device__ __forceinline__ unsigned zb_word(const unsigned *p, unsigned bm, unsigned at, int W) {
+    const int kb = W >> 2;
+    return ((bm >> kb) & 1) ? p[at + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)] : 0u;
+}
+
+// Slot of element e of a tile (n elements, P = ly * lx per z): from the
+// per-job table for full tiles, by FORMAT.md's formula for clipped ones.
+__device__ __forceinline__ int elem_slot(int e, int n, int P, int lz, int ly, int lx, const unsigned *emeta,
+                                         const Geo &g) {
+    if (n == TILE) return emeta[e] & 4095;
+    const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+    return slot_of(z, y, x, lz, ly, lx, g);
+}
+
+__device__ __forceinline__ unsigned ld32(const unsigned char *p) {
+    return (unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24;
+}
+
+// One block per chunk: validate the tile table and turn sizes into offsets.
+__global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned long long blob_size,
+                                  unsigned long long index_off, unsigned long long first_chunk,
+                                  unsigned long long tile0, unsigned long long *toff, unsigned *tsz,
+                                  unsigned long long *err) {
+    __shared__ unsigned scan[2 * NWARPS + 34];
+    __shared__ unsigned long long base_sh;
+    __shared__ int bad;
+    unsigned long long c = first_chunk + blockIdx.x;
+    unsigned long long first = c * g.per_chunk, end = min(first + g.per_chunk, g.tiles);
+    unsigned long long k = end - first;
+    const unsigned char *e = blob + index_off + 24 * c;
+    unsigned long long coff = (unsigned long long)ld32(e) | (unsigned long long)ld32(e + 4) << 32;
+    unsigned long long csz = (unsigned long long)ld32(e + 8) | (unsigned long long)ld32(e + 12) << 32;
+    if (threadIdx.x == 0) {
+        base_sh = 0;
+        bad = 0;
+    }
+    __syncthreads();
+    int ok = coff <= blob_size && csz <= blob_size - coff && csz >= 4 * k;
+    if (!ok) {
+        for (unsigned long long i = threadIdx.x; i < k; i += blockDim.x) tsz[first + i - tile0] = 0;
+        if (threadIdx.x == 0) report(err, first - tile0, coff <= blob_size && csz <= blob_size - coff ? FZGPU_DE_TABLE : FZGPU_DE_INDEX);
+        return;
+    }
+    const unsigned char *table = blob + coff;
+    const unsigned long long room = csz - 4 * k;
+    for (unsigned long long b = 0; b < k; b += NT) {
+        unsigned long long i = b + threadIdx.x;
+        unsigned sz = i < k ? ld32(table + 4 * i) : 0;
+        // sizes are < 2^32 each; prefix in 64 bits via two 32-bit scans is
+        // overkill for <= 65536 tiles of < 2^32: use 64-bit accumulation.
+        unsigned tot;
+        unsigned lo = block_excl_scan(sz & 0xFFFFu, &tot, scan);
+        unsigned long long totlo = tot;
+        unsigned hi = block_excl_scan(sz >> 16, &tot, scan);
+        unsigned long long exc = base_sh + lo + ((unsigned long long)hi << 16);
+        unsigned long long total = totlo + ((unsigned long long)tot << 16);
+        if (i < k) {
+            int valid = sz >= 8 && (sz & 3) == 0 && !bad && exc + sz <= room;
+            unsigned long long rel = first + i - tile0;
+            if (valid) {
+                toff[rel] = coff + 4 * k + exc;
+                tsz[rel] = sz;
+            } else {
+                tsz[rel] = 0;
+                report(err, rel, FZGPU_DE_TILESIZE);
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            base_sh += total;
+            if (base_sh > room) bad = 1;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && !bad && base_sh != room) report(err, end - 1 - tile0, FZGPU_DE_TRAILCHUNK);
+}
+
+// In-place inclusive prefix sum (int32, wrapping) of c[0], c[st], ...,
+// c[(len-1)*st]: eight loads issued before their adds and stores.
+__device__ __forceinline__ void col_scan(int *c, int st, int len) {
+    unsigned acc = (unsigned)c[0];
+    for (int y = 1; y < len; y += 8) {
+        unsigned v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (y + j < len) v[j] = (unsigned)c[(y + j) * st];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (y + j < len) {
+                acc += v[j];
+                c[(y + j) * st] = (int)acc;
+            }
+    }
+}
+
+struct DecShared {
+    unsigned tb[STAGE_WORDS];
+    int q[TILE];
+    unsigned short code[TILE];
+    unsigned char fl[TILE];  // 2 fill, 4 raw, 8 escape
+    unsigned scan[2 * NWARPS + 34];
+    int segv[64], segf[64];
+    unsigned bm[16], plane_at[16];
+    unsigned w0, origin, nesc, esc_at, fill_at, raw_at, nraw, rawv_at, plane_mask;
+    int bad;
+};
+
+// One tile (rel, relative to tile0) by the whole block: every return is
+// block-uniform.
+template <typename T>
+__device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *__restrict__ blob,
+                                            unsigned long long tile0, double step, int has_fill,
+                                            unsigned long long fill_bits, const unsigned long long *toff,
+                                            const unsigned *tsz, T *__restrict__ dst, unsigned long long *err,
+                                            const unsigned *__restrict__ emeta,
+                                            const unsigned long long *__restrict__ eoff, DecShared &s,
+                                            const unsigned long long rel) {
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const unsigned sz = tsz[rel];
+    if (sz == 0) return;  // its size was invalid, already reported
+    const unsigned long long t = tile0 + rel;
+    unsigned long long z0, y0, x0;
+    int lz, ly, lx;
+    tile_box(g, t, z0, y0, x0, lz, ly, lx);
+    const int n = lz * ly * lx, P = ly * lx;
+    const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
+    const unsigned nw = sz / 4;
+    const unsigned *gp = (const unsigned *)(blob + toff[rel]);
+    const unsigned *p = gp;
+    if (nw <= STAGE_WORDS) {
+        for (unsigned i = tid; i < nw; i += NT) s.tb[i] = gp[i];
+        p = s.tb;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        unsigned code = 0;
+        unsigned w0 = p[0];
+        unsigned long long at = 2;
+        if (w0 & ~0x7FFFFu) code = FZGPU_DE_FLAGS;
+        for (int pl = 0; pl < 16 && !code; pl++) {
+            if (!((w0 >> pl) & 1)) continue;
+            if (at >= nw) {
+                code = FZGPU_DE_TRUNC;
+                break;
+            }
+            unsigned bm = p[at];
+            s.bm[pl] = bm;
+            s.plane_at[pl] = (unsigned)at;
+            at += 1 + 4ull * __popc(bm);
+        }
+        unsigned nesc = 0;
+        if (!code && (w0 & (1u << 16))) {
+            if (at >= nw) code = FZGPU_DE_TRUNC;
+            else {
+                nesc = p[at];
+                if (nesc == 0 || nesc >= (unsigned)n) code = FZGPU_DE_ESCCOUNT;
+                s.esc_at = (unsigned)at + 1;
+                at += 1ull + nesc;
+            }
+        }
+        if (!code && (w0 & (1u << 17))) {
+            if (at >= nw) code = FZGPU_DE_TRUNC;
+            else {
+                s.fill_at = (unsigned)at;
+                at += 1 + 4ull * __popc(p[at]);
+            }
+        }
+        unsigned nraw = 0;
+        if (!code && (w0 & (1u << 18))) {
+            if (at >= nw) code = FZGPU_DE_TRUNC;
+            else {
+                s.raw_at = (unsigned)at;
+                at += 1 + 4ull * __popc(p[at]);
+                if (at >= nw) code = FZGPU_DE_TRUNC;
+                else {
+                    nraw = p[at];
+                    if (nraw == 0) code = FZGPU_DE_RAWCOUNT;
+                    s.rawv_at = (unsigned)at + 1;
+                    at += 1 + (unsigned long long)nraw * (sizeof(T) / 4);
+                }
+            }
+        }
+        if (!code && at > nw) code = FZGPU_DE_TRUNC;
+        if (!code && at < nw) code = FZGPU_DE_TRAILTILE;
+        s.w0 = w0;
+        s.origin = p[1];
+        s.nesc = nesc;
+        s.nraw = nraw;
+        s.bad = code;
+        if (code) report(err, rel, code);
+    }
+    __syncthreads();
+    if (s.bad) return;
+    const unsigned w0 = s.w0;
+
+    // 1. codes from planes by warp transpose: lane 16h+p loads plane p of
+    //    word 2m+h (0 when the plane or its zero-block is absent); after the
+    //    transpose lane l holds codes 64m+l (low half) and 64m+32+l (high).
+    {
+        const int pl = lane & 15;
+        const bool has = (w0 >> pl) & 1;
+        const unsigned bm = has ? s.bm[pl] : 0u;
+        const unsigned pat = has ? s.plane_at[pl] + 1 : 0u;
+        for (int m = wid; m < 64; m += NWARPS) {
+            const unsigned c = transpose32(zb_word(p, bm, pat, 2 * m + (lane >> 4)), lane);
+            s.code[64 * m + lane] = (unsigned short)c;
+            s.code[64 * m + 32 + lane] = (unsigned short)(c >> 16);
+        }
+    }
+    // masks into element flags (rare)
+    for (int e = tid; e < TILE; e += NT) s.fl[e] = 0;
+    __syncthreads();
+    if (tid == 0 && s.code[0] != 0) {
+        s.bad = FZGPU_DE_SLOT0;
+        report(err, rel, FZGPU_DE_SLOT0);
+    }
+    // 2. residuals in element order; escape flags
+    unsigned nesc = 0;
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        if (e < n) {
+            unsigned c = s.code[elem_slot(e, n, P, lz, ly, lx, emeta, g)];
+            int dv = (int)(c & 0x7FFFu);
+            if (c & 0x8000u) {
+                if (dv == 0) {
+                    s.fl[e] = 8;
+                    nesc++;
+                }
+                dv = -dv;
+            }
+            s.q[e] = dv;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) nesc += __shfl_down_sync(0xffffffffu, nesc, o);
+    if (lane == 0) s.scan[wid] = nesc;
+    __syncthreads();
+    if (tid == 0) {
+        unsigned E = 0;
+        for (int i = 0; i < NWARPS; i++) E += s.scan[i];
+        if (E != s.nesc && !s.bad) {
+            s.bad = FZGPU_DE_ESCCOUNT;
+            report(err, rel, FZGPU_DE_ESCCOUNT);
+        }
+    }
+    __syncthreads();
+    if (s.bad) return;
+    const bool masks = (w0 >> 17) & 3;
+    if (s.nesc || masks) {
+        // fill / raw masks: slot bits -> element flags, then undo the
+        // XOR-Lorenzo transform line by line (rare path).
+        if (masks) {
+            for (int which = 0; which < 2; which++) {
+                if (!((w0 >> (17 + which)) & 1)) continue;
+                unsigned at = which ? s.raw_at : s.fill_at;
+                unsigned bm = p[at];
+                unsigned char bit = which ? 4 : 2;
+                unsigned set = 0;
+#pragma unroll
+                for (int k = 0; k < KPT; k++) {
+                    int e = k * NT + tid;
+                    if (e < n) {
+                        const int sl = elem_slot(e, n, P, lz, ly, lx, emeta, g);
+                        if ((zb_word(p, bm, at + 1, sl >> 5) >> (sl & 31)) & 1) {
+                            s.fl[e] |= bit;
+                            set++;
+                        }
+                    }
+                }
+                // total bits in the mask
+                unsigned total = 0;
+                if (tid < 128) total = __popc(zb_word(p, bm, at + 1, tid));
+                unsigned tt, ts;
+                block_excl_scan(total, &tt, s.scan);
+                block_excl_scan(set, &ts, s.scan);
+                if (tid == 0 && tt != ts) {
+                    s.bad = FZGPU_DE_MASKSLOTS;
+                    report(err, rel, FZGPU_DE_MASKSLOTS);
+                }
+                __syncthreads();
+                if (s.bad) return;
+                // undo parity Lorenzo: prefix XOR along x, y, z
+                for (int i = tid; i < lz * ly; i += NT) {
+                    unsigned char *row = s.fl + i * lx;
+                    unsigned char acc = row[0] & bit;
+                    for (int x = 1; x < lx; x++) {
+                        acc ^= row[x] & bit;
+                        row[x] = (row[x] & ~bit) | acc;
+                    }
+                }
+                __syncthreads();
+                for (int i = tid; i < lz * lx; i += NT) {
+                    int z = i / lx, x = i - z * lx;
+                    unsigned char *c = s.fl + z * P + x;
+                    unsigned char acc = c[0] & bit;
+                    for (int y = 1; y < ly; y++) {
+                        acc ^= c[y * lx] & bit;
+                        c[y * lx] = (c[y * lx] & ~bit) | acc;
+                    }
+                }
+                __syncthreads();
+                for (int i = tid; i < P; i += NT) {
+                    unsigned char *c = s.fl + i;
+                    unsigned char acc = c[0] & bit;
+                    for (int z = 1; z < lz; z++) {
+                        acc ^= c[z * P] & bit;
+                        c[z * P] = (c[z * P] & ~bit) | acc;
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        // element-order ranks of escapes and raw values
+        const int e0 = tid * KPT;
+        unsigned ce = 0, cr = 0;
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            if (e < n) {
+                ce += (s.fl[e] >> 3) & 1;
+                cr += (s.fl[e] >> 2) & 1;
+            }
+        }
+        unsigned tot, totr;
+        unsigned re = block_excl_scan(ce, &tot, s.scan);
+        unsigned rr = block_excl_scan(cr, &totr, s.scan);
+        if (tid == 0 && ((w0 >> 18) & 1) && totr != s.nraw) {
+            s.bad = FZGPU_DE_RAWCOUNT;
+            report(err, rel, FZGPU_DE_RAWCOUNT);
+        }
+        if (s.nesc) {
+            for (int i = 0; i < KPT; i++) {
+                int e = e0 + i;
+                if (e < n && (s.fl[e] & 8)) s.q[e] = (int)p[s.esc_at + re++];
+            }
+        }
+        __syncthreads();
+        if (s.bad) return;
+        // raw values go straight to the output (the main pass skips them)
+        if ((w0 >> 18) & 1) {
+            for (int i = 0; i < KPT; i++) {
+                int e = e0 + i;
+                if (e < n && (s.fl[e] & 4)) {
+                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                    unsigned long long b;
+                    if (sizeof(T) == 4) b = p[s.rawv_at + rr];
+                    else b = (unsigned long long)p[s.rawv_at + 2 * rr] | (unsigned long long)p[s.rawv_at + 2 * rr + 1] << 32;
+                    dst[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x] = Bits<T>::from(b);
+                    rr++;
+                }
+            }
+        }
+    }
+    if (tid == 0) s.q[0] = (int)s.origin;
+    __syncthreads();
+
+    // 3. undo Lorenzo: segmented prefix along x (rows of lx), then y, then z
+    {
+        const int e0 = tid * KPT;
+        int v[KPT];
+        int r0 = e0 % lx;
+        int first_start = -1;
+        int acc = 0;
+#pragma unroll
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            int x = r0 + i;
+            while (x >= lx) x -= lx;  // lx may be < KPT
+            int val = e < n ? s.q[e] : 0;
+            if (x == 0) {
+                if (first_start < 0) first_start = i;
+                acc = val;
+            } else {
+                acc = (int)((unsigned)acc + (unsigned)val);
+            }
+            v[i] = acc;
+        }
+        int carry = block_seg_carry(first_start >= 0, acc, s.segv, s.segf);
+#pragma unroll
+        for (int i = 0; i < KPT; i++) {
+            int e = e0 + i;
+            if (first_start < 0 || i < first_start) v[i] = (int)((unsigned)v[i] + (unsigned)carry);
+            if (e < n) s.q[e] = v[i];
+        }
+    }
+    __syncthreads();
+    if (ly > 1) {
+        for (int i = tid; i < lz * lx; i += NT) {
+            int z = i / lx, x = i - z * lx;
+            col_scan(s.q + z * P + x, lx, ly);
+        }
+        __syncthreads();
+    }
+    if (lz > 1) {
+        for (int i = tid; i < P; i += NT) {
+            col_scan(s.q + i, P, lz);
+        }
+        __syncthreads();
+    }
+
+    // 4. dequantize and write; fill and raw elements are exact
+    const T fill = Bits<T>::from(fill_bits);
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        int e = k * NT + tid;
+        if (e < n) {
+            unsigned char f = s.fl[e];
+            if (f & 4) continue;
+            unsigned long long gi;
+            if (n == TILE) {
+                gi = base + eoff[e];
+            } else {
+                int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+            }
+            dst[gi] = (f & 2) ? fill : Bits<T>::rec(s.q[e], step);
+        }
+    }
+    (void)has_fill;
+}
+
+// The tiles the warp decoder left (list[0 .. *count)), grid-strided: their
+// number is only known on the device. Without a list (fields whose tile
+// shape has no warp walk): tiles 0 .. nall-1.
+#ifndef DEC_LIST_MINB
+#define DEC_LIST_MINB 3  // blocks per SM the register budget is cut for (the loop around decode_tile spills a little at 40 registers)
+#endif
+template <typename T>
+__global__ void __launch_bounds__(NT, DEC_LIST_MINB)
+    decode_list_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
+                       int has_fill, unsigned long long fill_bits, const unsigned long long *toff,
+                       const unsigned *tsz, T *__restrict__ dst, unsigned long long *err,
+                       const unsigned *__restrict__ emeta, const unsigned long long *__restrict__ eoff,
+                       const unsigned *list, const unsigned *count, unsigned nall) {
+    __shared__ DecShared s;
+    const unsigned n = list ? *count : nall;
+    for (unsigned i = blockIdx.x; i < n; i += gridDim.x) {
+        __syncthreads();  // the previous tile is done with s
+        decode_tile<T>(g, blob, tile0, step, has_fill, fill_bits, toff, tsz, dst, err, emeta, eoff, s,
+                       list ? list[i] : i);
+    }
+}
+
+#include "decode_warp.cuh"
+
+__global__ void decode_finish_kernel(const unsigned long long *err, fzgpu_result *res) {
+    fzgpu_result r;
+    memset(&r, 0, sizeof r);
+    unsigned long long e = *err;
+    if (e != ~0ull) {
+        r.status = FZGPU_E_FORMAT;
+        r.err_tile = e >> 8;
+        r.err_code = (unsigned)(e & 0xFF);
+    }
+    *res = r;
+}
+
