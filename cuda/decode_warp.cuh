@@ -474,8 +474,11 @@ __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsign
         unsigned yf = 0, yr = 0;  // X: the rows' masks so far, prefix-XORed over x and y
 #pragma unroll
         for (int y = 0; y < 16; y++) {
+            // rows past ly stay unwritten: the prefix sums of the rows
+            // inside never read them, and nothing past ly is stored
+            if (y >= ly) break;
             const int j = y >> 2, dy = y & 3, ey = min(4, ly - 4 * j);
-            const bool in = xin && y < ly;
+            const bool in = xin;
             const int s = s0 + ez * (4 * j * lx + ey * k8) + (dz * ey + dy) * ex + dx;
             const unsigned c = in ? cb[s] : 0u;
             int d;
@@ -486,7 +489,7 @@ __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsign
                 d = origin;
             }
             pb[32 * y + (lane ^ swz3(y))] = d;
-            if (X && y < ly) {
+            if (X) {
                 const int as = s + 128 * ((4 * (z >> 2) * P) >> 7);  // the slot in the tile
                 yf ^= pxor(__ballot_sync(F, in && slot_bit(fmw, as))) & xm;
                 yr ^= pxor(__ballot_sync(F, in && slot_bit(rmw, as))) & xm;
@@ -511,6 +514,7 @@ __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsign
         int Y = 0;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
+            if (y >= ly) break;
             Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
             zc[y] = wadd(zc[y], Y);
             T val = Bits<T>::rec(zc[y], step);
@@ -518,7 +522,7 @@ __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsign
                 const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
-            if (xin && y < ly) out[(unsigned long long)y * g.nx] = val;
+            if (xin) out[(unsigned long long)y * g.nx] = val;
         }
         __syncwarp();
     }
@@ -526,16 +530,15 @@ __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsign
     return !__any_sync(F, bad);
 }
 
-// Rank 2, element (y, x) of a 16-row band lives at word 64y + (x ^ sw2(y)):
-// the rows' 16-byte pieces (lanes y = 0..7 of a quarter-warp) and the
-// 32-lane rows and columns each hit 32 banks.
-__device__ __forceinline__ int sw2(int y) { return 4 * (y & 7); }
-
+// Rank 2, element (y, x) of a 16-row band lives at word 64y + (x ^ swz3(y)):
+// rows of 64 words are 0 mod 32 banks as dec_fast3's rows of 32, so the
+// same XOR keeps the rows' 16-byte pieces and the 32-lane rows and
+// columns on 32 banks.
 // Rank 2 (64x64 tiles, 16x8 sub-blocks), any box ly x lx: per band of 16
 // rows (one row of sub-blocks, slots 16 j lx ...): (A) lane l takes the
 // columns l and 32 + l, residuals into a 16x64 buffer (the stage buffer's
-// upper half); (B) lane (y = l % 16, half l / 16) prefix-sums 32 values
-// of row y, plus the left half's total; (C) lane l runs down its two
+// upper half); (B) as dec_fast3's, the left 32 columns, then the right 32
+// plus the left's row totals; (C) lane l runs down its two
 // columns, carrying the column sums over the bands, and stores rows of 32
 // values. Escapes and mask rows in element order: a row's left 32, then
 // its right 32.
@@ -551,9 +554,9 @@ __device__ __forceinline__ bool dec_gen2(const unsigned *tb, unsigned bm, unsign
     const bool ina = lane < lx, inb = lane + 32 < lx;
     const unsigned xma = lx >= 32 ? F : (1u << lx) - 1;
     const unsigned xmb = lx >= 64 ? F : lx <= 32 ? 0u : (1u << (lx - 32)) - 1;
-    const int ry = lane & 15, rh = lane >> 4;
-    int *rowp = pb + 64 * ry + 32 * rh;
-    const int rsw = sw2(ry);
+    const int ry = lane >> 1, rh = lane & 1;
+    int *rowp = pb + 64 * ry;
+    const int rsw = swz3(ry);
     bool bad = false;
     T *col = dst + base + lane;
     int Ya = 0, Yb = 0;                          // the columns' sums over the bands before
@@ -573,13 +576,13 @@ __device__ __forceinline__ bool dec_gen2(const unsigned *tb, unsigned bm, unsign
         unsigned ma = 0, mb = 0;  // X: lane y (fill) and 16 + y (raw): row y's masks
 #pragma unroll
         for (int y = 0; y < 16; y++) {
-            const bool iy = y < ey;
-            const unsigned ca = iy && ina ? cb[s0 + ey * k8 + y * exa + dx] : 0u;
-            const unsigned cc = iy && inb ? cb[s0 + ey * (32 + k8) + y * exb + dx] : 0u;
+            if (y >= ey) break;  // as in dec_gen3
+            const unsigned ca = ina ? cb[s0 + ey * k8 + y * exa + dx] : 0u;
+            const unsigned cc = inb ? cb[s0 + ey * (32 + k8) + y * exb + dx] : 0u;
             int da, db;
             if (X) {
-                da = esc_resid(ca, iy && ina, ne, mk, tb, lane, bad);
-                db = esc_resid(cc, iy && inb, ne, mk, tb, lane, bad);
+                da = esc_resid(ca, ina, ne, mk, tb, lane, bad);
+                db = esc_resid(cc, inb, ne, mk, tb, lane, bad);
             } else {
                 da = resid_of(ca, bad);
                 db = resid_of(cc, bad);
@@ -588,9 +591,9 @@ __device__ __forceinline__ bool dec_gen2(const unsigned *tb, unsigned bm, unsign
                 bad |= ca != 0;
                 da = origin;
             }
-            pb[64 * y + (lane ^ sw2(y))] = da;
-            pb[64 * y + 32 + (lane ^ sw2(y))] = db;
-            if (X && iy) {
+            pb[64 * y + (lane ^ swz3(y))] = da;
+            pb[64 * y + 32 + (lane ^ swz3(y))] = db;
+            if (X) {
                 const int sa = a + ey * k8 + y * exa + dx, sb = a + ey * (32 + k8) + y * exb + dx;
                 const unsigned fa = __ballot_sync(F, ina && slot_bit(fmw, sa));
                 const unsigned fb = __ballot_sync(F, inb && slot_bit(fmw, sb));
@@ -612,19 +615,24 @@ __device__ __forceinline__ bool dec_gen2(const unsigned *tb, unsigned bm, unsign
             }
         }
         __syncwarp();
-        int v[32];
+        int rt = 0;  // the row's total over the left half
 #pragma unroll
-        for (int c = 0; c < 8; c++) ld4(v + 4 * c, rowp + ((4 * c) ^ rsw));
+        for (int hx = 0; hx < 64; hx += 32) {
+            int v[16];
 #pragma unroll
-        for (int i = 1; i < 32; i++) v[i] = wadd(v[i], v[i - 1]);
-        const int lo = __shfl_sync(F, v[31], ry);  // the left half's total (lane y)
+            for (int c = 0; c < 4; c++) ld4(v + 4 * c, rowp + hx + ((16 * rh + 4 * c) ^ rsw));
+            scan16(v);
+            const int lo = __shfl_sync(F, v[15], lane & ~1), hi = __shfl_sync(F, v[15], lane | 1);
 #pragma unroll
-        for (int c = 0; c < 8; c++) st4(rowp + ((4 * c) ^ rsw), v + 4 * c, rh ? lo : 0);
+            for (int c = 0; c < 4; c++) st4(rowp + hx + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, wadd(rh ? lo : 0, rt));
+            rt = wadd(rt, wadd(lo, hi));
+        }
         __syncwarp();
 #pragma unroll
         for (int y = 0; y < 16; y++) {
-            Ya = wadd(Ya, pb[64 * y + (lane ^ sw2(y))]);
-            Yb = wadd(Yb, pb[64 * y + 32 + (lane ^ sw2(y))]);
+            if (y >= ey) break;
+            Ya = wadd(Ya, pb[64 * y + (lane ^ swz3(y))]);
+            Yb = wadd(Yb, pb[64 * y + 32 + (lane ^ swz3(y))]);
             T va = Bits<T>::rec(Ya, step), vb = Bits<T>::rec(Yb, step);
             if (X) {
                 const unsigned fa = __shfl_sync(F, ma, y), fb = __shfl_sync(F, mb, y);
@@ -632,11 +640,9 @@ __device__ __forceinline__ bool dec_gen2(const unsigned *tb, unsigned bm, unsign
                 va = apply_masks<T>(va, fa, qa, nr, mk, tb, fill, lane, bad);
                 vb = apply_masks<T>(vb, fb, qb, nr, mk, tb, fill, lane, bad);
             }
-            if (y < ey) {
-                T *out = col + (unsigned long long)(16 * j + y) * g.nx;
-                if (ina) out[0] = va;
-                if (inb) out[32] = vb;
-            }
+            T *out = col + (unsigned long long)(16 * j + y) * g.nx;
+            if (ina) out[0] = va;
+            if (inb) out[32] = vb;
         }
         __syncwarp();
     }
@@ -760,20 +766,19 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     if (ok) {
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         const int origin = (int)tb[1];
-        const bool X = flags || n < TILE;
         int *pb = (int *)(sw + DEC_STAGE);
         if (R == 3) {
             if (staged)
                 ok = (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
                                     : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
-                ok = X ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
+                ok = flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
-            ok = X ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
+            ok = flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
         } else {
-            ok = X ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
+            ok = flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
                    : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);
         }
     }
