@@ -240,6 +240,9 @@ func TestAdversarialMatchCPU(t *testing.T) {
 		// mostly full rank-3 tiles with rows that do not start on a 16-byte
 		// boundary (nx % 4 != 0): the f32 rank-3 walk's 4-byte staging path
 		{16, 32, 65}, {8, 48, 97}, {24, 16, 66},
+		// the warp decoder's generic walks: a narrow grid whose tiles are
+		// clipped in y and x (era5's 33 x 49), full rank-2 tiles
+		{16, 33, 49}, {128, 192},
 	}
 	// FZ_GPU_SHORT (for compute-sanitizer runs): a quarter of the shapes.
 	short := os.Getenv("FZ_GPU_SHORT") != ""
@@ -302,51 +305,74 @@ func TestCorruptedAgree(t *testing.T) {
 			v[i] = float32(math.NaN())
 		}
 	}
-	raw := f32bytes(v)
-	// {16, 32, 128}: full rank-3 tiles, which the warp decoder takes.
-	for _, dims := range [][]uint64{{70000}, {70, 1000}, {7, 100, 100}, {16, 32, 128}} {
-		n, err := fz.NumElements(dims)
-		if err != nil {
-			t.Fatal(err)
+	// The same values with spikes and fill runs under an absolute bound
+	// (under REL no residual exceeds the 16-bit codes at 1e-3): escapes
+	// and fill masks, the warp decoder's X paths.
+	w := make([]float32, len(v))
+	for i := range w {
+		switch {
+		case (i/700)%6 == 2:
+			w[i] = -9999
+		case i%311 == 7:
+			w[i] = v[i] * 1e3
+		default:
+			w[i] = v[i]
 		}
-		raw := raw[:4*n]
-		blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}, fz.WithTilesPerChunk(4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := fz.ReadHeader(blob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agreeOK, agreeErr := 0, 0
-		for trial := 0; trial < 300; trial++ {
-			m := append([]byte(nil), blob...)
-			c := r.IntN(len(h.Chunks))
-			ch := h.Chunks[c]
-			for k := 0; k < 1+r.IntN(3); k++ {
-				i := ch.Offset + uint64(r.IntN(int(ch.Size)))
-				m[i] ^= byte(1 << r.IntN(8))
+	}
+	fill := -9999.0
+	type dataset struct {
+		name string
+		raw  []byte
+		fill *float64
+		mode fz.Mode
+	}
+	// {16, 32, 128}: full rank-3 tiles; {128, 128}: full rank-2 tiles;
+	// {16, 33, 49}: rank-3 tiles clipped in y and x.
+	for _, ds := range []dataset{{"noisy", f32bytes(v), nil, fz.Rel}, {"spikes+fill", f32bytes(w), &fill, fz.Abs}} {
+		for _, dims := range [][]uint64{{70000}, {70, 1000}, {7, 100, 100}, {16, 32, 128}, {128, 128}, {16, 33, 49}} {
+			n, err := fz.NumElements(dims)
+			if err != nil {
+				t.Fatal(err)
 			}
-			e := h.IndexOffset() + uint64(24*c)
-			binary.LittleEndian.PutUint32(m[e+16:], fz.CRC32C(m[ch.Offset:ch.Offset+ch.Size]))
-			ie := h.IndexOffset() + uint64(24*len(h.Chunks))
-			binary.LittleEndian.PutUint32(m[ie:], fz.CRC32C(m[h.IndexOffset():ie]))
-			_, cout, cerr := fz.Decompress(ctx, m)
-			gout := make([]byte, len(raw))
-			_, gerr := g.DecompressTo(ctx, m, gout)
-			if (cerr == nil) != (gerr == nil) {
-				t.Fatalf("dims %v trial %d: cpu err %v, gpu err %v", dims, trial, cerr, gerr)
+			raw := ds.raw[:4*n]
+			blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: dims, Mode: ds.mode, Bound: 1e-3, Fill: ds.fill}, fz.WithTilesPerChunk(4))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if cerr == nil {
-				if !bytes.Equal(cout, gout) {
-					t.Fatalf("dims %v trial %d: accepted corrupt stream decodes differently", dims, trial)
+			h, err := fz.ReadHeader(blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agreeOK, agreeErr := 0, 0
+			for trial := 0; trial < 300; trial++ {
+				m := append([]byte(nil), blob...)
+				c := r.IntN(len(h.Chunks))
+				ch := h.Chunks[c]
+				for k := 0; k < 1+r.IntN(3); k++ {
+					i := ch.Offset + uint64(r.IntN(int(ch.Size)))
+					m[i] ^= byte(1 << r.IntN(8))
 				}
-				agreeOK++
-			} else {
-				agreeErr++
+				e := h.IndexOffset() + uint64(24*c)
+				binary.LittleEndian.PutUint32(m[e+16:], fz.CRC32C(m[ch.Offset:ch.Offset+ch.Size]))
+				ie := h.IndexOffset() + uint64(24*len(h.Chunks))
+				binary.LittleEndian.PutUint32(m[ie:], fz.CRC32C(m[h.IndexOffset():ie]))
+				_, cout, cerr := fz.Decompress(ctx, m)
+				gout := make([]byte, len(raw))
+				_, gerr := g.DecompressTo(ctx, m, gout)
+				if (cerr == nil) != (gerr == nil) {
+					t.Fatalf("%s %v trial %d: cpu err %v, gpu err %v", ds.name, dims, trial, cerr, gerr)
+				}
+				if cerr == nil {
+					if !bytes.Equal(cout, gout) {
+						t.Fatalf("%s %v trial %d: accepted corrupt stream decodes differently", ds.name, dims, trial)
+					}
+					agreeOK++
+				} else {
+					agreeErr++
+				}
 			}
+			t.Logf("%s %v: %d corrupted streams accepted alike, %d rejected by both", ds.name, dims, agreeOK, agreeErr)
 		}
-		t.Logf("dims %v: %d corrupted streams accepted alike, %d rejected by both", dims, agreeOK, agreeErr)
 	}
 }
 
