@@ -233,6 +233,136 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     return !__any_sync(F, bad);
 }
 
+// Rank 2, full 64x64 tile (16x8 sub-blocks): block kb = 8j + k is the
+// sub-block (j, k), rows 16j .. 16j+15 and columns 8k .. 8k+7, and its
+// word w holds rows 4w .. 4w+3 (lane l: row 4w + l/8, column 8k + l%8),
+// the lane layout of dec_fast3's sub-blocks. Per band j (16 rows) and
+// half hx (32 columns) the walk is dec_fast3's per z-plane: (A) four
+// transposes per word pair into the 16x32 plane buffer; (B) row prefix,
+// plus the left half's row totals for hx = 1; (C) lane x runs down column
+// 32hx + x, carrying the column's sum over the bands, and stores rows of
+// 32 values.
+//
+// With M, the band's mask rows are built first for both halves (lane
+// 16m + y: row y of mask m): pxor within the half, flipped for hx = 1 when
+// the left half's row has odd parity, an XOR scan over y plus the last
+// row of the band before. A raw value's index counts, in element order,
+// the raws of the band's earlier rows (both halves), of the left half of
+// its row (hx = 1), and the lanes before it.
+template <typename T, bool M>
+__device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                          int lane, const TileMasks &mk, T fill) {
+    const unsigned F = 0xffffffffu;
+    const int dy = lane >> 3, dx = lane & 7, h = lane >> 4;
+    const int ry = lane >> 1, rh = lane & 1;
+    int *rowp = pb + 32 * ry;
+    const int rsw = swz3(ry);
+    int Y0 = 0, Y1 = 0;  // the column sums over the bands before, per half
+    unsigned yc0 = 0, yc1 = 0, nrb = 0;  // M: mask rows carried over bands, per half; raws of the bands before
+    bool bad = false;
+    T *col = dst + base + lane;
+#pragma unroll 1
+    for (int j = 0; j < 4; j++) {
+        unsigned zm0 = 0, zm1 = 0, rb0 = 0, rb1 = 0;  // M: rows' masks per half; lanes 16 + y: raws before row y's half
+        if (M) {
+            const int y = lane & 15;
+            const unsigned at = lane < 16 ? mk.fat : mk.rat;
+            unsigned lp = 0;
+#pragma unroll
+            for (int hx = 0; hx < 2; hx++) {
+                unsigned r = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    r |= ((mask_word(tb, at, 4 * (8 * j + 4 * hx + k) + (y >> 2)) >> (8 * (y & 3))) & 0xFFu) << (8 * k);
+                r = pxor(r);
+                if (hx == 0) lp = r >> 31;
+                else if (lp) r = ~r;
+#pragma unroll
+                for (int o = 1; o < 16; o <<= 1) {
+                    const unsigned u = __shfl_up_sync(F, r, o, 16);
+                    if (y >= o) r ^= u;
+                }
+                unsigned &yc = hx ? yc1 : yc0;
+                r ^= yc;
+                yc = __shfl_sync(F, r, (lane & 16) + 15);
+                (hx ? zm1 : zm0) = r;
+            }
+            // lanes 16 + y: the raws of the band's rows before y
+            const unsigned cnt = __popc(zm0) + __popc(zm1);
+            unsigned inc = cnt;
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                const unsigned u = __shfl_up_sync(F, inc, o, 16);
+                if (y >= o) inc += u;
+            }
+            rb0 = nrb + inc - cnt;
+            rb1 = rb0 + __popc(zm0);
+            nrb += __shfl_sync(F, inc, 31);
+        }
+        int rt = 0;  // row ry's total over the left half
+        // not unrolled: unrolled, the compiler kept the 8 blocks' offsets
+        // of the band live through the prefix sums and spilled
+#pragma unroll 1
+        for (int hx = 0; hx < 2; hx++) {
+#pragma unroll
+            for (int mp = 0; mp < 2; mp++) {
+                unsigned t[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int kb = 8 * j + 4 * hx + k;
+                    const bool pr = (bm >> kb) & 1u;
+                    t[k] = pr ? tb[pat + 4 * __popc(bm & ((1u << kb) - 1)) + 2 * mp + h] : 0u;
+                }
+                transpose32n<4>(t, lane);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const unsigned c = hh ? t[k] >> 16 : t[k] & 0xFFFFu;
+                        int d = resid_of(c, bad);
+                        if (j == 0 && hx == 0 && mp == 0 && k == 0 && hh == 0 && lane == 0) {
+                            bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                            d = origin;
+                        }
+                        const int y = 4 * (2 * mp + hh) + dy;
+                        pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+                    }
+                }
+            }
+            __syncwarp();
+            int v[16];
+#pragma unroll
+            for (int c = 0; c < 4; c++) ld4(v + 4 * c, rowp + ((16 * rh + 4 * c) ^ rsw));
+            scan16(v);
+            const int lo = __shfl_sync(F, v[15], lane & ~1), hi = __shfl_sync(F, v[15], lane | 1);
+#pragma unroll
+            for (int c = 0; c < 4; c++) st4(rowp + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, wadd(rh ? lo : 0, rt));
+            rt = wadd(rt, wadd(lo, hi));
+            __syncwarp();
+            T *out = col + (unsigned long long)16 * j * g.nx + 32 * hx;
+            int Yh = hx ? Y1 : Y0;
+            const unsigned zm = hx ? zm1 : zm0, rb = hx ? rb1 : rb0;
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                Yh = wadd(Yh, pb[32 * y + (lane ^ swz3(y))]);
+                T val = Bits<T>::rec(Yh, step);
+                if (M) {
+                    const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
+                    unsigned nr = __shfl_sync(F, rb, 16 + y);
+                    val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+                }
+                out[(unsigned long long)y * g.nx] = val;
+            }
+            if (hx) Y1 = Yh;
+            else Y0 = Yh;
+            __syncwarp();
+        }
+    }
+    if (M && nrb != mk.nraw) bad = true;
+    return !__any_sync(F, bad);
+}
+
 // Rank 1, element e (0-511) of a 512-element chunk lives at word
 // sw1(e): 16-byte pieces XOR-rotated by (e / 32) % 4, so the
 // transpose's 32 consecutive elements and the lanes' 16-element runs
@@ -701,7 +831,7 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     const unsigned w0 = __ldg(gp);
     bool ok = (w0 & ~0x7FFFFu) == 0;
     const bool flags = (w0 >> 16) & 7;
-    const bool staged = nw <= DEC_STAGE && (R == 1 || (R == 3 && n == TILE && !((w0 >> 16) & 1)));
+    const bool staged = nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
     const unsigned *tb = gp;
     if (ok && staged) {
         for (unsigned i = lane; i < nw; i += 32) sw[i] = __ldcs(gp + i);
@@ -775,7 +905,11 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
                 ok = flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
-            ok = flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
+            if (staged)
+                ok = (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                                    : dec_fast2<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+            else
+                ok = flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
         } else {
             ok = flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
