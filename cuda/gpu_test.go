@@ -291,6 +291,64 @@ func TestAdversarialMatchCPU(t *testing.T) {
 	t.Logf("%d adversarial cases byte-identical to the CPU", n)
 }
 
+// TestDecodeShapesMatchCPU: each walk of the warp decoder
+// (decode_warp.cuh) on full and clipped tiles of the three ranks, without
+// and with escapes, fill and raw masks, in f32 and f64, decodes as the
+// CPU does. Small enough for compute-sanitizer.
+func TestDecodeShapesMatchCPU(t *testing.T) {
+	g := gpu(t)
+	fill := -9999.0
+	variants := []struct {
+		name string
+		mode fz.Mode
+		fill *float64
+		val  func(i int, x float64) float64
+	}{
+		{"smooth", fz.Rel, nil, func(i int, x float64) float64 { return x }},
+		// spikes become escapes under ABS 1e-3; NaN becomes a raw value
+		{"spikes", fz.Abs, nil, func(i int, x float64) float64 {
+			switch {
+			case i%509 == 3:
+				return math.NaN()
+			case i%97 == 5:
+				return x * 1e3
+			}
+			return x
+		}},
+		{"fill", fz.Abs, &fill, func(i int, x float64) float64 {
+			if (i/300)%4 == 1 || i%211 == 0 {
+				return fill
+			}
+			if i%401 == 9 {
+				return x * 1e3
+			}
+			return x
+		}},
+	}
+	for _, dims := range [][]uint64{{9000}, {128, 128}, {70, 100}, {16, 32, 64}, {12, 33, 49}} {
+		n, err := fz.NumElements(dims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range variants {
+			v64 := make([]float64, n)
+			v32 := make([]float32, n)
+			for i := range v64 {
+				v64[i] = v.val(i, math.Sin(float64(i)*0.003)*40+math.Cos(float64(i)*0.0007)*10)
+				v32[i] = float32(v64[i])
+			}
+			for _, dt := range []fz.DType{fz.Float32, fz.Float64} {
+				raw := f32bytes(v32)
+				if dt == fz.Float64 {
+					raw = f64bytes(v64)
+				}
+				p := fz.Params{DType: dt, Dims: dims, Mode: v.mode, Bound: 1e-3, Fill: v.fill}
+				check(t, g, fmt.Sprintf("%s %v %v", v.name, dims, dt), raw, p, fz.WithTilesPerChunk(3))
+			}
+		}
+	}
+}
+
 // TestCorruptedAgree mutates chunk bytes (with checksums repaired so the
 // decoders see the damage) and requires the GPU to reject what the CPU
 // rejects and to decode identically what the CPU accepts.
