@@ -797,16 +797,53 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
-// Where each plane's blocks start (a serial walk over the plane masks;
-// lanes p and 16 + p keep plane p's), then the escapes, the fill mask,
-// the raw mask, the raw count and values: false if any size or count does
-// not check out (FORMAT.md section 7).
-template <typename T>
-__device__ __forceinline__ bool parse_tile(const unsigned *tb, unsigned w0, unsigned nw, int n, int lane,
-                                           unsigned &bm, unsigned &pat, TileMasks &mk) {
+// One warp per tile, for the standard tile shape of rank R (FORMAT.md
+// section 3). Full rank-1 and rank-3 tiles without escapes whose bytes
+// fit the stage buffer are staged (coalesced) and take the v7 walks
+// (rank 1: also with escapes or clipped, X); every other tile of the
+// shape reads its bytes from global memory (L1) and takes a generic walk.
+// A tile whose structure does not check out goes on the list for the
+// block decoder, which rejects it with the CPU decoder's reason (or
+// decodes it, rewriting whatever the warp wrote).
+template <typename T, int R>
+__global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
+    decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
+                       unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
+                       const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
+                       unsigned long long fill_bits) {
+    // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
+    // (1536-2047); the generic walks use the first part for codes and masks
+    __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
+    const T fill = Bits<T>::from(fill_bits);
+    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+    const unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;
+    if (rel >= nt) return;
+    const unsigned sz = tsz[rel];
+    if (sz == 0) return;  // its size was invalid, already reported by the chunk scan
+    unsigned long long z0, y0, x0;
+    int lz, ly, lx;
+    tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+    const int n = lz * ly * lx;
+    const unsigned nw = sz / 4;
+    const unsigned *gp = (const unsigned *)(blob + toff[rel]);
+    unsigned *sw = smem[wi];
+    // word0 first: it says whether the tile is staged
+    const unsigned w0 = __ldg(gp);
     bool ok = (w0 & ~0x7FFFFu) == 0;
-    unsigned at = 2;
-    bm = pat = 0;
+    const bool flags = (w0 >> 16) & 7;
+    const bool staged = nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
+    const unsigned *tb = gp;
+    if (ok && staged) {
+        for (unsigned i = lane; i < nw; i += 32) sw[i] = __ldcs(gp + i);
+        __syncwarp();
+        tb = sw;
+    } else if (ok) {
+        // the walk over the plane masks below is a chain of dependent loads
+        for (unsigned i = 32 * lane; i < nw + 31; i += 1024) prefetch_l1(gp + min(i, nw - 1));
+    }
+    // where each plane's blocks start: serial over the masks; lanes p
+    // and 16 + p keep plane p's
+    unsigned at = 2, bm = 0, pat = 0;
     for (int pl = 0; pl < 16 && ok; pl++) {
         if (!((w0 >> pl) & 1)) continue;
         if (at >= nw) {
@@ -820,7 +857,8 @@ __device__ __forceinline__ bool parse_tile(const unsigned *tb, unsigned w0, unsi
         }
         at += 1 + 4 * __popc(m);
     }
-    mk = TileMasks{0, 0, 0, 0, 0, 0};
+    // then the escapes, the fill mask, the raw mask, the raw count and values
+    TileMasks mk = {0, 0, 0, 0, 0, 0};
     unsigned long long end = at;
     if (ok && ((w0 >> 16) & 1)) {
         ok = end < nw;
@@ -855,135 +893,28 @@ __device__ __forceinline__ bool parse_tile(const unsigned *tb, unsigned w0, unsi
     ok = ok && end == nw;
     if (ok && n < TILE && ((w0 >> 17) & 3))
         ok = !__any_sync(0xffffffffu, mask_past_n(tb, mk.fat, n, lane) || mask_past_n(tb, mk.rat, n, lane));
-    return ok;
-}
-
-// The staged walks (v7 and dec_fast2), one warp per tile of the standard
-// shape of rank R (FORMAT.md section 3): full tiles without escapes whose
-// bytes fit the stage buffer are staged (coalesced) and walked; rank 1
-// takes every tile here (escapes and the clipped last tile: X; tiles too
-// big for the stage buffer are read from global memory). Any other rank-2
-// or rank-3 tile goes on the generic list (decode_gen_kernel); a tile whose
-// structure does not check out goes on the block decoder's list, which
-// rejects it with the CPU decoder's reason (or decodes it, rewriting
-// whatever the warp wrote). count[0]: the block decoder's list, count[1]:
-// the generic list.
-template <typename T, int R>
-__global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
-    decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
-                       unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
-                       const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
-                       unsigned *glist, unsigned long long fill_bits) {
-    // per warp: the stage buffer (words 0-1535) and the plane buffer (1536-2047)
-    __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
-    const T fill = Bits<T>::from(fill_bits);
-    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
-    const unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;
-    if (rel >= nt) return;
-    const unsigned sz = tsz[rel];
-    if (sz == 0) return;  // its size was invalid, already reported by the chunk scan
-    unsigned long long z0, y0, x0;
-    int lz, ly, lx;
-    tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
-    const int n = lz * ly * lx;
-    const unsigned nw = sz / 4;
-    const unsigned *gp = (const unsigned *)(blob + toff[rel]);
-    unsigned *sw = smem[wi];
-    const unsigned w0 = __ldg(gp);  // word0 first: it says where the tile goes
-    bool ok = (w0 & ~0x7FFFFu) == 0;
-    const bool staged = nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
-    if (ok && R != 1 && !staged) {
-        if (lane == 0) glist[atomicAdd(count + 1, 1u)] = (unsigned)rel;
-        return;
-    }
-    const unsigned *tb = gp;
-    if (ok && staged) {
-        for (unsigned i = lane; i < nw; i += 32) sw[i] = __ldcs(gp + i);
-        __syncwarp();
-        tb = sw;
-    } else if (ok) {
-        // the walk over the plane masks is a chain of dependent loads
-        for (unsigned i = 32 * lane; i < nw + 31; i += 1024) prefetch_l1(gp + min(i, nw - 1));
-    }
-    unsigned bm, pat;
-    TileMasks mk;
-    if (ok) ok = parse_tile<T>(tb, w0, nw, n, lane, bm, pat, mk);
     if (ok) {
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         const int origin = (int)tb[1];
-        const bool masks = (w0 >> 17) & 3;
         int *pb = (int *)(sw + DEC_STAGE);
-        if (R == 3)
-            ok = masks ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                       : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
-        else if (R == 2)
-            ok = masks ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                       : dec_fast2<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
-        else
-            ok = (w0 >> 16) & 7 || n < TILE
-                     ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
-                     : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);
+        if (R == 3) {
+            if (staged)
+                ok = (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                                    : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+            else
+                ok = flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
+                       : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
+        } else if (R == 2) {
+            if (staged)
+                ok = (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                                    : dec_fast2<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+            else
+                ok = flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
+                   : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
+        } else {
+            ok = flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
+                   : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);
+        }
     }
     if (!ok && lane == 0) list[atomicAdd(count, 1u)] = (unsigned)rel;
-}
-
-// The generic walks (dec_gen3, dec_gen2) over the tiles of the generic
-// list: clipped, with escapes, or too big for decode_warp_kernel's stage
-// buffer. A kernel of its own: together with the staged walks in one
-// kernel, the two paths' code took turns in the instruction cache on
-// fields that mix them (PERF.md, decoder v8). Persistent, a warp per
-// listed tile in turn; per warp a stage buffer of GEN_STAGE words (larger
-// tiles are read from global memory) and the walks' 2048 words.
-#define GEN_W 4
-#define GEN_STAGE 1280
-#define GEN_WARP_WORDS (GEN_STAGE + 2048)
-#define GEN_SMEM (GEN_W * GEN_WARP_WORDS * 4)
-template <typename T, int R>
-__global__ void __launch_bounds__(GEN_W * 32)
-    decode_gen_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0, double step,
-                      const unsigned long long *__restrict__ toff, const unsigned *__restrict__ tsz,
-                      T *__restrict__ dst, unsigned *list, unsigned *count, const unsigned *__restrict__ glist,
-                      unsigned long long fill_bits) {
-    extern __shared__ __align__(16) unsigned gsmem[];
-    const T fill = Bits<T>::from(fill_bits);
-    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
-    unsigned *stage = gsmem + wi * GEN_WARP_WORDS, *sw = stage + GEN_STAGE;
-    const unsigned ng = count[1];
-    for (unsigned i = blockIdx.x * GEN_W + wi; i < ng; i += gridDim.x * GEN_W) {
-        const unsigned rel = glist[i];
-        const unsigned sz = tsz[rel];
-        unsigned long long z0, y0, x0;
-        int lz, ly, lx;
-        tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
-        const int n = lz * ly * lx;
-        const unsigned nw = sz / 4;
-        const unsigned *gp = (const unsigned *)(blob + toff[rel]);
-        const unsigned *tb = gp;
-        if (nw <= GEN_STAGE) {
-            for (unsigned k = lane; k < nw; k += 32) stage[k] = __ldcs(gp + k);
-            tb = stage;
-        } else {
-            for (unsigned k = 32 * lane; k < nw + 31; k += 1024) prefetch_l1(gp + min(k, nw - 1));
-        }
-        __syncwarp();
-        const unsigned w0 = tb[0];
-        unsigned bm, pat;
-        TileMasks mk;
-        bool ok = parse_tile<T>(tb, w0, nw, n, lane, bm, pat, mk);
-        if (ok) {
-            const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-            const int origin = (int)tb[1];
-            const bool X = (w0 >> 16) & 7;
-            if (R == 3)
-                ok = X ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, (int *)(sw + DEC_STAGE), sw, lane,
-                                           mk, fill, lz, ly, lx)
-                       : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, (int *)(sw + DEC_STAGE), sw,
-                                            lane, mk, fill, lz, ly, lx);
-            else
-                ok = X ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
-                       : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
-        }
-        if (!ok && lane == 0) list[atomicAdd(count, 1u)] = rel;
-        __syncwarp();  // the stage buffer is free for the next tile
-    }
 }

@@ -1177,10 +1177,8 @@ struct fzgpu_ctx {
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     int enc_force;                 // FZGPU_ENCODER: 5 or 6 forces that encoder, 0 lets use_v5 choose; 7 (full): no optimistic kernel
-    unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder; dcount[0] their number, [1] glist's
-    unsigned *glist;               // warp decoder: tiles for the generic walks (decode_gen_kernel)
+    unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
-    unsigned gen_blocks;           // decode_gen_kernel: blocks resident at once
 };
 
 #define CK(x)                                         \
@@ -1272,8 +1270,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(emeta, TILE);
     AL(eoff, TILE);
     AL(dlist, max_tiles);
-    AL(glist, max_tiles);
-    AL(dcount, 2);
+    AL(dcount, 1);
 #undef AL
     // The warp encoder is persistent: as many blocks as fit on the device
     // (or as the largest job needs), each warp with its own scratch.
@@ -1313,16 +1310,6 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
                           (const void *)decode_warp_kernel<double, 2>, (const void *)decode_warp_kernel<double, 3>};
     for (int i = 0; i < 6 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    const void *dgk[4] = {(const void *)decode_gen_kernel<float, 2>, (const void *)decode_gen_kernel<float, 3>,
-                          (const void *)decode_gen_kernel<double, 2>, (const void *)decode_gen_kernel<double, 3>};
-    int gb = 0;
-    for (int i = 0; i < 4 && e == cudaSuccess; i++) {
-        e = cudaFuncSetAttribute(dgk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, GEN_SMEM);
-        int nb = 0;
-        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, dgk[i], GEN_W * 32, GEN_SMEM);
-        if (i == 0 || nb < gb) gb = nb;
-    }
-    c->gen_blocks = (unsigned)(sms > 0 ? sms : 1) * (unsigned)(gb > 0 ? gb : 1);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
         return FZGPU_E_CUDA + (int)e;
@@ -1352,7 +1339,6 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->emeta);
     cudaFree(c->eoff);
     cudaFree(c->dlist);
-    cudaFree(c->glist);
     cudaFree(c->dcount);
     cudaFree(c->scratch);
     free(c);
@@ -1605,29 +1591,20 @@ extern "C" int fzgpu_compress_at(fzgpu_ctx *c, void *stream, const fzgpu_field *
     return fzgpu_compress(c, stream, f, base, first_chunk, nchunks, d_out, out_cap, h_res);
 }
 
-// The decode kernels of a job for one dtype: the staged warp walks for
-// every tile, the generic warp walks for the tiles they listed (rank 2 and
-// 3), then the block decoder for the tiles either left on its list (or for
+// The decode kernels of a job for one dtype: the warp decoder for every
+// tile, then the block decoder for the tiles it left on its list (or for
 // every tile of a shape without a warp walk).
 template <typename T>
 static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f, const unsigned char *b,
                          unsigned long long tile0, unsigned long long nt, T *dst, cudaStream_t st) {
     const int rank = tile_rank(g);
     if (rank) {
-        CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
+        CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         auto k = rank == 3 ? decode_warp_kernel<T, 3> : rank == 2 ? decode_warp_kernel<T, 2> : decode_warp_kernel<T, 1>;
-        k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize, dst, c->dlist, c->dcount, c->glist,
+        k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize, dst, c->dlist, c->dcount,
                                      f->fill_bits);
         CK(cudaGetLastError());
-        if (rank >= 2) {
-            auto gk = rank == 3 ? decode_gen_kernel<T, 3> : decode_gen_kernel<T, 2>;
-            unsigned gb = c->gen_blocks;
-            if (gb > wb) gb = wb;
-            gk<<<gb, GEN_W * 32, GEN_SMEM, st>>>(g, b, tile0, f->step, c->toff, c->tsize, dst, c->dlist, c->dcount,
-                                                c->glist, f->fill_bits);
-            CK(cudaGetLastError());
-        }
     }
     decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, c->toff,
                                                           c->tsize, dst, c->derr, c->emeta, c->eoff,
