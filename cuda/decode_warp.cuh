@@ -1,24 +1,31 @@
-// Decoder v7: one warp per tile for the common case (included by fzgpu.cu).
+// The warp decoder: one warp per tile, for every tile of the three
+// standard tile shapes (FORMAT.md section 3; included by decode.cuh).
 //
-// The mirror of encode_warp.cuh's fast walks. A warp takes a full tile of
-// the rank-1 or rank-3 shape without escapes whose bytes fit the warp's
-// staging buffer: it stages the tile in shared memory (coalesced), finds
-// where each bit plane starts (a serial walk over the plane masks), then
-// walks the tile in slot order, 32 slots per step as the encoder did:
-// lanes 16h + p load plane p of a pair of words and one 32x32 bit
-// transpose gives each lane its two codes. The Lorenzo prefix sums go
-// through a 2 KiB plane buffer per warp (see "v7 walks" below), and fill
-// and raw masks are rebuilt on the way out. No block barriers, no
-// per-element tables.
+// The mirror of encode_warp.cuh's walks. A warp reads word0, stages the
+// tile in shared memory (coalesced) when it is a full tile without escapes
+// whose bytes fit the stage buffer, finds where each bit plane starts (a
+// serial walk over the plane masks), and walks the tile:
+//   dec_fast3 / dec_fast2 / dec_fast1  full staged tiles (rank 1 also with
+//       escapes, clipped, or read from global memory when too big: X).
+//       32 slots per step: lanes 16h + p load plane p of a pair of words
+//       and one 32x32 bit transpose gives each lane two codes, which land
+//       in a per-warp plane buffer at their element; the Lorenzo prefix
+//       sums run through that buffer ("v7 walks"), fill and raw masks are
+//       rebuilt row by row on the way out.
+//   dec_gen3 / dec_gen2  every other rank-3 / rank-2 tile (clipped boxes,
+//       escapes, too big to stage), read from global memory: the codes of
+//       a window of slots are transposed into the stage buffer, and each
+//       element of the box reads its code at its slot.
+// No block barriers, no per-element tables.
 //
-// Any other tile - clipped, rank 2, other shapes, escapes, too large, or
-// one whose structure does not check out (sizes, a code in slot 0, an
-// escape code without escapes, a raw count that disagrees with its mask)
-// - goes on a list for the block decoder (decode_list_kernel), which
-// decodes or rejects it exactly as before. A warp that gives up may have
-// written part of its tile; the block decoder runs after it on the same
-// stream and rewrites all of it. Output does not depend on which decoder
-// took a tile.
+// A tile whose structure does not check out (sizes, counts, a code in
+// slot 0, more escape codes than escapes, a raw count that disagrees with
+// its mask, mask bits past the box) goes on a list for the block decoder
+// (decode_list_kernel in decode.cuh), which rejects it with the CPU
+// decoder's reason, or decodes it if the warp was wrong to give up. A warp
+// that gives up may have written part of its tile; the block decoder runs
+// after it on the same stream and rewrites all of it. Output does not
+// depend on which decoder took a tile.
 
 #define DEC_W 4         // warps per block
 #define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
@@ -797,14 +804,12 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
-// One warp per tile, for the standard tile shape of rank R (FORMAT.md
-// section 3). Full rank-1 and rank-3 tiles without escapes whose bytes
-// fit the stage buffer are staged (coalesced) and take the v7 walks
-// (rank 1: also with escapes or clipped, X); every other tile of the
-// shape reads its bytes from global memory (L1) and takes a generic walk.
-// A tile whose structure does not check out goes on the list for the
-// block decoder, which rejects it with the CPU decoder's reason (or
-// decodes it, rewriting whatever the warp wrote).
+// One warp per tile, for the standard tile shape of rank R. Full tiles
+// without escapes whose bytes fit the stage buffer are staged and take
+// the fast walks (rank 1: every tile, X when needed); every other tile
+// reads its bytes from global memory (L1) and takes a generic walk. The
+// generic walks in a kernel of their own, over a list this one filled,
+// measured slower on the fill fields (PERF.md v20).
 template <typename T, int R>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
