@@ -35,7 +35,7 @@ type pinnedBlobs struct {
 }
 
 const (
-	pinnedBlobsMax      = 32
+	pinnedBlobsMax      = 64
 	pinnedBlobsMaxBytes = 8 << 30
 )
 
