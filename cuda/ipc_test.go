@@ -151,43 +151,7 @@ func TestDeviceIPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The blob: a Go one; pinned and large enough (written in place by
-		// the device); pinned but too small after its first job (the rest
-		// goes to Go memory).
-		big, err := AllocPinned(uint64(len(want)) + 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		small, err := AllocPinned(uint64(len(want)) / 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, out := range []struct {
-			name   string
-			b      []byte
-			pinned bool
-		}{{"go blob", nil, false}, {"pinned blob", big[:0], true}, {"pinned blob too small", small[:0], true}} {
-			snap := prod.snap
-			snap.Out, snap.OutPinned = out.b, out.pinned
-			clear(big)
-			got, st, tm, err := s.CompressDevice(ctx, snap, p)
-			if err != nil {
-				t.Fatalf("%s %s, %s: %v", p.DType, p.Mode, out.name, err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s %s %g, %s: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", p.DType, p.Mode, p.Bound, out.name, len(got), len(want), firstDiff(got, want))
-			}
-			inPlace := len(got) > 0 && out.b != nil && unsafe.SliceData(got) == unsafe.SliceData(out.b[:1])
-			if inPlace != (out.name == "pinned blob") {
-				t.Fatalf("%s: blob in the given pinned memory: %v", out.name, inPlace)
-			}
-			if tm.GPU <= 0 {
-				t.Fatalf("no GPU time reported: %+v", tm)
-			}
-			t.Logf("%s %s %g, %s: %d -> %d bytes (ratio %.1f), GPU %v, event wait %v", p.DType, p.Mode, p.Bound, out.name, len(raw), len(got), st.Ratio(), tm.GPU, tm.EventWait)
-		}
-		FreePinned(big)
-		FreePinned(small)
+		checkDeviceOutputs(t, s, prod.snap, p, raw, want)
 	}
 	if l, tiles, err := s.DeviceLanes(); l != 2 || tiles != 256 || err != nil {
 		t.Fatalf("device lanes %d x %d tiles (%v), want 2 x 256", l, tiles, err)
@@ -237,6 +201,27 @@ func TestDeviceIPC(t *testing.T) {
 	}
 }
 
+// Device lanes made with exact copy-back (FZ_GPU_EXACT=1) have no pinned
+// output slots: a blob too small, or a Go one, takes the rest by copies
+// into pageable memory; the bytes are still the CPU's.
+func TestDeviceIPCExactLanes(t *testing.T) {
+	defer func(e bool) { exactCopyBack = e }(exactCopyBack)
+	exactCopyBack = true
+	s := newStreamer(t, 0, StreamOptions{Lanes: 1, ArenaBytes: 16 << 20, DeviceLanes: 2, DeviceJobTiles: 512})
+	raw := ipcField(64, 256, 384)
+	prod := startIPCProducer(t, raw, "px")
+	p := fz.Params{DType: fz.Float32, Dims: []uint64{64, 256, 384}, Mode: fz.Rel, Bound: 1e-3}
+	want, _, err := fz.CPU().Compress(context.Background(), raw, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Made now, under FZ_GPU_EXACT=1 (checkDeviceOutputs flips it).
+	if !deviceLanesExact(s) {
+		t.Fatal("device lanes made under FZ_GPU_EXACT=1 have pinned slots")
+	}
+	checkDeviceOutputs(t, s, prod.snap, p, raw, want)
+}
+
 // A producer killed while the streamer reads its memory: the call returns
 // (stored bytes or an error, never a hang or a crash) and the device keeps
 // working.
@@ -279,4 +264,63 @@ func TestDeviceIPCProducerKilled(t *testing.T) {
 	if err != nil || !bytes.Equal(g, w) {
 		t.Fatalf("device after killed producers: %v", err)
 	}
+}
+
+// checkDeviceOutputs compresses a device snapshot into each kind of blob,
+// with estimated and with exact copy-back (FZ_GPU_EXACT, flipped here per
+// snapshot), and compares each with the CPU's bytes (want): a Go blob; a
+// pinned one large enough (exact: written in place by the device); a
+// pinned one too small after its first job (the rest goes to Go memory).
+// Lanes made with exact copy-back have no pinned slots: there the estimated
+// mode is not possible and runs exact.
+func checkDeviceOutputs(t *testing.T, s *Streamer, snap DeviceSnapshot, p fz.Params, raw, want []byte) {
+	t.Helper()
+	big, err := AllocPinned(uint64(len(want)) + 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreePinned(big)
+	small, err := AllocPinned(uint64(len(want)) / 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreePinned(small)
+	defer func(e bool) { exactCopyBack = e }(exactCopyBack)
+	for _, exact := range []bool{false, true} {
+		exactCopyBack = exact
+		for _, out := range []struct {
+			name string
+			b    []byte
+		}{{"go blob", nil}, {"pinned blob", big[:0]}, {"pinned blob too small", small[:0]}} {
+			sn := snap
+			sn.Out, sn.OutPinned = out.b, out.b != nil
+			clear(big)
+			got, st, tm, err := s.CompressDevice(context.Background(), sn, p)
+			what := fmt.Sprintf("%s %s %g, exact %v, %s", p.DType, p.Mode, p.Bound, exact, out.name)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", what, len(got), len(want), firstDiff(got, want))
+			}
+			inPlace := len(got) > 0 && out.b != nil && unsafe.SliceData(got) == unsafe.SliceData(out.b[:1])
+			runExact := exact || deviceLanesExact(s)
+			if wantIn := runExact && out.name == "pinned blob"; inPlace != wantIn {
+				t.Fatalf("%s: blob in the given pinned memory: %v, want %v", what, inPlace, wantIn)
+			}
+			if tm.GPU <= 0 {
+				t.Fatalf("%s: no GPU time reported: %+v", what, tm)
+			}
+			t.Logf("%s: %d -> %d bytes (ratio %.1f), GPU %v, event wait %v", what, len(raw), len(got), st.Ratio(), tm.GPU, tm.EventWait)
+		}
+	}
+}
+
+// deviceLanesExact says the streamer's device lanes were made with exact
+// copy-back (no pinned slots); nothing may be compressing.
+func deviceLanesExact(s *Streamer) bool {
+	pool, _ := s.deviceLanes()
+	ln := <-pool
+	defer func() { pool <- ln }()
+	return ln.exact
 }

@@ -63,7 +63,7 @@ type Source struct {
 	// snapshot, which cost more host time than the GPU work).
 	Out []byte
 	// OutPinned says Out is page-locked (AllocPinned): lanes that copy
-	// back exact byte counts (device lanes) then copy each job's bytes
+	// back exact byte counts (FZ_GPU_EXACT=1) then copy each job's bytes
 	// from the device straight to its place in Out, and the host copies
 	// no compressed byte. Out is used only while it has room; the blob
 	// returned is then Out itself, else a Go slice (compare the first
@@ -126,10 +126,10 @@ type Streamer struct {
 type lane struct {
 	s  *Streamer
 	id int // index in Streamer.all (trace)
-	// jobTiles: tiles per job (the contexts' capacity); exact: copy each
-	// job back once its byte count is known, exactly those bytes, into the
-	// blob (pinned: straight to its place) rather than an estimate into
-	// the slot's pinned buffer then appended (device lanes: no hOut).
+	// jobTiles: tiles per job (the contexts' capacity); exact: the lane
+	// has no pinned output slots (a device lane made with FZ_GPU_EXACT=1),
+	// so it copies each job back once its byte count is known, exactly
+	// those bytes, into the blob (copyBackExact)
 	jobTiles uint64
 	exact    bool
 	upEv     uintptr // event: this lane's last copy on the upload stream
@@ -183,17 +183,27 @@ var laneUpload = os.Getenv("FZ_GPU_UPLOAD") == "lane"
 // on one thread instead of CopyThreads; kept to compare the two.
 var serialAppend = os.Getenv("FZ_GPU_APPEND") == "serial"
 
-// exactCopyBack (FZ_GPU_EXACT=1) makes host lanes copy back exact byte
-// counts, as device lanes do, instead of estimates; kept to compare the two.
+// exactCopyBack (FZ_GPU_EXACT=1) makes lanes copy back each job's exact
+// byte count once it is known, into a pinned blob where the caller gives
+// one (Source.OutPinned; pipeline.GPU does), instead of an estimate into
+// the slot's pinned buffer that the host then appends. It removes the
+// host's copy of the compressed bytes (12 -> 0.2 ms per 1 GiB device
+// snapshot on an H100 host) but puts a host round trip between each job's
+// kernels and its copy back. Measured on one H100 (docs/PIPELINE.md):
+// device snapshots 204-218 GB/s against 232 (estimates, same lanes' count
+// and 283 with 8 lanes of 8192 tiles); C producers writing in place
+// 0.75-0.83x pinned H2D against 0.72-0.77 in 3 pairs of runs, within the
+// runs' spread. Not the default: kept to compare.
 var exactCopyBack = os.Getenv("FZ_GPU_EXACT") == "1"
 
-// ExactCopyBack says host lanes copy back exact byte counts
+// ExactCopyBack says lanes copy back exact byte counts
 // (FZ_GPU_EXACT=1): their callers may then give pinned blobs (OutPinned).
 func ExactCopyBack() bool { return exactCopyBack }
 
-// pinnedSlot allocates a lane's pinned output slot; device lanes have none.
-func pinnedSlot(l *library, device bool, n uint64, p *unsafe.Pointer) int32 {
-	if device {
+// pinnedSlot allocates a lane's pinned output slot; device lanes that copy
+// back exact counts have none (they copy into the blob).
+func pinnedSlot(l *library, device, exact bool, n uint64, p *unsafe.Pointer) int32 {
+	if device && exact {
 		return 0
 	}
 	return l.hostAlloc(n, p)
@@ -201,13 +211,17 @@ func pinnedSlot(l *library, device bool, n uint64, p *unsafe.Pointer) int32 {
 
 // Device lanes: what bounds a GPU-resident snapshot is not the PCIe link
 // (nothing is uploaded) but, per snapshot, the host's part (waiting for
-// each job, checksumming the chunks) and the copy back of the compressed
-// bytes; both overlap across lanes, so device snapshots want more lanes
-// than host ones, and larger jobs (fewer host round trips per snapshot).
-// Measured on an H100 (1 GiB smooth3d snapshots, rel 1e-3, docs/PIPELINE.md):
-// 4 lanes of 2048-tile jobs 3.3-3.7x pinned H2D, 8 lanes of 8192 4.6-5.2x.
-// Their memory is device output slots and codec contexts only (no arena):
-// Streams x (compressBound(f64) + context scratch) per lane.
+// each job, appending and checksumming its bytes, 17-25 ms per 1 GiB) and
+// the copy back of the compressed bytes; both overlap across lanes, so
+// device snapshots want more lanes than host ones (whose count is set for
+// the upload link: more than 4 only add host work there), and larger jobs
+// (fewer host round trips per snapshot). Measured on one H100, 1 GiB
+// smooth3d snapshots at rel 1e-3, the lanes shared with host snapshots as
+// before (docs/PIPELINE.md): 4 lanes of 2048-tile jobs 3.3-4.2x pinned
+// H2D in four machine starts, 8 lanes of 8192 4.5-5.2x in five. Their
+// memory: no arena; Streams x (device output slot = compressBound(f64),
+// pinned host slot of the same size, context scratch) per lane, 14.8 GB of
+// device and 11.5 GB of pinned host memory for 8 lanes of 8192 tiles.
 const (
 	deviceLanesDefault = 8
 	deviceJobTilesMax  = 8192
@@ -222,14 +236,15 @@ const (
 
 // deviceLaneConfig picks the lanes and job tiles of GPU-resident snapshots
 // on a device with mem bytes of memory: the given values where set (>0),
-// else 8 lanes and the largest job of 8192 down to 2048 tiles whose lanes
-// fit in an eighth of the device's memory (the rest stays with the
-// simulation that shares the GPU, and the host lanes' arenas); an
-// explicitly set job size wins over the memory rule, and lanes shrink (to
-// at least 2) before jobs go under 2048 tiles.
+// else 8 lanes and the largest job of 8192 down to 2048 tiles whose lanes'
+// device memory fits in a fifth of the device (the rest stays with the
+// simulation that shares the GPU and the host lanes' arenas): 8 x 8192 on
+// an 80 GB H100 or a 141 GB H200, 8 x 2048 on 40 GB. An explicitly set job
+// size wins over the memory rule, and lanes shrink (to at least 2) before
+// jobs go under 2048 tiles.
 func deviceLaneConfig(mem uint64, streams, lanes int, tiles uint64) (int, uint64) {
 	perLane := func(t uint64) uint64 { return uint64(streams) * (boundPerTileF64*t + 44*t + ctxScratch) }
-	budget := mem / 8
+	budget := mem / 5
 	if tiles == 0 {
 		n := lanes
 		if n <= 0 {
@@ -274,7 +289,7 @@ func (s *Streamer) deviceLanes() (chan *lane, uint64) {
 		n, tiles := s.deviceLaneConfig()
 		ch := make(chan *lane, n)
 		for i := 0; i < n; i++ {
-			ln, err := s.makeLane(tiles, true, true)
+			ln, err := s.makeLane(tiles, exactCopyBack, true)
 			if ln != nil {
 				s.all = append(s.all, ln)
 			}
@@ -389,7 +404,7 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 		return nil, fmt.Errorf("GPU %d: %w", dev, err)
 	}
 	for i := 0; i < o.Lanes; i++ {
-		ln, err := s.makeLane(o.JobTiles, exactCopyBack, false)
+		ln, err := s.makeLane(o.JobTiles, false, false)
 		if ln != nil {
 			s.all = append(s.all, ln)
 		}
@@ -403,11 +418,11 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 }
 
 // makeLane allocates a lane. A device lane (GPU-resident snapshots) has
-// no arena, no staging ring and no pinned output slots: its kernels read
-// the producer's memory and it copies back exact byte counts.
+// no arena and no staging ring: its kernels read the producer's memory;
+// with exact copy-back it has no pinned output slots either.
 func (s *Streamer) makeLane(jobTiles uint64, exact, device bool) (*lane, error) {
 	l, dev := s.lib, s.dev
-	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact || device}
+	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact}
 	if !device {
 		ln.arenaCap = s.o.ArenaBytes
 		if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
@@ -444,7 +459,7 @@ func (s *Streamer) makeLane(jobTiles uint64, exact, device bool) (*lane, error) 
 			{l.ipc.streamPriority(dev, 1, &sl.stream, nil), "create stream"},
 			{l.create(dev, jobTiles, &sl.ctx), "create GPU context"},
 			{l.malloc(dev, outCap, &sl.dOut), "allocate output slot"},
-			{pinnedSlot(l, device, outCap, &sl.hOut), "allocate pinned output slot"},
+			{pinnedSlot(l, device, exact, outCap, &sl.hOut), "allocate pinned output slot"},
 			{l.hostAlloc(uint64(unsafe.Sizeof(result{})), &sl.res), "allocate pinned result"},
 			{l.eventBlocking(dev, &sl.copied), "create event"},
 			{l.eventBlocking(dev, &sl.done), "create event"},
@@ -680,8 +695,12 @@ type run struct {
 	es   uint64
 	jobs []job
 	out  []byte // allocated at the first job, sized from its ratio
+	// exact: copy back exact counts (copyBackExact), where the lane has
+	// no pinned slots or FZ_GPU_EXACT=1 (read per snapshot, so tests can
+	// compare both on one lane)
+	exact bool
 	// pinned: out is the caller's page-locked Out, written by the device
-	// (exact lanes); copies into it may still run until the lane's
+	// (exact runs); copies into it may still run until the lane's
 	// streams are synchronized
 	pinned  bool
 	hsz     uint64
@@ -706,7 +725,8 @@ type run struct {
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
 	s, l := ln.s, ln.s.lib
 	t0 := time.Now()
-	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1}}
+	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1},
+		exact: ln.exact || exactCopyBack}
 	r.f.mode, r.f.bound = uint32(p.Mode), p.Bound
 	if bits, ok := fz.FillBits(p); ok {
 		r.f.hasFill, r.f.fillBits = 1, bits
@@ -823,7 +843,7 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
 		return nil, st, err
 	}
-	if ln.exact { // the last copies back into out may still run
+	if r.exact { // the last copies back into out may still run
 		for _, sl := range ln.sl {
 			if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
 				return nil, st, err
@@ -921,7 +941,7 @@ func (r *run) issue(j int) error {
 	// The job's byte count is only known on the device: copy back an
 	// estimate now and the rest, if any, when the job is collected (exact
 	// lanes copy when it is collected, see copyBackExact).
-	if !ln.exact {
+	if !r.exact {
 		r.jobs[j].back = ln.copyBackEstimate(jb.n, sl.outCap)
 		if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, r.jobs[j].back, 2, sl.stream), "copy from GPU"); err != nil {
 			return err
@@ -971,7 +991,7 @@ func (r *run) collectUpTo(k int) error {
 		if res.bytes > sl.outCap {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
 		}
-		if ln.exact {
+		if r.exact {
 			if err := r.copyBackExact(sl, res.bytes); err != nil {
 				return err
 			}

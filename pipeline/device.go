@@ -130,8 +130,9 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 	mem, ev := d.Handles()
 	snap := cuda.DeviceSnapshot{Owner: n.Producer, MemHandle: mem, EventHandle: ev, AllocSize: uint64(d.AllocSize),
 		Offset: uint64(n.Offset), Length: uint64(n.Length)}
-	// A pinned blob: the device writes the compressed bytes in place.
-	snap.Out, snap.OutPinned = g.outFor(snap.Length, true)
+	// With exact copy-back (FZ_GPU_EXACT=1) a pinned blob: the device
+	// writes the compressed bytes in place.
+	snap.Out, snap.OutPinned = g.outFor(snap.Length, cuda.ExactCopyBack())
 	t1 := time.Now()
 	blob, st, tm, err := s.CompressDevice(ctx, snap, p, g.o.Codec...)
 	t2 := time.Now()

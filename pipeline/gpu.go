@@ -103,9 +103,9 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 // Lanes is how many snapshots the GPUs compress at once (at least what
 // Config.Compressors should be): the host lanes plus the lanes of
 // GPU-resident snapshots, which are apart (cuda.Streamer.DeviceLaneCount).
-// With only the host lanes' count of compressors, device snapshots reached
-// 4 of their 8 lanes: 196 GB/s on an H100 where each lane took 12 ms per
-// 1 GiB snapshot (docs/PIPELINE.md).
+// With only the host lanes' count of compressors, device snapshots would
+// reach 4 of their 8 lanes (seen on an H100: 196 GB/s, each lane busy
+// 12 ms per 1 GiB snapshot, docs/PIPELINE.md).
 func (g *GPU) Lanes() int {
 	n := cap(g.free)
 	for _, s := range g.devs {
@@ -159,8 +159,8 @@ func (g *GPU) Release(blob []byte) {
 }
 
 // outFor is the blob a snapshot of raw bytes goes into: a pinned one
-// where its lanes copy back exact byte counts into it in place (device
-// lanes; host lanes with FZ_GPU_EXACT=1), else a released Go blob.
+// where its lanes copy back exact byte counts into it in place
+// (FZ_GPU_EXACT=1), else a released Go blob.
 func (g *GPU) outFor(raw uint64, exact bool) ([]byte, bool) {
 	if exact {
 		if b := g.pinned.get(raw); b != nil {

@@ -5,14 +5,16 @@ import (
 	"unsafe"
 )
 
-// pinnedBlobs are page-locked output blobs for GPU-resident snapshots: the
-// device lanes copy each job's compressed bytes from the GPU straight to
-// their place in such a blob (cuda.Source.OutPinned), so the host copies
-// no compressed byte (before: an estimate per job into a pinned slot, then
-// appended to a Go blob, ~11 ms per 1 GiB snapshot on an H100 host, the
-// largest part of a lane's time). A blob goes back to the pool when the
-// pipeline releases it (GPU.Release) and is freed when the pool holds too
-// many or at Close.
+// pinnedBlobs are page-locked output blobs for lanes that copy back exact
+// byte counts (FZ_GPU_EXACT=1, cuda.ExactCopyBack): they copy each job's
+// compressed bytes from the GPU straight to their place in such a blob
+// (cuda.Source.OutPinned), so the host copies no compressed byte (else: an
+// estimate per job into a pinned slot, then appended to a Go blob, ~12 ms
+// per 1 GiB snapshot on an H100 host). A blob goes back to the pool when
+// the pipeline releases it (GPU.Release) and is freed when the pool holds
+// too many or at Close. Allocating one (cudaHostAlloc, ~130 MB for a 1 GiB
+// snapshot) took up to 0.3 s on that host while the pool grew, seen as
+// gaps in the upload stream: one reason exact copy-back is not the default.
 //
 // Sizes: a blob must hold the snapshot's compressed bytes, known only
 // after it ran. The pool sizes new blobs from the largest a device
