@@ -190,8 +190,9 @@ var serialAppend = os.Getenv("FZ_GPU_APPEND") == "serial"
 // host's copy of the compressed bytes (12 -> 0.2 ms per 1 GiB device
 // snapshot on an H100 host) but puts a host round trip between each job's
 // kernels and its copy back. Measured on one H100 (docs/PIPELINE.md):
-// device snapshots 204-218 GB/s against 232 (estimates, same lanes' count
-// and 283 with 8 lanes of 8192 tiles); C producers writing in place
+// device snapshots 204-233 GB/s against 232 with estimates on 4 lanes of
+// 2048 tiles and 283 on 8 of 8192 (same call): the copy back waits for
+// the host to see each job done; C producers writing in place
 // 0.75-0.83x pinned H2D against 0.72-0.77 in 3 pairs of runs, within the
 // runs' spread. Not the default: kept to compare.
 var exactCopyBack = os.Getenv("FZ_GPU_EXACT") == "1"
@@ -218,7 +219,7 @@ func pinnedSlot(l *library, device, exact bool, n uint64, p *unsafe.Pointer) int
 // (fewer host round trips per snapshot). Measured on one H100, 1 GiB
 // smooth3d snapshots at rel 1e-3, the lanes shared with host snapshots as
 // before (docs/PIPELINE.md): 4 lanes of 2048-tile jobs 3.3-4.2x pinned
-// H2D in four machine starts, 8 lanes of 8192 4.5-5.2x in five. Their
+// H2D in four machine starts, 8 lanes of 8192 4.5-5.2x in six. Their
 // memory: no arena; Streams x (device output slot = compressBound(f64),
 // pinned host slot of the same size, context scratch) per lane, 14.8 GB of
 // device and 11.5 GB of pinned host memory for 8 lanes of 8192 tiles.
