@@ -14,8 +14,8 @@
 #           pipeline test binary in R, e.g. pipeline-old.test to compare);
 #   c       bench_gpu_host.sh with C producers, C_RUNS as it takes them.
 # Expects R (default .devrun-ingest) with fzsidecar.gz, pipeline*.test.gz,
-# cuda.test.gz, libfzgpu.so(.gz), fzproducer_ingest and lib/ (libfzproducer,
-# libnats and deps). Logs to $OUT.
+# cuda.test.gz, libfzgpu.so(.gz) (REBUILD=1: make -C cuda instead),
+# fzproducer_ingest and lib/ (libfzproducer, libnats and deps). Logs to $OUT.
 set -u
 R=${R:-.devrun-ingest}
 OUT=${OUT:-/tmp/out}
@@ -23,8 +23,12 @@ STEPS=${STEPS:-host probe tests kernel device c}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 mkdir -p "$OUT" /tmp/fzd
 for f in "$R"/*.gz; do b=$(basename "$f" .gz); gunzip -c "$f" >/tmp/fzd/$b && chmod +x /tmp/fzd/$b; done
-[ -f /tmp/fzd/libfzgpu.so ] || cp "$R/libfzgpu.so" /tmp/fzd/
-mkdir -p cuda/build && cp /tmp/fzd/libfzgpu.so cuda/build/
+[ -f /tmp/fzd/libfzgpu.so ] || cp "$R/libfzgpu.so" /tmp/fzd/ 2>/dev/null
+if [ -n "${REBUILD:-}" ] || [ ! -f /tmp/fzd/libfzgpu.so ]; then # the cuda sources changed since the carried build
+  make -C cuda >"$OUT/make_cuda.log" 2>&1 || { tail -30 "$OUT/make_cuda.log"; exit 1; }
+else
+  mkdir -p cuda/build && cp /tmp/fzd/libfzgpu.so cuda/build/
+fi
 export LD_LIBRARY_PATH=$PWD/$R/lib:${LD_LIBRARY_PATH:-}
 export FZ_CUDA_LIB=$PWD/cuda/build/libfzgpu.so
 step() { echo "=== $* ($(date +%T))"; }
