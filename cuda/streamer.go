@@ -288,21 +288,29 @@ func (s *Streamer) deviceLanes() (chan *lane, uint64) {
 	if !d.made {
 		d.made = true
 		n, tiles := s.deviceLaneConfig()
-		ch := make(chan *lane, n)
+		var made []*lane
 		for i := 0; i < n; i++ {
 			ln, err := s.makeLane(tiles, exactCopyBack, true)
 			if ln != nil {
-				s.all = append(s.all, ln)
+				made = append(made, ln)
 			}
 			if err != nil {
-				// Those made stay in s.all (Close frees them) but unused.
+				// Likely device memory taken by the simulation: give back
+				// what was made, and use the host lanes.
 				d.err = fmt.Errorf("GPU %d: %d device lanes of %d-tile jobs: %w", s.dev, n, tiles, err)
+				for _, m := range made {
+					s.freeLane(m)
+				}
 				break
 			}
-			ch <- ln
 		}
 		if d.err == nil {
-			d.lanes, d.tiles = ch, tiles
+			d.lanes, d.tiles = make(chan *lane, n), tiles
+			for _, ln := range made {
+				ln.id = len(s.all)
+				s.all = append(s.all, ln)
+				d.lanes <- ln
+			}
 		}
 	}
 	if d.lanes == nil {
@@ -500,44 +508,7 @@ func (s *Streamer) Lanes() int { return s.o.Lanes }
 func (s *Streamer) Close() error {
 	l, dev := s.lib, s.dev
 	for _, ln := range s.all {
-		for _, sl := range ln.sl {
-			if sl.stream != 0 {
-				l.streamSync(dev, sl.stream)
-				l.streamDestroy(dev, sl.stream)
-			}
-			if sl.ctx != 0 {
-				l.destroy(sl.ctx)
-			}
-			if sl.dOut != 0 {
-				l.free(dev, sl.dOut)
-			}
-			for _, p := range []unsafe.Pointer{sl.hOut, sl.res} {
-				if p != nil {
-					l.hostFree(p)
-				}
-			}
-			for _, e := range []uintptr{sl.copied, sl.done} {
-				if e != 0 {
-					l.eventDestroy(dev, e)
-				}
-			}
-		}
-		for _, ss := range ln.stage {
-			if ss.buf != nil {
-				l.hostFree(ss.buf)
-			}
-			if ss.ev != 0 {
-				l.eventDestroy(dev, ss.ev)
-			}
-		}
-		if ln.arena != 0 {
-			l.free(dev, ln.arena)
-		}
-		for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1, ln.gt0, ln.gt1} {
-			if e != 0 {
-				l.eventDestroy(dev, e)
-			}
-		}
+		s.freeLane(ln)
 	}
 	s.all = nil
 	s.ipc.close(s)
@@ -551,6 +522,49 @@ func (s *Streamer) Close() error {
 		s.trRef = 0
 	}
 	return nil
+}
+
+// freeLane frees what a lane holds (also one makeLane left half made).
+func (s *Streamer) freeLane(ln *lane) {
+	l, dev := s.lib, s.dev
+	for _, sl := range ln.sl {
+		if sl.stream != 0 {
+			l.streamSync(dev, sl.stream)
+			l.streamDestroy(dev, sl.stream)
+		}
+		if sl.ctx != 0 {
+			l.destroy(sl.ctx)
+		}
+		if sl.dOut != 0 {
+			l.free(dev, sl.dOut)
+		}
+		for _, p := range []unsafe.Pointer{sl.hOut, sl.res} {
+			if p != nil {
+				l.hostFree(p)
+			}
+		}
+		for _, e := range []uintptr{sl.copied, sl.done} {
+			if e != 0 {
+				l.eventDestroy(dev, e)
+			}
+		}
+	}
+	for _, ss := range ln.stage {
+		if ss.buf != nil {
+			l.hostFree(ss.buf)
+		}
+		if ss.ev != 0 {
+			l.eventDestroy(dev, ss.ev)
+		}
+	}
+	if ln.arena != 0 {
+		l.free(dev, ln.arena)
+	}
+	for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1, ln.gt0, ln.gt1} {
+		if e != 0 {
+			l.eventDestroy(dev, e)
+		}
+	}
 }
 
 // RegisterHost page-locks b, read-only, for every device (cudaHostRegister
