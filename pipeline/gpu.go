@@ -114,6 +114,10 @@ func (g *GPU) Lanes() int {
 	return n
 }
 
+// HostLanes is how many snapshots in host memory the GPUs compress at
+// once (Lanes without the lanes of GPU-resident snapshots).
+func (g *GPU) HostLanes() int { return cap(g.free) }
+
 // Stats counts how snapshots reached the GPUs so far.
 func (g *GPU) Stats() GPUStats {
 	return GPUStats{Registered: g.stats.registered.Load(), CacheHits: g.stats.hits.Load(),
