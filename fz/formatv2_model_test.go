@@ -188,3 +188,282 @@ func TestPeerFieldRatiosV1(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// tileCodes are one tile's residual codes in slot order under a predictor.
+type tileCodes struct {
+	mag  [TileElems]uint16 // |d| (0 for escapes and unused slots)
+	neg  [TileElems]bool
+	nesc int
+}
+
+// predictResiduals fills c with the residuals of q (element order, n =
+// lz·ly·lx, zero outside the box) under predictor pred: 0 = v1's Lorenzo
+// over the folded rank; 1 = 1-D along x, with the first value of each row
+// predicted by the lower-rank Lorenzo over the x = 0 face.
+func predictResiduals(c *tileCodes, q []int32, lz, ly, lx int, smap *[TileElems]uint16, pred int) {
+	clear(c.mag[:])
+	clear(c.neg[:])
+	c.nesc = 0
+	at := func(z, y, x int) int32 {
+		if z < 0 || y < 0 || x < 0 {
+			return 0
+		}
+		return q[(z*ly+y)*lx+x]
+	}
+	for z := 0; z < lz; z++ {
+		for y := 0; y < ly; y++ {
+			for x := 0; x < lx; x++ {
+				e := (z*ly+y)*lx + x
+				if e == 0 {
+					continue
+				}
+				var d int32
+				if pred == 1 && x > 0 {
+					d = at(z, y, x) - at(z, y, x-1)
+				} else {
+					// Lorenzo; for pred 1 on the x = 0 face (x−1 terms are 0).
+					d = at(z, y, x) - at(z-1, y, x) - at(z, y-1, x) + at(z-1, y-1, x)
+					if pred == 0 {
+						d -= at(z, y, x-1) - at(z-1, y, x-1) - at(z, y-1, x-1) + at(z-1, y-1, x-1)
+					}
+				}
+				slot := smap[e] & (TileElems - 1)
+				m := d
+				if m < 0 {
+					m = -m
+					c.neg[slot] = true
+				}
+				if m > maxCode {
+					c.nesc++
+					c.mag[slot], c.neg[slot] = 0, true
+					continue
+				}
+				c.mag[slot] = uint16(m)
+			}
+		}
+	}
+}
+
+// planeWords returns the 128 words of 32 slots of plane p (0..14 magnitude
+// bits, 15 sign).
+func planeWords(c *tileCodes, p int) (w [TileElems / 32]uint32) {
+	for s := 0; s < TileElems; s++ {
+		var b bool
+		if p == 15 {
+			b = c.neg[s]
+		} else {
+			b = c.mag[s]>>p&1 != 0
+		}
+		if b {
+			w[s/32] |= 1 << (s % 32)
+		}
+	}
+	return
+}
+
+// Candidate costs of the code planes of one tile, in bytes.
+const (
+	costV1      = iota // v1: per plane in use, u32 mask of 128-slot blocks + 16 B per non-zero block
+	costW32Two         // per plane in use, u32 block mask + a nibble per non-zero block naming its non-zero 32-slot words (nibbles padded to 4 B) + 4 B per non-zero word
+	costW32Full        // per plane in use, 128-bit word mask + 4 B per non-zero word
+	costRate32         // cuSZp-like: 4-bit rate per 32 slots (64 B) + sign word and rate words for each group with rate > 0
+	costW32TwoCS       // costW32Two for magnitudes, sign bits only for non-zero magnitudes (packed, padded to 4 B)
+	costRate32CS       // costRate32 with sign bits only for non-zero magnitudes
+	costRate32CSB      // costRate32CS with sparse rates: u32 mask of 128-slot blocks with a non-zero rate + 2 B of rates per such block (padded to 4 B); nothing for a tile without codes
+	costHybrid         // per tile the smaller of costW32TwoCS and costRate32CSB
+	nCosts
+)
+
+var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid"}
+
+func planeCosts(c *tileCodes) (cost [nCosts]int) {
+	var words [16][TileElems / 32]uint32
+	for p := 0; p < 16; p++ {
+		words[p] = planeWords(c, p)
+	}
+	nzMag := 0
+	for s := 0; s < TileElems; s++ {
+		if c.mag[s] != 0 {
+			nzMag++
+		}
+	}
+	// Escapes keep a set sign bit with magnitude 0 (their slot must be told apart).
+	signCS := (nzMag + c.nesc + 31) / 32 * 4
+	for p := 0; p < 16; p++ {
+		var b128, w32 int
+		var nib int
+		for k := 0; k < 32; k++ {
+			any := false
+			for j := 0; j < 4; j++ {
+				if words[p][4*k+j] != 0 {
+					w32++
+					any = true
+				}
+			}
+			if any {
+				b128++
+				nib++
+			}
+		}
+		if b128 == 0 {
+			continue
+		}
+		cost[costV1] += 4 + 16*b128
+		two := 4 + (nib*4+31)/32*4 + 4*w32
+		cost[costW32Two] += two
+		cost[costW32Full] += 16 + 4*w32
+		if p < 15 {
+			cost[costW32TwoCS] += two
+		}
+	}
+	cost[costW32TwoCS] += signCS
+	cost[costRate32], cost[costRate32CS] = 64, 64+signCS
+	var rateBlocks uint32
+	for g := 0; g < TileElems/32; g++ {
+		var or uint16
+		for j := 0; j < 32; j++ {
+			or |= c.mag[32*g+j]
+		}
+		r := bits.Len16(or)
+		if r > 0 || words[15][g] != 0 {
+			cost[costRate32] += 4 + 4*r
+			cost[costRate32CS] += 4 * r
+			cost[costRate32CSB] += 4 * r
+			rateBlocks |= 1 << (g / 4)
+		}
+	}
+	if rateBlocks != 0 {
+		cost[costRate32CSB] += 4 + (2*bits.OnesCount32(rateBlocks)+3)/4*4 + signCS
+	}
+	cost[costHybrid] = min(cost[costW32TwoCS], cost[costRate32CSB])
+	return
+}
+
+// TestFormatV2Candidates prints, for every compare.sh field and bound, the
+// ratio each candidate coding would give (same sections otherwise), under
+// v1's Lorenzo, under 1-D prediction, and with a per-tile choice of the two.
+// FZ_EXPERIMENT_EVERY=k samples every k-th slab (default 1: exact).
+func TestFormatV2Candidates(t *testing.T) {
+	if os.Getenv("FZ_EXPERIMENT") == "" {
+		t.Skip("measurement only; set FZ_EXPERIMENT=1")
+	}
+	every := 1
+	fmt.Sscan(os.Getenv("FZ_EXPERIMENT_EVERY"), &every)
+	fields := peerFields(t, sharedData(t))
+	var c tileCodes
+	for _, f := range fields {
+		for i, rel := range []float64{1e-2, 1e-3, 1e-4} {
+			var v1, nvals uint64
+			var tot [3][nCosts]uint64 // pred 0, pred 1, per-tile min
+			slabTiles(f, rel, every, func(s *tileScratch, l *layout, tt uint64, enc []byte) {
+				_, _, _, lz, ly, lx := l.tileBox(tt)
+				n := lz * ly * lx
+				nvals += uint64(n)
+				v1 += uint64(len(enc)) + 4
+				pb, extra := v1Extra(enc)
+				smap := l.slotMap(s, lz, ly, lx)
+				var per [2][nCosts]int
+				for pred := 0; pred < 2; pred++ {
+					predictResiduals(&c, s.q[:n], lz, ly, lx, smap, pred)
+					per[pred] = planeCosts(&c)
+					base := 4 + 8 + extra
+					if c.nesc > 0 {
+						base += 4 + 4*c.nesc
+					}
+					for k := range per[pred] {
+						per[pred][k] += base
+						tot[pred][k] += uint64(per[pred][k])
+					}
+					if pred == 0 && per[0][costV1]-base != pb {
+						t.Fatalf("model of v1 planes %d != encoder's %d", per[0][costV1]-base, pb)
+					}
+				}
+				for k := 0; k < nCosts; k++ {
+					tot[2][k] += uint64(min(per[0][k], per[1][k]))
+				}
+			})
+			line := fmt.Sprintf("%-10.10s rel %g cuSZp %5.2f v1 %6.3f |", f.name, rel, f.cusz[i], float64(4*nvals)/float64(v1))
+			for pred, nm := range []string{"L", "1D", "min"} {
+				line += " " + nm + ":"
+				for k := 0; k < nCosts; k++ {
+					line += fmt.Sprintf(" %.3f", float64(4*nvals)/float64(tot[pred][k]))
+				}
+			}
+			t.Log(line)
+		}
+	}
+	t.Logf("columns per predictor: %v", costNames)
+}
+
+// modelTiles encodes every tile of a whole field with v1 and hands the
+// scratch to fn, as slabTiles does for the tiled peer fields.
+func modelTiles[T float](src []T, p Params, fn func(s *tileScratch, l *layout, t uint64, v1 []byte)) {
+	_, _, _, rank := foldDims(p.Dims)
+	l, err := newLayout(p.Dims, defaultShapeOf(rank), DefaultTilesPerChunk)
+	if err != nil {
+		panic(err)
+	}
+	qz := &quantizer{}
+	if p.Fill != nil {
+		qz.hasFill, qz.fillBits = true, bitsOf(T(*p.Fill))
+	}
+	lo, hi, have := valueRange(src, qz, 1)
+	eb, step, err := DeriveBound(p, lo, hi, have)
+	if err != nil {
+		panic(err)
+	}
+	qz.step, qz.eb, qz.inv = step, eb, 1/step
+	s := new(tileScratch)
+	var st tileStats
+	var out []byte
+	for t := uint64(0); t < l.tiles; t++ {
+		out = encodeTile(s, &st, src, l, t, qz, out[:0])
+		fn(s, l, t, out)
+	}
+}
+
+// TestFormatV2CandidatesRealFields prints v1 and the candidate codings
+// (v1's Lorenzo) on every field of ../shared/data, untiled.
+func TestFormatV2CandidatesRealFields(t *testing.T) {
+	if os.Getenv("FZ_EXPERIMENT") == "" {
+		t.Skip("measurement only; set FZ_EXPERIMENT=1")
+	}
+	dir := sharedData(t)
+	var c tileCodes
+	for _, f := range realFields {
+		raw, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rel := range []float64{1e-2, 1e-3, 1e-4} {
+			p := Params{DType: f.dtype, Dims: f.dims, Mode: Rel, Bound: rel, Fill: f.fill}
+			var v1 uint64
+			var tot [nCosts]uint64
+			fn := func(s *tileScratch, l *layout, tt uint64, enc []byte) {
+				_, _, _, lz, ly, lx := l.tileBox(tt)
+				n := lz * ly * lx
+				v1 += uint64(len(enc)) + 4
+				_, extra := v1Extra(enc)
+				predictResiduals(&c, s.q[:n], lz, ly, lx, l.slotMap(s, lz, ly, lx), 0)
+				base := 4 + 8 + extra
+				if c.nesc > 0 {
+					base += 4 + 4*c.nesc
+				}
+				for k, v := range planeCosts(&c) {
+					tot[k] += uint64(v + base)
+				}
+			}
+			if f.dtype == Float32 {
+				modelTiles(asFloats[float32](raw), p, fn)
+			} else {
+				modelTiles(asFloats[float64](raw), p, fn)
+			}
+			line := fmt.Sprintf("%-34.34s rel %-6g v1 %8.3f |", f.name, rel, float64(len(raw))/float64(v1))
+			for k := 0; k < nCosts; k++ {
+				line += fmt.Sprintf(" %8.3f", float64(len(raw))/float64(tot[k]))
+			}
+			t.Log(line)
+		}
+	}
+	t.Logf("columns: %v (container header and index left out)", costNames)
+}
