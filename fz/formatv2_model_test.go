@@ -82,6 +82,11 @@ func peerFields(t testing.TB, dir string) []peerField {
 // every-th slab (a sample, for quick exploration). fn sees each tile's
 // scratch right after encodeTile (v1) wrote it.
 func slabTiles(f peerField, rel float64, every int, fn func(s *tileScratch, l *layout, t uint64, v1 []byte)) {
+	slabTilesWith(f, rel, every, encodeTile[float32], fn)
+}
+
+// slabTilesWith is slabTiles with another tile encoder.
+func slabTilesWith(f peerField, rel float64, every int, enc func(*tileScratch, *tileStats, []float32, *layout, uint64, *quantizer, []byte) []byte, fn func(s *tileScratch, l *layout, t uint64, tile []byte)) {
 	nz, ny, nx, rank := foldDims(f.dims)
 	sh := defaultShapeOf(rank)
 	// Rows of the slowest folded axis per slab: whole tiles, about 16 Mi values.
@@ -136,7 +141,7 @@ func slabTiles(f peerField, rel float64, every int, fn func(s *tileScratch, l *l
 			panic(err)
 		}
 		for t := uint64(0); t < l.tiles; t++ {
-			out = encodeTile(s, &st, src, l, t, qz, out[:0])
+			out = enc(s, &st, src, l, t, qz, out[:0])
 			fn(s, l, t, out)
 		}
 	}

@@ -1,0 +1,365 @@
+package fz
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// Prototype of the version-2 tile coding proposed in docs/FORMAT-v2-proposal.md
+// ("group rates"). Test code only: the product writes and reads version 1.
+// Everything before and after the code section (quantization, holes,
+// Lorenzo, escapes, fill and raw sections) is version 1's.
+//
+// The 4096 slots form 128 groups of 32 (group g: slots 32g … 32g+31). A
+// group's rate r is the bit length of the largest code magnitude in it
+// (0 … 15). Tile layout:
+//
+//	word0   u32  bit 0: codes present; bits 16/17/18: escapes/fill/raw as v1
+//	origin  i32
+//	if bit 0:
+//	  block mask  u32  bit k ⇔ some group of slots 128k … 128k+127 has r > 0 (≠ 0)
+//	  rates       u16 per set bit k (increasing k): bits 4j … 4j+3 = rate of group 4k+j;
+//	              zero u16 padding to a multiple of 4 bytes
+//	  magnitudes  for each group with r > 0 (increasing g): r u32 words, word p =
+//	              bit p of the magnitudes of its 32 slots (bit j ⇔ slot 32g+j)
+//	  signs       one bit per slot with a non-zero magnitude, in slot order, packed
+//	              LSB first into u32 words; unused high bits of the last word 0
+//	then v1's escape, fill and raw sections. An escape is magnitude 32767 with
+//	sign 0; codes hold magnitudes 0 … 32766.
+const (
+	v2Codes      = 1 << 0
+	v2KnownFlags = v2Codes | tileHasEscapes | tileHasFill | tileHasRaw
+	v2MaxMag     = maxCode - 1 // 32767 is the escape
+	v2Groups     = TileElems / 32
+)
+
+// planeWord returns word g (slots 32g … 32g+31) of bit plane p.
+func planeWord(s *tileScratch, p, g int) uint32 {
+	return binary.LittleEndian.Uint32(s.planes[p/8][p%8][4*g:])
+}
+
+func setPlaneWord(s *tileScratch, p, g int, w uint32) {
+	binary.LittleEndian.PutUint32(s.planes[p/8][p%8][4*g:], w)
+}
+
+// encodeTileV2 appends the version-2 encoding of tile t of src to dst.
+func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer, dst []byte) []byte {
+	c := tileCodeBits(s, st, src, l, t, qz)
+	n := c.lz * c.ly * c.lx
+	orLo, orHi := byte(c.planeMask), byte(c.planeMask>>8)
+	if len(s.esc) > 0 || (orLo == 0xFF && orHi&0x7F == 0x7F) {
+		// Rare: escapes, or maybe a magnitude of exactly 32767 (an escape
+		// here). Redo the codes with v2's threshold and turn escape codes
+		// into magnitude 32767, sign 0.
+		if n < TileElems {
+			clear(s.lo[:])
+			clear(s.hi[:])
+		}
+		orLo, orHi = codesScalarMax(s, s.q[:n], c.lz, c.ly, c.lx, c.smap, v2MaxMag)
+		s.lo[0], s.hi[0] = 0, 0
+		if len(s.esc) > 0 {
+			for i := range s.lo {
+				if s.lo[i] == 0 && s.hi[i] == 0x80 {
+					s.lo[i], s.hi[i] = 0xFF, 0x7F
+				}
+			}
+			orLo, orHi = 0xFF, orHi|0x7F
+		}
+		shuffleBytes(s.lo[:], &s.planes[0], TileElems/8)
+		shuffleBytes(s.hi[:], &s.planes[1], TileElems/8)
+		c.planeMask = uint32(orLo) | uint32(orHi)<<8
+	}
+
+	word0 := uint32(0)
+	if len(s.esc) > 0 {
+		word0 |= tileHasEscapes
+	}
+	if len(s.fill) > 0 {
+		word0 |= tileHasFill
+	}
+	if len(s.raw) > 0 {
+		word0 |= tileHasRaw
+	}
+	magPlanes := c.planeMask & 0x7FFF
+	var rate [v2Groups]uint8
+	var nz [v2Groups]uint32
+	var blocks uint32
+	for g := 0; g < v2Groups; g++ {
+		var or uint32
+		var r int
+		for pm := magPlanes; pm != 0; pm &= pm - 1 {
+			p := bits.TrailingZeros32(pm)
+			if w := planeWord(s, p, g); w != 0 {
+				or |= w
+				r = p + 1
+			}
+		}
+		rate[g], nz[g] = uint8(r), or
+		if r > 0 {
+			blocks |= 1 << (g / 4)
+		}
+	}
+	if blocks != 0 {
+		word0 |= v2Codes
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, word0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(c.origin))
+	if blocks == 0 {
+		return appendTileTail[T](s, &c, dst)
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, blocks)
+	nb := 0
+	for bm := blocks; bm != 0; bm &= bm - 1 {
+		k := bits.TrailingZeros32(bm)
+		g := 4 * k
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(rate[g])|uint16(rate[g+1])<<4|uint16(rate[g+2])<<8|uint16(rate[g+3])<<12)
+		nb++
+	}
+	if nb%2 != 0 {
+		dst = append(dst, 0, 0)
+	}
+	for g := 0; g < v2Groups; g++ {
+		for p := 0; p < int(rate[g]); p++ {
+			dst = binary.LittleEndian.AppendUint32(dst, planeWord(s, p, g))
+		}
+	}
+	// Signs of the non-zero magnitudes, packed.
+	var acc uint64
+	var nacc uint
+	hasSign := c.planeMask&0x8000 != 0
+	for g := 0; g < v2Groups; g++ {
+		m := nz[g]
+		if m == 0 {
+			continue
+		}
+		var packed uint32
+		if hasSign {
+			// pext(sign, m): each sign bit goes to its rank among m's bits.
+			for sg := planeWord(s, 15, g) & m; sg != 0; sg &= sg - 1 {
+				j := bits.TrailingZeros32(sg)
+				packed |= 1 << bits.OnesCount32(m&(1<<j-1))
+			}
+		}
+		acc |= uint64(packed) << nacc
+		nacc += uint(bits.OnesCount32(m))
+		if nacc >= 32 {
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(acc))
+			acc >>= 32
+			nacc -= 32
+		}
+	}
+	if nacc > 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(acc))
+	}
+	return appendTileTail[T](s, &c, dst)
+}
+
+// decodeTileV2 decodes one version-2 tile (exactly its bytes) into dst, as
+// decodeTile does for version 1. Every field of src is untrusted.
+func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
+	z0, y0, x0, lz, ly, lx := l.tileBox(t)
+	n := lz * ly * lx
+	r := reader{b: src}
+	word0, err := r.u32("tile header")
+	if err != nil {
+		return err
+	}
+	if word0&^v2KnownFlags != 0 {
+		return fmt.Errorf("tile header has unknown flags %#x", word0&^v2KnownFlags)
+	}
+	origin, err := r.u32("tile origin")
+	if err != nil {
+		return err
+	}
+	if word0&v2Codes == 0 {
+		clear(s.lo[:])
+		clear(s.hi[:])
+		return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, z0, y0, x0, lz, ly, lx, step, fill)
+	}
+	blocks, err := r.u32("rate block mask")
+	if err != nil {
+		return err
+	}
+	used := (n + 127) / 128
+	if blocks == 0 || (used < 32 && blocks>>used != 0) {
+		return fmt.Errorf("rate block mask %#08x: expected a non-zero mask of the tile's %d blocks", blocks, used)
+	}
+	nb := bits.OnesCount32(blocks)
+	rb, err := r.take((nb+1)/2*4, "group rates")
+	if err != nil {
+		return err
+	}
+	if nb%2 != 0 && binary.LittleEndian.Uint16(rb[2*nb:]) != 0 {
+		return fmt.Errorf("group rates: padding is not zero")
+	}
+	var rate [v2Groups]uint8
+	maxRate := 0
+	i := 0
+	for bm := blocks; bm != 0; bm &= bm - 1 {
+		k := bits.TrailingZeros32(bm)
+		v := binary.LittleEndian.Uint16(rb[2*i:])
+		i++
+		if v == 0 {
+			return fmt.Errorf("group rates of block %d are all 0 but the block mask lists it", k)
+		}
+		for j := 0; j < 4; j++ {
+			rt := uint8(v >> (4 * j) & 15)
+			rate[4*k+j] = rt
+			maxRate = max(maxRate, int(rt))
+			if rt > 0 && 32*(4*k+j) >= n {
+				return fmt.Errorf("group %d past the tile's %d values has rate %d", 4*k+j, n, rt)
+			}
+		}
+	}
+	for p := 0; p < maxRate; p++ {
+		clear(s.planes[p/8][p%8][:])
+	}
+	var nz [v2Groups]uint32
+	nsign := 0
+	for g := 0; g < v2Groups; g++ {
+		rt := int(rate[g])
+		if rt == 0 {
+			continue
+		}
+		wb, err := r.take(4*rt, "magnitude words")
+		if err != nil {
+			return err
+		}
+		var or uint32
+		for p := 0; p < rt; p++ {
+			w := binary.LittleEndian.Uint32(wb[4*p:])
+			setPlaneWord(s, p, g, w)
+			or |= w
+		}
+		if binary.LittleEndian.Uint32(wb[4*(rt-1):]) == 0 {
+			return fmt.Errorf("group %d: rate %d but its top magnitude word is 0", g, rt)
+		}
+		if hiSlot := 32*g + 31; hiSlot >= n && or>>(n-32*g) != 0 {
+			return fmt.Errorf("group %d has magnitudes past the tile's %d values", g, n)
+		}
+		nz[g] = or
+		nsign += bits.OnesCount32(or)
+	}
+	sb, err := r.take((nsign+31)/32*4, "sign bits")
+	if err != nil {
+		return err
+	}
+	if nsign%32 != 0 && binary.LittleEndian.Uint32(sb[len(sb)-4:])>>(nsign%32) != 0 {
+		return fmt.Errorf("sign bits: unused bits of the last word are not 0")
+	}
+	clear(s.planes[1][7][:])
+	pos := 0
+	for g := 0; g < v2Groups; g++ {
+		m := nz[g]
+		if m == 0 {
+			continue
+		}
+		// The group's packed signs start at bit pos of the stream.
+		w := uint64(binary.LittleEndian.Uint32(sb[pos/32*4:]))
+		if pos/32*4+4 < len(sb) {
+			w |= uint64(binary.LittleEndian.Uint32(sb[pos/32*4+4:])) << 32
+		}
+		packed := uint32(w >> (pos % 32))
+		var sg uint32
+		for k := 0; m != 0; m &= m - 1 {
+			if packed>>k&1 != 0 {
+				sg |= m & -m
+			}
+			k++
+		}
+		setPlaneWord(s, 15, g, sg)
+		pos += bits.OnesCount32(nz[g])
+	}
+	// Back to code bytes; planes up to maxRate and the sign plane are valid.
+	for p := maxRate; p < 15; p++ {
+		clear(s.planes[p/8][p%8][:])
+	}
+	if useSIMD {
+		unshuffleAVX2(&s.planes[0], &s.lo)
+		unshuffleAVX2(&s.planes[1], &s.hi)
+	} else {
+		unshuffleBytes(&s.planes[0], s.lo[:], TileElems/8)
+		unshuffleBytes(&s.planes[1], s.hi[:], TileElems/8)
+	}
+	if maxRate == 15 {
+		// Magnitude 32767 is an escape (sign 0): v1's tail reads 0x8000.
+		for i := range s.lo {
+			if s.lo[i] == 0xFF && s.hi[i]&0x7F == 0x7F {
+				if s.hi[i] != 0x7F {
+					return fmt.Errorf("slot %d: escape with sign bit set", i)
+				}
+				s.lo[i], s.hi[i] = 0, 0x80
+			}
+		}
+	}
+	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, z0, y0, x0, lz, ly, lx, step, fill)
+}
+
+// v2Field is a field encoded tile by tile with both codings.
+type v2Field[T float] struct {
+	l      *layout
+	qz     *quantizer
+	fill   T
+	v1, v2 [][]byte // per tile
+}
+
+// encodeBoth quantizes src as Compress does and encodes every tile with
+// version 1 and with the version-2 prototype.
+func encodeBoth[T float](src []T, p Params) (*v2Field[T], error) {
+	_, _, _, rank := foldDims(p.Dims)
+	l, err := newLayout(p.Dims, defaultShapeOf(rank), DefaultTilesPerChunk)
+	if err != nil {
+		return nil, err
+	}
+	f := &v2Field[T]{l: l, qz: &quantizer{}}
+	if p.Fill != nil {
+		f.qz.hasFill, f.qz.fillBits = true, bitsOf(T(*p.Fill))
+		f.fill = T(*p.Fill)
+	}
+	lo, hi, have := valueRange(src, f.qz, 1)
+	if p.Mode == Abs {
+		have = false
+	}
+	eb, step, err := DeriveBound(p, lo, hi, have)
+	if err != nil {
+		return nil, err
+	}
+	f.qz.step, f.qz.eb, f.qz.inv = step, eb, 1/step
+	s := new(tileScratch)
+	var st tileStats
+	for t := uint64(0); t < l.tiles; t++ {
+		f.v1 = append(f.v1, encodeTile(s, &st, src, l, t, f.qz, nil))
+		f.v2 = append(f.v2, encodeTileV2(s, &st, src, l, t, f.qz, nil))
+	}
+	return f, nil
+}
+
+// decode decodes every tile of one coding.
+func (f *v2Field[T]) decode(v2 bool) ([]T, error) {
+	out := make([]T, f.l.n)
+	s := new(tileScratch)
+	for t := uint64(0); t < f.l.tiles; t++ {
+		var err error
+		if v2 {
+			err = decodeTileV2(s, f.v2[t], out, 0, f.l, t, f.qz.step, f.fill)
+		} else {
+			err = decodeTile(s, f.v1[t], out, 0, f.l, t, f.qz.step, f.fill)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tile %d: %w", t, err)
+		}
+	}
+	return out, nil
+}
+
+func (f *v2Field[T]) size(v2 bool) (n int) {
+	tiles := f.v1
+	if v2 {
+		tiles = f.v2
+	}
+	for _, b := range tiles {
+		n += len(b) + 4
+	}
+	return n
+}
