@@ -39,6 +39,15 @@ func planeWord(s *tileScratch, p, g int) uint32 {
 	return binary.LittleEndian.Uint32(s.planes[p/8][p%8][4*g:])
 }
 
+// planeWords32 returns bit plane p as its 128 words.
+func planeWords32(s *tileScratch, p int) (w [v2Groups]uint32) {
+	b := &s.planes[p/8][p%8]
+	for g := range w {
+		w[g] = binary.LittleEndian.Uint32(b[4*g:])
+	}
+	return w
+}
+
 func setPlaneWord(s *tileScratch, p, g int, w uint32) {
 	binary.LittleEndian.PutUint32(s.planes[p/8][p%8][4*g:], w)
 }
@@ -85,18 +94,18 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	var rate [v2Groups]uint8
 	var nz [v2Groups]uint32
 	var blocks uint32
-	for g := 0; g < v2Groups; g++ {
-		var or uint32
-		var r int
-		for pm := magPlanes; pm != 0; pm &= pm - 1 {
-			p := bits.TrailingZeros32(pm)
-			if w := planeWord(s, p, g); w != 0 {
-				or |= w
-				r = p + 1
+	for pm := magPlanes; pm != 0; pm &= pm - 1 {
+		p := bits.TrailingZeros32(pm)
+		words := planeWords32(s, p)
+		for g, w := range words {
+			if w != 0 {
+				nz[g] |= w
+				rate[g] = uint8(p + 1)
 			}
 		}
-		rate[g], nz[g] = uint8(r), or
-		if r > 0 {
+	}
+	for g := 0; g < v2Groups; g += 4 {
+		if nz[g]|nz[g+1]|nz[g+2]|nz[g+3] != 0 {
 			blocks |= 1 << (g / 4)
 		}
 	}
@@ -135,11 +144,7 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 		}
 		var packed uint32
 		if hasSign {
-			// pext(sign, m): each sign bit goes to its rank among m's bits.
-			for sg := planeWord(s, 15, g) & m; sg != 0; sg &= sg - 1 {
-				j := bits.TrailingZeros32(sg)
-				packed |= 1 << bits.OnesCount32(m&(1<<j-1))
-			}
+			packed = pext32(planeWord(s, 15, g), m)
 		}
 		acc |= uint64(packed) << nacc
 		nacc += uint(bits.OnesCount32(m))
@@ -260,25 +265,21 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 		if pos/32*4+4 < len(sb) {
 			w |= uint64(binary.LittleEndian.Uint32(sb[pos/32*4+4:])) << 32
 		}
-		packed := uint32(w >> (pos % 32))
-		var sg uint32
-		for k := 0; m != 0; m &= m - 1 {
-			if packed>>k&1 != 0 {
-				sg |= m & -m
-			}
-			k++
-		}
-		setPlaneWord(s, 15, g, sg)
+		setPlaneWord(s, 15, g, pdep32(uint32(w>>(pos%32)), m))
 		pos += bits.OnesCount32(nz[g])
 	}
 	// Back to code bytes; planes up to maxRate and the sign plane are valid.
 	for p := maxRate; p < 15; p++ {
 		clear(s.planes[p/8][p%8][:])
 	}
-	if useSIMD {
+	switch {
+	case useSIMD && maxRate <= 8:
+		unshuffleAVX2(&s.planes[0], &s.lo)
+		unshuffleTopAVX2(&s.planes[1][7], &s.hi)
+	case useSIMD:
 		unshuffleAVX2(&s.planes[0], &s.lo)
 		unshuffleAVX2(&s.planes[1], &s.hi)
-	} else {
+	default:
 		unshuffleBytes(&s.planes[0], s.lo[:], TileElems/8)
 		unshuffleBytes(&s.planes[1], s.hi[:], TileElems/8)
 	}
@@ -362,4 +363,44 @@ func (f *v2Field[T]) size(v2 bool) (n int) {
 		n += len(b) + 4
 	}
 	return n
+}
+
+// pext8[m][x] packs the bits of x selected by m to the low end; pdep8[m][x]
+// spreads the low bits of x to the positions of m's bits (BMI2's PEXT and
+// PDEP on bytes; a GPU lane needs neither, see the proposal).
+var pext8, pdep8 = func() (e, d [256][256]uint8) {
+	for m := 0; m < 256; m++ {
+		for x := 0; x < 256; x++ {
+			k := 0
+			for j := 0; j < 8; j++ {
+				if m>>j&1 != 0 {
+					e[m][x] |= uint8(x>>j&1) << k
+					d[m][x] |= uint8(x>>k&1) << j
+					k++
+				}
+			}
+		}
+	}
+	return
+}()
+
+func pext32(x, m uint32) uint32 {
+	var r uint32
+	k := 0
+	for b := 0; b < 32; b += 8 {
+		mb := uint8(m >> b)
+		r |= uint32(pext8[mb][uint8(x>>b)]) << k
+		k += bits.OnesCount8(mb)
+	}
+	return r
+}
+
+func pdep32(x, m uint32) uint32 {
+	var r uint32
+	for b := 0; b < 32; b += 8 {
+		mb := uint8(m >> b)
+		r |= uint32(pdep8[mb][uint8(x)]) << b
+		x >>= bits.OnesCount8(mb)
+	}
+	return r
 }
