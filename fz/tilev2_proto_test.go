@@ -21,8 +21,8 @@ import (
 //	  block mask  u32  bit k ⇔ some group of slots 128k … 128k+127 has r > 0 (≠ 0)
 //	  rates       u16 per set bit k (increasing k): bits 4j … 4j+3 = rate of group 4k+j;
 //	              zero u16 padding to a multiple of 4 bytes
-//	  magnitudes  for each group with r > 0 (increasing g): r u32 words, word p =
-//	              bit p of the magnitudes of its 32 slots (bit j ⇔ slot 32g+j)
+//	  magnitudes  for p = 0, 1, …: for each group with r > p (increasing g) one u32
+//	              word, bit p of the magnitudes of its 32 slots (bit j ⇔ slot 32g+j)
 //	  signs       one bit per slot with a non-zero magnitude, in slot order, packed
 //	              LSB first into u32 words; unused high bits of the last word 0
 //	then v1's escape, fill and raw sections. An escape is magnitude 32767 with
@@ -128,9 +128,16 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	if nb%2 != 0 {
 		dst = append(dst, 0, 0)
 	}
-	for g := 0; g < v2Groups; g++ {
-		for p := 0; p < int(rate[g]); p++ {
-			dst = binary.LittleEndian.AppendUint32(dst, planeWord(s, p, g))
+	for p := 0; p < 15; p++ {
+		m := 0
+		for g := 0; g < v2Groups; g++ {
+			if int(rate[g]) > p {
+				dst = binary.LittleEndian.AppendUint32(dst, planeWord(s, p, g))
+				m++
+			}
+		}
+		if m == 0 {
+			break
 		}
 	}
 	// Signs of the non-zero magnitudes, packed.
@@ -220,31 +227,35 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 	for p := 0; p < maxRate; p++ {
 		clear(s.planes[p/8][p%8][:])
 	}
+	// Magnitude words, plane by plane: word p of every group whose rate
+	// exceeds p.
 	var nz [v2Groups]uint32
+	for p := 0; p < maxRate; p++ {
+		for g := 0; g < v2Groups; g++ {
+			rt := int(rate[g])
+			if rt <= p {
+				continue
+			}
+			wb, err := r.take(4, "magnitude words")
+			if err != nil {
+				return err
+			}
+			w := binary.LittleEndian.Uint32(wb)
+			if p == rt-1 && w == 0 {
+				return fmt.Errorf("group %d: rate %d but its top magnitude word is 0", g, rt)
+			}
+			setPlaneWord(s, p, g, w)
+			nz[g] |= w
+		}
+	}
 	nsign := 0
 	for g := 0; g < v2Groups; g++ {
-		rt := int(rate[g])
-		if rt == 0 {
-			continue
+		if or := nz[g]; or != 0 {
+			if 32*g+31 >= n && or>>(n-32*g) != 0 {
+				return fmt.Errorf("group %d has magnitudes past the tile's %d values", g, n)
+			}
+			nsign += bits.OnesCount32(or)
 		}
-		wb, err := r.take(4*rt, "magnitude words")
-		if err != nil {
-			return err
-		}
-		var or uint32
-		for p := 0; p < rt; p++ {
-			w := binary.LittleEndian.Uint32(wb[4*p:])
-			setPlaneWord(s, p, g, w)
-			or |= w
-		}
-		if binary.LittleEndian.Uint32(wb[4*(rt-1):]) == 0 {
-			return fmt.Errorf("group %d: rate %d but its top magnitude word is 0", g, rt)
-		}
-		if hiSlot := 32*g + 31; hiSlot >= n && or>>(n-32*g) != 0 {
-			return fmt.Errorf("group %d has magnitudes past the tile's %d values", g, n)
-		}
-		nz[g] = or
-		nsign += bits.OnesCount32(or)
 	}
 	sb, err := r.take((nsign+31)/32*4, "sign bits")
 	if err != nil {
