@@ -128,16 +128,22 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	if nb%2 != 0 {
 		dst = append(dst, 0, 0)
 	}
-	for p := 0; p < 15; p++ {
-		m := 0
-		for g := 0; g < v2Groups; g++ {
-			if int(rate[g]) > p {
-				dst = binary.LittleEndian.AppendUint32(dst, planeWord(s, p, g))
-				m++
+	nw, maxRate := 0, 0
+	for _, r := range rate {
+		nw += int(r)
+		maxRate = max(maxRate, int(r))
+	}
+	at := len(dst)
+	dst = append(dst, make([]byte, 4*nw)...)
+	for p := 0; p < maxRate; p++ {
+		pl := &s.planes[p/8][p%8]
+		act := groupsAbove(&rate, p)
+		for h, a := range act {
+			for ; a != 0; a &= a - 1 {
+				g := 64*h + bits.TrailingZeros64(a)
+				copy(dst[at:at+4], pl[4*g:4*g+4])
+				at += 4
 			}
-		}
-		if m == 0 {
-			break
 		}
 	}
 	// Signs of the non-zero magnitudes, packed.
@@ -230,22 +236,28 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 	// Magnitude words, plane by plane: word p of every group whose rate
 	// exceeds p.
 	var nz [v2Groups]uint32
+	nw := 0
+	for _, rt := range rate {
+		nw += int(rt)
+	}
+	wb, err := r.take(4*nw, "magnitude words")
+	if err != nil {
+		return err
+	}
 	for p := 0; p < maxRate; p++ {
-		for g := 0; g < v2Groups; g++ {
-			rt := int(rate[g])
-			if rt <= p {
-				continue
+		pl := &s.planes[p/8][p%8]
+		act := groupsAbove(&rate, p)
+		for h, a := range act {
+			for ; a != 0; a &= a - 1 {
+				g := 64*h + bits.TrailingZeros64(a)
+				w := binary.LittleEndian.Uint32(wb)
+				wb = wb[4:]
+				if w == 0 && int(rate[g]) == p+1 {
+					return fmt.Errorf("group %d: rate %d but its top magnitude word is 0", g, p+1)
+				}
+				binary.LittleEndian.PutUint32(pl[4*g:], w)
+				nz[g] |= w
 			}
-			wb, err := r.take(4, "magnitude words")
-			if err != nil {
-				return err
-			}
-			w := binary.LittleEndian.Uint32(wb)
-			if p == rt-1 && w == 0 {
-				return fmt.Errorf("group %d: rate %d but its top magnitude word is 0", g, rt)
-			}
-			setPlaneWord(s, p, g, w)
-			nz[g] |= w
 		}
 	}
 	nsign := 0
@@ -414,4 +426,13 @@ func pdep32(x, m uint32) uint32 {
 		x >>= bits.OnesCount8(mb)
 	}
 	return r
+}
+
+// groupsAbove returns the set of groups whose rate exceeds p (bit g%64 of
+// word g/64).
+func groupsAbove(rate *[v2Groups]uint8, p int) (a [2]uint64) {
+	for g, r := range rate {
+		a[g/64] |= uint64((p-int(r))>>63&1) << (g % 64)
+	}
+	return a
 }
