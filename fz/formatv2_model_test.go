@@ -276,10 +276,13 @@ const (
 	costRate32CS       // costRate32 with sign bits only for non-zero magnitudes
 	costRate32CSB      // costRate32CS with sparse rates: u32 mask of 128-slot blocks with a non-zero rate + 2 B of rates per such block (padded to 4 B); nothing for a tile without codes
 	costHybrid         // per tile the smaller of costW32TwoCS and costRate32CSB
+	costRate16CSB      // costRate32CSB with groups of 16 slots (u32 of rates per non-zero 128-slot block)
+	costRate64CSB      // costRate32CSB with groups of 64 slots (u8 of rates per non-zero 128-slot block)
+	costRate8CSB       // costRate32CSB with groups of 8 slots (u64 of rates per non-zero 128-slot block)
 	nCosts
 )
 
-var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid"}
+var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid", "rate16+cs sparse", "rate64+cs sparse", "rate8+cs sparse"}
 
 func planeCosts(c *tileCodes) (cost [nCosts]int) {
 	var words [16][TileElems / 32]uint32
@@ -341,6 +344,25 @@ func planeCosts(c *tileCodes) (cost [nCosts]int) {
 		cost[costRate32CSB] += 4 + (2*bits.OnesCount32(rateBlocks)+3)/4*4 + signCS
 	}
 	cost[costHybrid] = min(cost[costW32TwoCS], cost[costRate32CSB])
+	for _, gs := range []struct{ size, k int }{{16, costRate16CSB}, {64, costRate64CSB}, {8, costRate8CSB}} {
+		var blk uint32
+		words := 0 // in units of gs bits
+		for g := 0; g < TileElems/gs.size; g++ {
+			var or uint16
+			for j := 0; j < gs.size; j++ {
+				or |= c.mag[gs.size*g+j]
+			}
+			r := bits.Len16(or)
+			if r > 0 {
+				blk |= 1 << (g * gs.size / 128)
+				words += r
+			}
+		}
+		if blk != 0 {
+			hdr := bits.OnesCount32(blk) * (128 / gs.size) * 4 / 8 // bytes of rates
+			cost[gs.k] = 4 + (hdr+3)/4*4 + (words*gs.size+31)/32*4 + signCS
+		}
+	}
 	return
 }
 

@@ -11,18 +11,18 @@ import (
 // Everything before and after the code section (quantization, holes,
 // Lorenzo, escapes, fill and raw sections) is version 1's.
 //
-// The 4096 slots form 128 groups of 32 (group g: slots 32g … 32g+31). A
-// group's rate r is the bit length of the largest code magnitude in it
-// (0 … 15). Tile layout:
+// The 4096 slots form 256 groups of 16 (group g: slots 16g … 16g+15); 8
+// groups make a block of 128 slots. A group's rate r is the bit length of
+// the largest code magnitude in it (0 … 15). Tile layout:
 //
 //	word0   u32  bit 0: codes present; bits 16/17/18: escapes/fill/raw as v1
 //	origin  i32
 //	if bit 0:
 //	  block mask  u32  bit k ⇔ some group of slots 128k … 128k+127 has r > 0 (≠ 0)
-//	  rates       u16 per set bit k (increasing k): bits 4j … 4j+3 = rate of group 4k+j;
-//	              zero u16 padding to a multiple of 4 bytes
-//	  magnitudes  for p = 0, 1, …: for each group with r > p (increasing g) one u32
-//	              word, bit p of the magnitudes of its 32 slots (bit j ⇔ slot 32g+j)
+//	  rates       u32 per set bit k (increasing k): bits 4j … 4j+3 = rate of group 8k+j
+//	  magnitudes  for p = 0, 1, …: for each group with r > p (increasing g) one u16,
+//	              bit p of the magnitudes of its 16 slots (bit j ⇔ slot 16g+j);
+//	              a zero u16 pads the section to a multiple of 4 bytes
 //	  signs       one bit per slot with a non-zero magnitude, in slot order, packed
 //	              LSB first into u32 words; unused high bits of the last word 0
 //	then v1's escape, fill and raw sections. An escape is magnitude 32767 with
@@ -31,25 +31,14 @@ const (
 	v2Codes      = 1 << 0
 	v2KnownFlags = v2Codes | tileHasEscapes | tileHasFill | tileHasRaw
 	v2MaxMag     = maxCode - 1 // 32767 is the escape
-	v2Groups     = TileElems / 32
+	v2Group      = 16          // slots per group
+	v2Groups     = TileElems / v2Group
+	v2PerBlock   = 128 / v2Group // groups per 128-slot block
 )
 
-// planeWord returns word g (slots 32g … 32g+31) of bit plane p.
-func planeWord(s *tileScratch, p, g int) uint32 {
-	return binary.LittleEndian.Uint32(s.planes[p/8][p%8][4*g:])
-}
-
-// planeWords32 returns bit plane p as its 128 words.
-func planeWords32(s *tileScratch, p int) (w [v2Groups]uint32) {
-	b := &s.planes[p/8][p%8]
-	for g := range w {
-		w[g] = binary.LittleEndian.Uint32(b[4*g:])
-	}
-	return w
-}
-
-func setPlaneWord(s *tileScratch, p, g int, w uint32) {
-	binary.LittleEndian.PutUint32(s.planes[p/8][p%8][4*g:], w)
+// planeUnit returns group g's 16 bits of bit plane p.
+func planeUnit(s *tileScratch, p, g int) uint16 {
+	return binary.LittleEndian.Uint16(s.planes[p/8][p%8][2*g:])
 }
 
 // encodeTileV2 appends the version-2 encoding of tile t of src to dst.
@@ -90,24 +79,27 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	if len(s.raw) > 0 {
 		word0 |= tileHasRaw
 	}
-	magPlanes := c.planeMask & 0x7FFF
+	// Rates and non-zero masks: scan the magnitude planes in use.
 	var rate [v2Groups]uint8
-	var nz [v2Groups]uint32
-	var blocks uint32
-	for pm := magPlanes; pm != 0; pm &= pm - 1 {
+	var nz [v2Groups]uint16
+	for pm := c.planeMask & 0x7FFF; pm != 0; pm &= pm - 1 {
 		p := bits.TrailingZeros32(pm)
-		words := planeWords32(s, p)
-		for g, w := range words {
-			if w != 0 {
+		pl := &s.planes[p/8][p%8]
+		for g := 0; g < v2Groups; g++ {
+			if w := binary.LittleEndian.Uint16(pl[2*g:]); w != 0 {
 				nz[g] |= w
 				rate[g] = uint8(p + 1)
 			}
 		}
 	}
-	for g := 0; g < v2Groups; g += 4 {
-		if nz[g]|nz[g+1]|nz[g+2]|nz[g+3] != 0 {
-			blocks |= 1 << (g / 4)
+	var blocks uint32
+	nw, maxRate := 0, 0
+	for g, r := range rate {
+		if r > 0 {
+			blocks |= 1 << (g / v2PerBlock)
 		}
+		nw += int(r)
+		maxRate = max(maxRate, int(r))
 	}
 	if blocks != 0 {
 		word0 |= v2Codes
@@ -118,31 +110,24 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 		return appendTileTail[T](s, &c, dst)
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, blocks)
-	nb := 0
 	for bm := blocks; bm != 0; bm &= bm - 1 {
 		k := bits.TrailingZeros32(bm)
-		g := 4 * k
-		dst = binary.LittleEndian.AppendUint16(dst, uint16(rate[g])|uint16(rate[g+1])<<4|uint16(rate[g+2])<<8|uint16(rate[g+3])<<12)
-		nb++
-	}
-	if nb%2 != 0 {
-		dst = append(dst, 0, 0)
-	}
-	nw, maxRate := 0, 0
-	for _, r := range rate {
-		nw += int(r)
-		maxRate = max(maxRate, int(r))
+		var v uint32
+		for j := 0; j < v2PerBlock; j++ {
+			v |= uint32(rate[v2PerBlock*k+j]) << (4 * j)
+		}
+		dst = binary.LittleEndian.AppendUint32(dst, v)
 	}
 	at := len(dst)
-	dst = append(dst, make([]byte, 4*nw)...)
+	dst = append(dst, make([]byte, (2*nw+3)&^3)...)
 	for p := 0; p < maxRate; p++ {
 		pl := &s.planes[p/8][p%8]
 		act := groupsAbove(&rate, p)
 		for h, a := range act {
 			for ; a != 0; a &= a - 1 {
 				g := 64*h + bits.TrailingZeros64(a)
-				copy(dst[at:at+4], pl[4*g:4*g+4])
-				at += 4
+				dst[at], dst[at+1] = pl[2*g], pl[2*g+1]
+				at += 2
 			}
 		}
 	}
@@ -151,13 +136,13 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	var nacc uint
 	hasSign := c.planeMask&0x8000 != 0
 	for g := 0; g < v2Groups; g++ {
-		m := nz[g]
+		m := uint32(nz[g])
 		if m == 0 {
 			continue
 		}
 		var packed uint32
 		if hasSign {
-			packed = pext32(planeWord(s, 15, g), m)
+			packed = pext32(uint32(planeUnit(s, 15, g)), m)
 		}
 		acc |= uint64(packed) << nacc
 		nacc += uint(bits.OnesCount32(m))
@@ -203,70 +188,66 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 	if blocks == 0 || (used < 32 && blocks>>used != 0) {
 		return fmt.Errorf("rate block mask %#08x: expected a non-zero mask of the tile's %d blocks", blocks, used)
 	}
-	nb := bits.OnesCount32(blocks)
-	rb, err := r.take((nb+1)/2*4, "group rates")
+	rb, err := r.take(4*bits.OnesCount32(blocks), "group rates")
 	if err != nil {
 		return err
 	}
-	if nb%2 != 0 && binary.LittleEndian.Uint16(rb[2*nb:]) != 0 {
-		return fmt.Errorf("group rates: padding is not zero")
-	}
 	var rate [v2Groups]uint8
-	maxRate := 0
-	i := 0
+	maxRate, nw := 0, 0
 	for bm := blocks; bm != 0; bm &= bm - 1 {
 		k := bits.TrailingZeros32(bm)
-		v := binary.LittleEndian.Uint16(rb[2*i:])
-		i++
+		v := binary.LittleEndian.Uint32(rb)
+		rb = rb[4:]
 		if v == 0 {
 			return fmt.Errorf("group rates of block %d are all 0 but the block mask lists it", k)
 		}
-		for j := 0; j < 4; j++ {
+		for j := 0; j < v2PerBlock; j++ {
+			g := v2PerBlock*k + j
 			rt := uint8(v >> (4 * j) & 15)
-			rate[4*k+j] = rt
-			maxRate = max(maxRate, int(rt))
-			if rt > 0 && 32*(4*k+j) >= n {
-				return fmt.Errorf("group %d past the tile's %d values has rate %d", 4*k+j, n, rt)
+			if rt > 0 && v2Group*g >= n {
+				return fmt.Errorf("group %d past the tile's %d values has rate %d", g, n, rt)
 			}
+			rate[g] = rt
+			maxRate = max(maxRate, int(rt))
+			nw += int(rt)
 		}
 	}
 	for p := 0; p < maxRate; p++ {
 		clear(s.planes[p/8][p%8][:])
 	}
-	// Magnitude words, plane by plane: word p of every group whose rate
+	// Magnitude units, plane by plane: unit p of every group whose rate
 	// exceeds p.
-	var nz [v2Groups]uint32
-	nw := 0
-	for _, rt := range rate {
-		nw += int(rt)
-	}
-	wb, err := r.take(4*nw, "magnitude words")
+	wb, err := r.take((2*nw+3)&^3, "magnitude bits")
 	if err != nil {
 		return err
 	}
+	if nw%2 != 0 && binary.LittleEndian.Uint16(wb[2*nw:]) != 0 {
+		return fmt.Errorf("magnitude bits: padding is not zero")
+	}
+	var nz [v2Groups]uint16
 	for p := 0; p < maxRate; p++ {
 		pl := &s.planes[p/8][p%8]
 		act := groupsAbove(&rate, p)
 		for h, a := range act {
 			for ; a != 0; a &= a - 1 {
 				g := 64*h + bits.TrailingZeros64(a)
-				w := binary.LittleEndian.Uint32(wb)
-				wb = wb[4:]
+				w := binary.LittleEndian.Uint16(wb)
+				wb = wb[2:]
 				if w == 0 && int(rate[g]) == p+1 {
-					return fmt.Errorf("group %d: rate %d but its top magnitude word is 0", g, p+1)
+					return fmt.Errorf("group %d: rate %d but its top magnitude bits are 0", g, p+1)
 				}
-				binary.LittleEndian.PutUint32(pl[4*g:], w)
+				pl[2*g], pl[2*g+1] = byte(w), byte(w>>8)
 				nz[g] |= w
 			}
 		}
 	}
 	nsign := 0
-	for g := 0; g < v2Groups; g++ {
-		if or := nz[g]; or != 0 {
-			if 32*g+31 >= n && or>>(n-32*g) != 0 {
+	for g, m := range nz {
+		if m != 0 {
+			if v2Group*g+v2Group > n && m>>(n-v2Group*g) != 0 {
 				return fmt.Errorf("group %d has magnitudes past the tile's %d values", g, n)
 			}
-			nsign += bits.OnesCount32(or)
+			nsign += bits.OnesCount16(m)
 		}
 	}
 	sb, err := r.take((nsign+31)/32*4, "sign bits")
@@ -276,10 +257,10 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 	if nsign%32 != 0 && binary.LittleEndian.Uint32(sb[len(sb)-4:])>>(nsign%32) != 0 {
 		return fmt.Errorf("sign bits: unused bits of the last word are not 0")
 	}
-	clear(s.planes[1][7][:])
+	sp := &s.planes[1][7]
+	clear(sp[:])
 	pos := 0
-	for g := 0; g < v2Groups; g++ {
-		m := nz[g]
+	for g, m := range nz {
 		if m == 0 {
 			continue
 		}
@@ -288,8 +269,9 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 		if pos/32*4+4 < len(sb) {
 			w |= uint64(binary.LittleEndian.Uint32(sb[pos/32*4+4:])) << 32
 		}
-		setPlaneWord(s, 15, g, pdep32(uint32(w>>(pos%32)), m))
-		pos += bits.OnesCount32(nz[g])
+		sg := pdep32(uint32(w>>(pos%32)), uint32(m))
+		sp[2*g], sp[2*g+1] = byte(sg), byte(sg>>8)
+		pos += bits.OnesCount16(m)
 	}
 	// Back to code bytes; planes up to maxRate and the sign plane are valid.
 	for p := maxRate; p < 15; p++ {
@@ -430,7 +412,7 @@ func pdep32(x, m uint32) uint32 {
 
 // groupsAbove returns the set of groups whose rate exceeds p (bit g%64 of
 // word g/64).
-func groupsAbove(rate *[v2Groups]uint8, p int) (a [2]uint64) {
+func groupsAbove(rate *[v2Groups]uint8, p int) (a [v2Groups / 64]uint64) {
 	for g, r := range rate {
 		a[g/64] |= uint64((p-int(r))>>63&1) << (g % 64)
 	}
