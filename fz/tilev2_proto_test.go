@@ -85,11 +85,12 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	for pm := c.planeMask & 0x7FFF; pm != 0; pm &= pm - 1 {
 		p := bits.TrailingZeros32(pm)
 		pl := &s.planes[p/8][p%8]
-		for g := 0; g < v2Groups; g++ {
-			if w := binary.LittleEndian.Uint16(pl[2*g:]); w != 0 {
-				nz[g] |= w
-				rate[g] = uint8(p + 1)
-			}
+		for g := range v2Groups {
+			w := binary.LittleEndian.Uint16(pl[2*g:])
+			nz[g] |= w
+			// rate = p+1 where w ≠ 0, without a branch on the data.
+			on := uint8((uint32(-int32(w)) >> 31))
+			rate[g] ^= (rate[g] ^ uint8(p+1)) & -on
 		}
 	}
 	var blocks uint32
@@ -120,9 +121,10 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	}
 	at := len(dst)
 	dst = append(dst, make([]byte, (2*nw+3)&^3)...)
+	sets := groupSets(&rate)
 	for p := 0; p < maxRate; p++ {
 		pl := &s.planes[p/8][p%8]
-		act := groupsAbove(&rate, p)
+		act := sets[p]
 		for h, a := range act {
 			for ; a != 0; a &= a - 1 {
 				g := 64*h + bits.TrailingZeros64(a)
@@ -142,7 +144,7 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 		}
 		var packed uint32
 		if hasSign {
-			packed = pext32(uint32(planeUnit(s, 15, g)), m)
+			packed = pext16(planeUnit(s, 15, g), uint16(m))
 		}
 		acc |= uint64(packed) << nacc
 		nacc += uint(bits.OnesCount32(m))
@@ -225,9 +227,10 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 		return fmt.Errorf("magnitude bits: padding is not zero")
 	}
 	var nz [v2Groups]uint16
+	sets := groupSets(&rate)
 	for p := 0; p < maxRate; p++ {
 		pl := &s.planes[p/8][p%8]
-		act := groupsAbove(&rate, p)
+		act := sets[p]
 		for h, a := range act {
 			for ; a != 0; a &= a - 1 {
 				g := 64*h + bits.TrailingZeros64(a)
@@ -269,7 +272,7 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 		if pos/32*4+4 < len(sb) {
 			w |= uint64(binary.LittleEndian.Uint32(sb[pos/32*4+4:])) << 32
 		}
-		sg := pdep32(uint32(w>>(pos%32)), uint32(m))
+		sg := pdep16(uint16(w>>(pos%32)), m)
 		sp[2*g], sp[2*g+1] = byte(sg), byte(sg>>8)
 		pos += bits.OnesCount16(m)
 	}
@@ -389,32 +392,27 @@ var pext8, pdep8 = func() (e, d [256][256]uint8) {
 	return
 }()
 
-func pext32(x, m uint32) uint32 {
-	var r uint32
-	k := 0
-	for b := 0; b < 32; b += 8 {
-		mb := uint8(m >> b)
-		r |= uint32(pext8[mb][uint8(x>>b)]) << k
-		k += bits.OnesCount8(mb)
-	}
-	return r
+func pext16(x, m uint16) uint32 {
+	lo := uint8(m)
+	return uint32(pext8[lo][uint8(x)]) | uint32(pext8[m>>8][uint8(x>>8)])<<bits.OnesCount8(lo)
 }
 
-func pdep32(x, m uint32) uint32 {
-	var r uint32
-	for b := 0; b < 32; b += 8 {
-		mb := uint8(m >> b)
-		r |= uint32(pdep8[mb][uint8(x)]) << b
-		x >>= bits.OnesCount8(mb)
-	}
-	return r
+func pdep16(x, m uint16) uint16 {
+	lo := uint8(m)
+	return uint16(pdep8[lo][uint8(x)]) | uint16(pdep8[m>>8][uint8(x>>bits.OnesCount8(lo))])<<8
 }
 
-// groupsAbove returns the set of groups whose rate exceeds p (bit g%64 of
-// word g/64).
-func groupsAbove(rate *[v2Groups]uint8, p int) (a [v2Groups / 64]uint64) {
+// groupSets returns, for each p, the set of groups whose rate exceeds p
+// (bit g%64 of word g/64).
+func groupSets(rate *[v2Groups]uint8) (above [16][v2Groups / 64]uint64) {
+	var by [16][v2Groups / 64]uint64
 	for g, r := range rate {
-		a[g/64] |= uint64((p-int(r))>>63&1) << (g % 64)
+		by[r&15][g/64] |= 1 << (g % 64)
 	}
-	return a
+	for p := 14; p >= 0; p-- {
+		for h := range above[p] {
+			above[p][h] = above[p+1][h] | by[p+1][h]
+		}
+	}
+	return above
 }
