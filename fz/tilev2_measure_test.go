@@ -1,7 +1,9 @@
 package fz
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"testing"
@@ -129,5 +131,27 @@ func TestTileV2PrototypeSpeed(t *testing.T) {
 		}
 		mbs := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(bytes)/d.Seconds()/1e6) }
 		t.Logf("rel %g, %d MB: encode v1 %s MB/s, v2 %s MB/s; decode v1 %s MB/s, v2 %s MB/s", rel, bytes>>20, mbs(enc[0]), mbs(enc[1]), mbs(dec[0]), mbs(dec[1]))
+	}
+}
+
+// TestTileV2MaxRates prints the mean over tiles of the largest group rate
+// (the magnitude planes a GPU warp walks per tile in the v2 tail), every
+// 16th slab of the compare.sh fields: the input of the GPU cost estimate.
+func TestTileV2MaxRates(t *testing.T) {
+	if os.Getenv("FZ_EXPERIMENT") == "" {
+		t.Skip("measurement only; set FZ_EXPERIMENT=1")
+	}
+	for _, f := range peerFields(t, sharedData(t)) {
+		line := f.name
+		for _, rel := range []float64{1e-2, 1e-3, 1e-4} {
+			var sum, n int
+			slabTiles(f, rel, 16, func(s *tileScratch, l *layout, tt uint64, v1 []byte) {
+				// v1's plane mask: the highest magnitude plane in use + 1 is the tile's largest rate.
+				sum += bits.Len32(binary.LittleEndian.Uint32(v1) & 0x7FFF)
+				n++
+			})
+			line += fmt.Sprintf("  rel %g: %.2f", rel, float64(sum)/float64(n))
+		}
+		t.Log(line)
 	}
 }
