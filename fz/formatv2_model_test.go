@@ -268,21 +268,22 @@ func planeWords(c *tileCodes, p int) (w [TileElems / 32]uint32) {
 
 // Candidate costs of the code planes of one tile, in bytes.
 const (
-	costV1        = iota // v1: per plane in use, u32 mask of 128-slot blocks + 16 B per non-zero block
-	costW32Two           // per plane in use, u32 block mask + a nibble per non-zero block naming its non-zero 32-slot words (nibbles padded to 4 B) + 4 B per non-zero word
-	costW32Full          // per plane in use, 128-bit word mask + 4 B per non-zero word
-	costRate32           // cuSZp-like: 4-bit rate per 32 slots (64 B) + sign word and rate words for each group with rate > 0
-	costW32TwoCS         // costW32Two for magnitudes, sign bits only for non-zero magnitudes (packed, padded to 4 B)
-	costRate32CS         // costRate32 with sign bits only for non-zero magnitudes
-	costRate32CSB        // costRate32CS with sparse rates: u32 mask of 128-slot blocks with a non-zero rate + 2 B of rates per such block (padded to 4 B); nothing for a tile without codes
-	costHybrid           // per tile the smaller of costW32TwoCS and costRate32CSB
-	costRate16CSB        // costRate32CSB with groups of 16 slots (u32 of rates per non-zero 128-slot block)
-	costRate64CSB        // costRate32CSB with groups of 64 slots (u8 of rates per non-zero 128-slot block)
-	costRate8CSB         // costRate32CSB with groups of 8 slots (u64 of rates per non-zero 128-slot block)
+	costV1          = iota // v1: per plane in use, u32 mask of 128-slot blocks + 16 B per non-zero block
+	costW32Two             // per plane in use, u32 block mask + a nibble per non-zero block naming its non-zero 32-slot words (nibbles padded to 4 B) + 4 B per non-zero word
+	costW32Full            // per plane in use, 128-bit word mask + 4 B per non-zero word
+	costRate32             // cuSZp-like: 4-bit rate per 32 slots (64 B) + sign word and rate words for each group with rate > 0
+	costW32TwoCS           // costW32Two for magnitudes, sign bits only for non-zero magnitudes (packed, padded to 4 B)
+	costRate32CS           // costRate32 with sign bits only for non-zero magnitudes
+	costRate32CSB          // costRate32CS with sparse rates: u32 mask of 128-slot blocks with a non-zero rate + 2 B of rates per such block (padded to 4 B); nothing for a tile without codes
+	costHybrid             // per tile the smaller of costW32TwoCS and costRate32CSB
+	costRate16CSB          // costRate32CSB with groups of 16 slots (u32 of rates per non-zero 128-slot block)
+	costRate64CSB          // costRate32CSB with groups of 64 slots (u8 of rates per non-zero 128-slot block)
+	costRate8CSB           // costRate32CSB with groups of 8 slots (u64 of rates per non-zero 128-slot block)
+	costV1RawPlanes        // v1 with a per-plane choice of raw 512 bytes (no mask) when every block is non-zero
 	nCosts
 )
 
-var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid", "rate16+cs sparse", "rate64+cs sparse", "rate8+cs sparse"}
+var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid", "rate16+cs sparse", "rate64+cs sparse", "rate8+cs sparse", "v1+raw planes"}
 
 func planeCosts(c *tileCodes) (cost [nCosts]int) {
 	var words [16][TileElems / 32]uint32
@@ -317,6 +318,7 @@ func planeCosts(c *tileCodes) (cost [nCosts]int) {
 			continue
 		}
 		cost[costV1] += 4 + 16*b128
+		cost[costV1RawPlanes] += min(4+16*b128, planeBytes)
 		two := 4 + (nib*4+31)/32*4 + 4*w32
 		cost[costW32Two] += two
 		cost[costW32Full] += 16 + 4*w32

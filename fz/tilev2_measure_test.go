@@ -155,3 +155,48 @@ func TestTileV2MaxRates(t *testing.T) {
 		t.Log(line)
 	}
 }
+
+// TestTileV2Shapes prints the v2 prototype's ratio on the real fields of
+// rank 2 and 3 under other tile and sub-block shapes (v1's are first).
+func TestTileV2Shapes(t *testing.T) {
+	if os.Getenv("FZ_EXPERIMENT") == "" {
+		t.Skip("measurement only; set FZ_EXPERIMENT=1")
+	}
+	dir := sharedData(t)
+	shapes := map[int][]shape{
+		2: {{[3]int{1, 64, 64}, [3]int{1, 16, 8}}, {[3]int{1, 64, 64}, [3]int{1, 8, 16}}, {[3]int{1, 64, 64}, [3]int{1, 4, 32}},
+			{[3]int{1, 32, 128}, [3]int{1, 8, 16}}, {[3]int{1, 16, 256}, [3]int{1, 4, 32}}},
+		3: {{[3]int{8, 16, 32}, [3]int{4, 4, 8}}, {[3]int{8, 16, 32}, [3]int{2, 4, 16}}, {[3]int{16, 16, 16}, [3]int{4, 4, 8}},
+			{[3]int{4, 32, 32}, [3]int{2, 8, 8}}},
+	}
+	defer func() { defaultShape = defaultShapeOf }()
+	for rank := 2; rank <= 3; rank++ {
+		for _, sh := range shapes[rank] {
+			defaultShape = func(r int) shape {
+				if r == rank {
+					return sh
+				}
+				return defaultShapeOf(r)
+			}
+			line := ""
+			for _, f := range realFields {
+				if _, _, _, r := foldDims(f.dims); r != rank || f.dtype != Float32 {
+					continue
+				}
+				raw, err := os.ReadFile(filepath.Join(dir, f.name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				line += " " + f.name[:8]
+				for _, rel := range []float64{1e-2, 1e-3, 1e-4} {
+					v, err := encodeBoth(asFloats[float32](raw), Params{DType: Float32, Dims: f.dims, Mode: Rel, Bound: rel, Fill: f.fill})
+					if err != nil {
+						t.Fatal(err)
+					}
+					line += fmt.Sprintf(" %.2f", float64(len(raw))/float64(v.size(true)))
+				}
+			}
+			t.Logf("rank %d tile %v block %v:%s", rank, sh.tile, sh.block, line)
+		}
+	}
+}

@@ -317,7 +317,7 @@ type v2Field[T float] struct {
 // version 1 and with the version-2 prototype.
 func encodeBoth[T float](src []T, p Params) (*v2Field[T], error) {
 	_, _, _, rank := foldDims(p.Dims)
-	l, err := newLayout(p.Dims, defaultShapeOf(rank), DefaultTilesPerChunk)
+	l, err := newLayout(p.Dims, defaultShape(rank), DefaultTilesPerChunk)
 	if err != nil {
 		return nil, err
 	}
