@@ -91,6 +91,16 @@ func TestTileV2PrototypeEscapes(t *testing.T) {
 	if escapes == 0 {
 		t.Fatal("no v2 tile has escapes; the test lost its point")
 	}
+
+	// |d| = 32767 exactly: a code in v1, an escape in v2.
+	w := make([]float32, 300)
+	for i := range w {
+		w[i] = float32(32767 * (i % 2))
+	}
+	g := checkV2MatchesV1(t, w, Params{DType: Float32, Dims: []uint64{300}, Mode: Abs, Bound: 0.5})
+	if g.v1[0][2]&1 != 0 || g.v2[0][2]&1 == 0 {
+		t.Fatalf("escape flags v1 %v, v2 %v; want only v2's set", g.v1[0][2]&1 != 0, g.v2[0][2]&1 != 0)
+	}
 }
 
 // TestTileV2PrototypeCorrupt: every truncation of a tile is an error and
