@@ -324,6 +324,79 @@ __device__ unsigned v2w32_encode_tail(const unsigned *pw, unsigned *out, int lan
     return at + (__shfl_sync(F, inc, 31) + 31) / 32;
 }
 
+// Variant for comparison: the same 16-slot groups with the magnitude units
+// in group-major order (all units of group 0, then group 1, …): one scan of
+// the lane's Σ rates instead of one per plane, but a warp's stores are no
+// longer contiguous across lanes (fine into shared memory, scattered into
+// global memory).
+__device__ unsigned v2gm_encode_tail(const unsigned *pw, unsigned *out, int lane) {
+    uint4 nz = make_uint4(0, 0, 0, 0);
+    unsigned r[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int p = 0; p < 15; p++) {
+        const uint4 b = ((const uint4 *)(pw + 128 * p))[lane];
+        const unsigned pp = (p + 1) * 0x10001u;
+        const unsigned w[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const unsigned m = __vcmpne2(w[j], 0);
+            r[j] = (m & pp) | (~m & r[j]);
+        }
+        nz.x |= b.x, nz.y |= b.y, nz.z |= b.z, nz.w |= b.w;
+    }
+    unsigned rw = 0, sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        rw |= (r[j] & 0xF) << (8 * j) | ((r[j] >> 16) & 0xF) << (8 * j + 4);
+        sum += (r[j] & 0xF) + (r[j] >> 16);
+    }
+    const unsigned bm = __ballot_sync(F, rw != 0);
+    if (bm == 0) return 2;
+    unsigned at = 2;
+    if (lane == 0) out[at] = bm;
+    at++;
+    if (rw) out[at + __popc(bm & lanes_below(lane))] = rw;
+    at += __popc(bm);
+    unsigned short *o16 = (unsigned short *)out;
+    const unsigned inc = scan_incl<32>(sum, lane);
+    unsigned o = 2 * at + inc - sum;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const unsigned rj = j & 1 ? r[j / 2] >> 16 : r[j / 2] & 0xF;
+#pragma unroll
+        for (int p = 0; p < V2_PLANES; p++) {
+            if ((unsigned)p < rj) {
+                const unsigned w = pw[128 * p + 4 * lane + j / 2];
+                o16[o++] = (unsigned short)(j & 1 ? w >> 16 : w);
+            }
+        }
+    }
+    unsigned pos = 2 * at + __shfl_sync(F, inc, 31);
+    if (pos & 1) o16[pos++] = 0;
+    at = pos / 2;
+    const uint4 s = ((const uint4 *)(pw + 128 * 15))[lane];
+    const unsigned nzw[4] = {nz.x, nz.y, nz.z, nz.w}, sw[4] = {s.x, s.y, s.z, s.w};
+    unsigned pk[4], cnt[4], tot = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        pk[j] = compress32(sw[j], nzw[j]);
+        cnt[j] = __popc(nzw[j]);
+        tot += cnt[j];
+    }
+    const unsigned inc2 = scan_incl<32>(tot, lane);
+    unsigned bit = inc2 - tot;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (cnt[j]) {
+            const unsigned wi = at + (bit >> 5), sh = bit & 31;
+            atomicOr(out + wi, pk[j] << sh);
+            if (sh && (sh + cnt[j] > 32)) atomicOr(out + wi + 1, pk[j] >> (32 - sh));
+        }
+        bit += cnt[j];
+    }
+    return at + (__shfl_sync(F, inc2, 31) + 31) / 32;
+}
+
 // ---------------------------------------------------------------- kernels
 // One warp per tile; the planes come from `planes` (2048 words a tile), the
 // tile's bytes go to / come from a fixed 2112-word slot per tile.
@@ -382,6 +455,17 @@ __global__ void enc_v2w32(const unsigned *planes, unsigned *out, unsigned *size)
     for (int i = lane; i < 2048; i += 32) pw[i] = planes[2048ull * blockIdx.x + i];
     __syncwarp();
     const unsigned n = v2w32_encode_tail(pw, ob, lane);
+    __syncwarp();
+    for (int i = lane; i < 2112; i += 32) out[2112ull * blockIdx.x + i] = ob[i];
+    if (lane == 0) size[blockIdx.x] = n;
+}
+
+__global__ void enc_v2gm(const unsigned *planes, unsigned *out, unsigned *size) {
+    __shared__ unsigned pw[2048], ob[2112];
+    const int lane = threadIdx.x;
+    for (int i = lane; i < 2048; i += 32) pw[i] = planes[2048ull * blockIdx.x + i];
+    __syncwarp();
+    const unsigned n = v2gm_encode_tail(pw, ob, lane);
     __syncwarp();
     for (int i = lane; i < 2112; i += 32) out[2112ull * blockIdx.x + i] = ob[i];
     if (lane == 0) size[blockIdx.x] = n;

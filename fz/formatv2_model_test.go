@@ -268,22 +268,23 @@ func planeWords(c *tileCodes, p int) (w [TileElems / 32]uint32) {
 
 // Candidate costs of the code planes of one tile, in bytes.
 const (
-	costV1          = iota // v1: per plane in use, u32 mask of 128-slot blocks + 16 B per non-zero block
-	costW32Two             // per plane in use, u32 block mask + a nibble per non-zero block naming its non-zero 32-slot words (nibbles padded to 4 B) + 4 B per non-zero word
-	costW32Full            // per plane in use, 128-bit word mask + 4 B per non-zero word
-	costRate32             // cuSZp-like: 4-bit rate per 32 slots (64 B) + sign word and rate words for each group with rate > 0
-	costW32TwoCS           // costW32Two for magnitudes, sign bits only for non-zero magnitudes (packed, padded to 4 B)
-	costRate32CS           // costRate32 with sign bits only for non-zero magnitudes
-	costRate32CSB          // costRate32CS with sparse rates: u32 mask of 128-slot blocks with a non-zero rate + 2 B of rates per such block (padded to 4 B); nothing for a tile without codes
-	costHybrid             // per tile the smaller of costW32TwoCS and costRate32CSB
-	costRate16CSB          // costRate32CSB with groups of 16 slots (u32 of rates per non-zero 128-slot block)
-	costRate64CSB          // costRate32CSB with groups of 64 slots (u8 of rates per non-zero 128-slot block)
-	costRate8CSB           // costRate32CSB with groups of 8 slots (u64 of rates per non-zero 128-slot block)
-	costV1RawPlanes        // v1 with a per-plane choice of raw 512 bytes (no mask) when every block is non-zero
+	costV1              = iota // v1: per plane in use, u32 mask of 128-slot blocks + 16 B per non-zero block
+	costW32Two                 // per plane in use, u32 block mask + a nibble per non-zero block naming its non-zero 32-slot words (nibbles padded to 4 B) + 4 B per non-zero word
+	costW32Full                // per plane in use, 128-bit word mask + 4 B per non-zero word
+	costRate32                 // cuSZp-like: 4-bit rate per 32 slots (64 B) + sign word and rate words for each group with rate > 0
+	costW32TwoCS               // costW32Two for magnitudes, sign bits only for non-zero magnitudes (packed, padded to 4 B)
+	costRate32CS               // costRate32 with sign bits only for non-zero magnitudes
+	costRate32CSB              // costRate32CS with sparse rates: u32 mask of 128-slot blocks with a non-zero rate + 2 B of rates per such block (padded to 4 B); nothing for a tile without codes
+	costHybrid                 // per tile the smaller of costW32TwoCS and costRate32CSB
+	costRate16CSB              // costRate32CSB with groups of 16 slots (u32 of rates per non-zero 128-slot block)
+	costRate64CSB              // costRate32CSB with groups of 64 slots (u8 of rates per non-zero 128-slot block)
+	costRate8CSB               // costRate32CSB with groups of 8 slots (u64 of rates per non-zero 128-slot block)
+	costV1RawPlanes            // v1 with a per-plane choice of raw 512 bytes (no mask) when every block is non-zero
+	costRate16SignUnits        // costRate16CSB with a 16-bit sign unit for every group with rate > 0 instead of packed signs
 	nCosts
 )
 
-var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid", "rate16+cs sparse", "rate64+cs sparse", "rate8+cs sparse", "v1+raw planes"}
+var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid", "rate16+cs sparse", "rate64+cs sparse", "rate8+cs sparse", "v1+raw planes", "rate16 sign units"}
 
 func planeCosts(c *tileCodes) (cost [nCosts]int) {
 	var words [16][TileElems / 32]uint32
@@ -363,6 +364,19 @@ func planeCosts(c *tileCodes) (cost [nCosts]int) {
 		if blk != 0 {
 			hdr := bits.OnesCount32(blk) * (128 / gs.size) * 4 / 8 // bytes of rates
 			cost[gs.k] = 4 + (hdr+3)/4*4 + (words*gs.size+31)/32*4 + signCS
+			if gs.size == 16 {
+				ng := 0
+				for g := 0; g < TileElems/16; g++ {
+					var or uint16
+					for j := 0; j < 16; j++ {
+						or |= c.mag[16*g+j]
+					}
+					if or != 0 {
+						ng++
+					}
+				}
+				cost[costRate16SignUnits] = 4 + (hdr+3)/4*4 + ((words+ng)*16+31)/32*4
+			}
 		}
 	}
 	return
