@@ -11,7 +11,6 @@ import (
 // holds the field's elements from element base on (0: the whole field).
 // Every field of src is untrusted.
 func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
-	z0, y0, x0, lz, ly, lx := l.tileBox(t)
 	const ngroups = TileElems / 8
 	r := reader{b: src}
 	word0, err := r.u32("tile header")
@@ -69,13 +68,14 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 	default:
 		clear(hi)
 	}
-	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, z0, y0, x0, lz, ly, lx, step, fill)
+	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, t, step, fill)
 }
 
 // decodeTileTail finishes a tile whose codes are in s.lo and s.hi (slot
 // order; escapes as 0x8000): it reads the sections after the codes from r
 // (escapes, fill, raw), undoes the prediction and writes the values.
-func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int32, dst []T, base uint64, l *layout, z0, y0, x0 uint64, lz, ly, lx int, step float64, fill T) error {
+func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int32, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
+	z0, y0, x0, lz, ly, lx := l.tileBox(t)
 	n := lz * ly * lx
 	lo, hi := s.lo[:], s.hi[:]
 	var err error

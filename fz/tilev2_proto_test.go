@@ -163,7 +163,7 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 // decodeTileV2 decodes one version-2 tile (exactly its bytes) into dst, as
 // decodeTile does for version 1. Every field of src is untrusted.
 func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
-	z0, y0, x0, lz, ly, lx := l.tileBox(t)
+	_, _, _, lz, ly, lx := l.tileBox(t)
 	n := lz * ly * lx
 	r := reader{b: src}
 	word0, err := r.u32("tile header")
@@ -180,7 +180,7 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 	if word0&v2Codes == 0 {
 		clear(s.lo[:])
 		clear(s.hi[:])
-		return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, z0, y0, x0, lz, ly, lx, step, fill)
+		return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, t, step, fill)
 	}
 	blocks, err := r.u32("rate block mask")
 	if err != nil {
@@ -302,7 +302,7 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 			}
 		}
 	}
-	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, z0, y0, x0, lz, ly, lx, step, fill)
+	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, t, step, fill)
 }
 
 // v2Field is a field encoded tile by tile with both codings.
