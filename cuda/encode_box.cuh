@@ -1,0 +1,221 @@
+// The box walk (v20): the warp encoder's walk for every rank-3 tile the hot
+// walks do not take, i.e. tiles clipped at the field's edges (any lz, ly,
+// lx) and tiles with holes (fill, NaN, Inf, |s| >= 2^28), f32 and f64.
+// Included by encode_warp.cuh.
+//
+// Before v20 those tiles took enc_slow (per-element divisions, q, flags and
+// codes through global scratch, a pass per stage, atomics per mask bit),
+// and fields whose tiles were mostly clipped (era5 744x33x49: 4 of 6 tiles
+// per z-slab) were handed to the v5 block encoder instead.
+//
+// Lane x owns column x of the box (lanes >= lx idle, q = 0 there, which is
+// the Lorenzo predictor's zero outside the box). Per z-plane the 16 rows
+// are quantized as a column, Dy is taken in registers, Dz against one
+// carried register per row, Dx by one shuffle, as in enc_fast3, but without
+// staging (the tile was prefetched into L2), with groups of 4 rows skipped
+// where the box ends (ly = 1 tiles cost one group, not four).
+// Codes go, 16 bits each, into the warp's plane buffer at their slot
+// (FORMAT.md section 3: a clipped tile's slots are the full tile's slot
+// order with the slots outside the box removed); after the walk each lane
+// takes its 64 code pairs into registers and 32 transposes turn them into
+// the bit planes in the same buffer.
+// Holes need the tile's placeholder p (the mean of the tile's q), known
+// only after the walk: the first pass uses p = 0 and also collects the sum;
+// a tile with holes and p != 0 is walked again for its codes and escapes
+// (the masks and raw values of the first pass stand: they do not depend on
+// p). Fill and raw masks (parity Lorenzo of the element bitmaps) come from
+// one 16-bit column mask per lane and plane: Dy by a shift, Dz against the
+// previous plane's, Dx by one shuffle; only their set bits are placed, with
+// atomics (land-mask corners are few).
+
+// u16 index of slot s in the warp's code buffer (the plane buffer pw).
+// The codes of slots 64m + l and 64m + 32 + l share a word, so that one
+// 32-bit load gives lane l its transpose input for word pair m; pair m
+// sits in plane row m % 16, words 32 (m / 16) + l: exactly where the planes
+// of word pairs 16 (m / 16) .. 16 (m / 16) + 15 go (put_planes keeps a word
+// inside its aligned group of 32), so the planes can replace the codes a
+// quarter at a time with 16 registers a lane. Words 128-131 of each row
+// (the parked tile's state in row 0) are not touched.
+__device__ __forceinline__ int box_code_at(int s) {
+    const int m = s >> 6;
+    return 2 * ((m & 15) * PW_STRIDE + 32 * (m >> 4) + (s & 31)) + ((s >> 5) & 1);
+}
+
+template <typename T>
+__device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g, unsigned long long base, int lz, int ly, int lx,
+                         double inv, double step, double eb, int has_fill, unsigned long long fill_bits,
+                         unsigned *pw, unsigned char *sc, int lane, TileSum &ts) {
+    constexpr unsigned F = 0xffffffffu;
+    int *sq = (int *)(sc + SC_Q);
+    unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
+    unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
+    unsigned short *scode = (unsigned short *)pw;
+    // a fast walk may have set bits before it gave the tile up
+    for (int i = lane; i < 128; i += 32) {
+        sesc[i] = 0;
+        sraw[i] = 0;
+        smf[i] = 0;
+        smr[i] = 0;
+    }
+    const bool act = lane < lx;
+    const unsigned long long nx = g.nx, plane = g.ny * g.nx;
+    const T *const col = src + base + (act ? lane : 0);
+    // slot of (z, y, lane) = i*4*ly*lx + ez*j*4*lx + ez*ey*8k + (dz*ey + dy)*ex + dx (FORMAT.md section 3)
+    const int k = lane >> 3, dx = lane & 7, ex = min(8, lx - 8 * k), P = ly * lx;
+    const unsigned lymask = ly >= 16 ? 0xffffu : (1u << ly) - 1;
+    long long sum = 0;
+    unsigned cnt = 0, nraw = 0, nfill = 0, nesc = 0;
+    bool anyhole = false;
+    double merr = 0;
+    int ph = 0, origin = 0;
+#pragma unroll 1
+    for (int pass = 0; pass < 2; pass++) {
+        // slots without an element hold code 0
+#pragma unroll 1
+        for (int i = lane; i < 512; i += 32) ((uint4 *)pw)[(i >> 5) * (PW_STRIDE / 4) + (i & 31)] = make_uint4(0, 0, 0, 0);
+        if (pass) {
+            for (int i = lane; i < 128; i += 32) sesc[i] = 0;
+        }
+        __syncwarp();
+        nesc = 0;
+        int a[16];
+#pragma unroll
+        for (int y = 0; y < 16; y++) a[y] = 0;
+        unsigned cpf = 0, cpr = 0;  // the previous plane's Dy of the fill and raw column masks
+#pragma unroll 1
+        for (int z = 0; z < lz; z++) {
+            const int i = z >> 2, dz = z & 3, ez = min(4, lz - 4 * i);
+            const T *const pz = col + z * plane;
+            unsigned fm = 0, rm = 0, hm = 0;  // bit y: fill, raw, hole
+            int qprev = 0;
+            const int zb = i * 4 * P + dx;  // slot part of (i, dx)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (4 * j >= ly) {
+                    continue;
+                }
+                T v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int y = 4 * j + u;
+                    v[u] = act && y < ly ? pz[(unsigned long long)y * nx] : (T)0;
+                }
+                const int ey = min(4, ly - 4 * j);
+                const int jb = zb + ez * j * 4 * lx + ez * ey * 8 * k + dz * ey * ex;  // + dy*ex: slot of (z, 4j+dy, lane)
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int y = 4 * j + u;
+                    const bool in = act && y < ly;
+                    const double s = __dmul_rn((double)v[u], inv);
+                    double er;
+                    int qq = quant_q<T>(v[u], s, step, er);
+                    const bool fill = has_fill && Bits<T>::of(v[u]) == fill_bits;
+                    const bool noq = !(fabs(s) < 268435456.0);
+                    const bool hole = in && (fill || noq);
+                    const bool raw = in && !fill && (noq || !(er <= eb));
+                    qq = hole ? ph : in ? qq : 0;
+                    if (pass == 0 && in && !hole) {
+                        sum += qq;
+                        cnt++;
+                        if (!raw) merr = fmax(merr, er);
+                    }
+                    fm |= (unsigned)(in && fill) << y;
+                    rm |= (unsigned)raw << y;
+                    hm |= (unsigned)hole << y;
+                    // Lorenzo: Dy, Dz, Dx
+                    const int A = (int)((unsigned)qq - (unsigned)qprev);
+                    qprev = qq;
+                    const int B = (int)((unsigned)A - (unsigned)a[y]);
+                    a[y] = A;
+                    const int d = sub_left(B);
+                    bool esc;
+                    unsigned c = code_of(d, esc);
+                    if (z == 0 && y == 0) {
+                        origin = __shfl_sync(F, qq, 0);
+                        if (lane == 0) {
+                            c = 0;
+                            esc = false;
+                        }
+                    }
+                    if (in) {
+                        if (esc) {
+                            const int e = (z * ly + y) * lx + lane;
+                            sq[e] = d;
+                            atomicOr(&sesc[e >> 5], 1u << (e & 31));
+                            nesc++;
+                        }
+                        scode[box_code_at(jb + u * ex)] = (unsigned short)c;
+                    }
+                }
+            }
+            if (pass == 0) {
+                anyhole |= hm != 0;
+                nfill += __popc(fm);
+                nraw += __popc(rm);
+                // parity Lorenzo of the column masks (rows past ly are 0,
+                // lanes past lx too, and (m << 1) & lymask drops row ly)
+                const unsigned cf = (fm ^ (fm << 1)) & lymask, cr = (rm ^ (rm << 1)) & lymask;
+                unsigned bf = cf ^ cpf, br = cr ^ cpr;
+                cpf = cf;
+                cpr = cr;
+                const unsigned lf = __shfl_up_sync(F, bf, 1), lr = __shfl_up_sync(F, br, 1);
+                if (lane) {
+                    bf ^= lf;
+                    br ^= lr;
+                }
+                if (!act) bf = br = 0;
+                auto slot = [&](int y) {
+                    const int j = y >> 2, ey = min(4, ly - 4 * j);
+                    return zb + ez * j * 4 * lx + ez * ey * 8 * k + (dz * ey + (y & 3)) * ex;
+                };
+                for (unsigned b = bf; b; b &= b - 1) {
+                    const int sl = slot(__ffs(b) - 1);
+                    atomicOr(&smf[sl >> 5], 1u << (sl & 31));
+                }
+                for (unsigned b = br; b; b &= b - 1) {
+                    const int sl = slot(__ffs(b) - 1);
+                    atomicOr(&smr[sl >> 5], 1u << (sl & 31));
+                }
+                for (unsigned b = rm; b; b &= b - 1) {  // element order, for the raw values' list
+                    const int e = (z * ly + __ffs(b) - 1) * lx + lane;
+                    atomicOr(&sraw[e >> 5], 1u << (e & 31));
+                }
+            }
+        }
+        if (pass == 0) {
+            if (!__any_sync(F, anyhole)) break;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
+            const unsigned C = __reduce_add_sync(F, cnt);
+            // holes take the placeholder: trunc(mean of the tile's q)
+            ph = C ? (int)(sum / (long long)C) : 0;
+            if (ph == 0) break;  // what the first pass used
+        }
+        __syncwarp();
+    }
+    __syncwarp();
+    // codes to bit planes, a quarter (16 word pairs) at a time: the pairs'
+    // codes into registers, then 4 x 4 transposes over them
+#pragma unroll 1
+    for (int h = 0; h < 4; h++) {
+        const unsigned *const cw = pw + 32 * h + lane;
+        unsigned c[16];
+#pragma unroll
+        for (int m = 0; m < 16; m++) c[m] = cw[m * PW_STRIDE];
+        __syncwarp();
+#pragma unroll
+        for (int m = 0; m < 16; m += 4) {
+            unsigned t[4] = {c[m], c[m + 1], c[m + 2], c[m + 3]};
+            transpose32n<4>(t, lane);
+            const int w = 2 * (16 * h + m);
+#pragma unroll
+            for (int u = 0; u < 4; u++) put_planes(pw, t[u], w + 2 * u, w + 2 * u + 1, lane);
+        }
+        __syncwarp();
+    }
+    ts.nesc = __reduce_add_sync(F, nesc);
+    ts.nraw = __reduce_add_sync(F, nraw);
+    ts.nfill = __reduce_add_sync(F, nfill);
+    ts.origin = origin;
+    ts.merr = merr;
+}
