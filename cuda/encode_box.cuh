@@ -41,14 +41,47 @@ __device__ __forceinline__ int box_code_at(int s) {
     return 2 * ((m & 15) * PW_STRIDE + 32 * (m >> 4) + (s & 31)) + ((s >> 5) & 1);
 }
 
+// Quantize + check of one value (FORMAT.md section 4): q; noq for
+// |s| >= 2^28, NaN, Inf; bad for a failed check. For f32 the check's
+// difference is taken in f32, where it is exact (quant_f32 says why), and
+// compared with ebf, the largest float <= eb: one conversion less.
+__device__ __forceinline__ int box_quant(float x, double inv, double step, double eb, float ebf, bool &noq,
+                                         bool &bad, float &er) {
+    const double s = __dmul_rn((double)x, inv);
+    noq = !(fabs(s) < 268435456.0);
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    er = fabsf(__fsub_rn(x, __double2float_rn(__dmul_rn(qd, step))));
+    bad = !(er <= ebf);
+    return __double2loint(sr);
+}
+__device__ __forceinline__ int box_quant(double x, double inv, double step, double eb, float ebf, bool &noq,
+                                         bool &bad, double &er) {
+    const double s = __dmul_rn(x, inv);
+    noq = !(fabs(s) < 268435456.0);
+    const int q = quant_q<double>(x, s, step, er);
+    bad = !(er <= eb);
+    return q;
+}
+
+#ifndef BOX_STAGE
+#define BOX_STAGE 1  // f32: z-planes staged in shared memory by cp.async, two ahead (0: loaded at each plane)
+#endif
+#ifndef BOX_FIXUP
+#define BOX_FIXUP 1  // tiles with holes: codes near holes fixed after the walk (0: the tile walked again)
+#endif
+
 template <typename T>
 __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g, unsigned long long base, int lz, int ly, int lx,
                          double inv, double step, double eb, int has_fill, unsigned long long fill_bits,
                          unsigned *pw, unsigned char *sc, int lane, TileSum &ts) {
     constexpr unsigned F = 0xffffffffu;
+    // the f32 kernels have the v9 walk's plane buffers (stage_buf)
+    constexpr bool stg = BOX_STAGE && sizeof(T) == 4 && ENC_V9;
     int *sq = (int *)(sc + SC_Q);
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
     unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
+    unsigned *shm = (unsigned *)(sc + SC_FL);  // hole column masks, word 32 z + lane (BOX_FIXUP)
     unsigned short *scode = (unsigned short *)pw;
     // a fast walk may have set bits before it gave the tile up
     for (int i = lane; i < 128; i += 32) {
@@ -66,8 +99,26 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
     long long sum = 0;
     unsigned cnt = 0, nraw = 0, nfill = 0, nesc = 0;
     bool anyhole = false;
-    double merr = 0;
-    int ph = 0, origin = 0;
+    // the check's error in f32 for f32 values (box_quant)
+    using E = typename std::conditional<sizeof(T) == 4, float, double>::type;
+    E merr = 0;
+    const float ebf = __double2float_rd(eb);
+    int ph = 0, origin = 0, hole0 = 0;
+    unsigned sbase = 0;
+    if constexpr (stg) sbase = (unsigned)__cvta_generic_to_shared(stage_buf()) + 4u * lane;
+    // plane z into staging buffer b (one commit group); rows past ly and
+    // lanes past lx are not copied (their values are never used)
+    auto issue = [&](int z, int b) {
+        if constexpr (stg) {
+            if (act) {
+                const T *p = col + z * plane;
+#pragma unroll
+                for (int y = 0; y < 16; y++)
+                    if (y < ly) cp_async4(sbase + 4u * (b * STG_PLANE + STG_ROW * y), p + (unsigned long long)y * nx);
+            }
+            cp_async_commit();
+        }
+    };
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
         // slots without an element hold code 0
@@ -77,6 +128,8 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
             for (int i = lane; i < 128; i += 32) sesc[i] = 0;
         }
         __syncwarp();
+        issue(0, 0);
+        if (lz > 1) issue(1, 1);
         nesc = 0;
         int a[16];
 #pragma unroll
@@ -85,39 +138,46 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
 #pragma unroll 1
         for (int z = 0; z < lz; z++) {
             const int i = z >> 2, dz = z & 3, ez = min(4, lz - 4 * i);
-            const T *const pz = col + z * plane;
+            T v[16];
+            if constexpr (stg) {
+                if (z + 1 < lz)
+                    cp_async_wait<1>();
+                else
+                    cp_async_wait<0>();
+                __syncwarp();
+                const float *const xb = stage_buf() + (z & 1) * STG_PLANE + lane;
+#pragma unroll
+                for (int y = 0; y < 16; y++) v[y] = xb[STG_ROW * y];
+                __syncwarp();
+                if (z + 2 < lz) issue(z + 2, z & 1);
+            } else {
+                const T *const pz = col + z * plane;
+#pragma unroll
+                for (int y = 0; y < 16; y++) v[y] = act && y < ly ? pz[(unsigned long long)y * nx] : (T)0;
+            }
             unsigned fm = 0, rm = 0, hm = 0;  // bit y: fill, raw, hole
             int qprev = 0;
             const int zb = i * 4 * P + dx;  // slot part of (i, dx)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                if (4 * j >= ly) {
-                    continue;
-                }
-                T v[4];
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const int y = 4 * j + u;
-                    v[u] = act && y < ly ? pz[(unsigned long long)y * nx] : (T)0;
-                }
+                if (4 * j >= ly) continue;
                 const int ey = min(4, ly - 4 * j);
                 const int jb = zb + ez * j * 4 * lx + ez * ey * 8 * k + dz * ey * ex;  // + dy*ex: slot of (z, 4j+dy, lane)
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     const int y = 4 * j + u;
                     const bool in = act && y < ly;
-                    const double s = __dmul_rn((double)v[u], inv);
-                    double er;
-                    int qq = quant_q<T>(v[u], s, step, er);
-                    const bool fill = has_fill && Bits<T>::of(v[u]) == fill_bits;
-                    const bool noq = !(fabs(s) < 268435456.0);
+                    bool noq, bad;
+                    E er;
+                    int qq = box_quant(v[y], inv, step, eb, ebf, noq, bad, er);
+                    const bool fill = has_fill && Bits<T>::of(v[y]) == fill_bits;
                     const bool hole = in && (fill || noq);
-                    const bool raw = in && !fill && (noq || !(er <= eb));
+                    const bool raw = in && !fill && (noq || bad);
                     qq = hole ? ph : in ? qq : 0;
                     if (pass == 0 && in && !hole) {
                         sum += qq;
                         cnt++;
-                        if (!raw) merr = fmax(merr, er);
+                        if (!raw) merr = max(merr, er);
                     }
                     fm |= (unsigned)(in && fill) << y;
                     rm |= (unsigned)raw << y;
@@ -132,6 +192,7 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
                     unsigned c = code_of(d, esc);
                     if (z == 0 && y == 0) {
                         origin = __shfl_sync(F, qq, 0);
+                        hole0 = __shfl_sync(F, (int)hole, 0);
                         if (lane == 0) {
                             c = 0;
                             esc = false;
@@ -149,6 +210,7 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
                 }
             }
             if (pass == 0) {
+                if (BOX_FIXUP) shm[32 * z + lane] = hm;
                 anyhole |= hm != 0;
                 nfill += __popc(fm);
                 nraw += __popc(rm);
@@ -189,9 +251,65 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
             const unsigned C = __reduce_add_sync(F, cnt);
             // holes take the placeholder: trunc(mean of the tile's q)
             ph = C ? (int)(sum / (long long)C) : 0;
-            if (ph == 0) break;  // what the first pass used
+            if (ph == 0 || BOX_FIXUP) break;  // p = 0: what the walk used
         }
         __syncwarp();
+    }
+    if (BOX_FIXUP && ph != 0) {
+        // The walk took q = 0 for holes. Lorenzo is linear: with q = p at
+        // the holes each residual is d0 + p * dh, dh the Lorenzo residual of
+        // the hole indicator (0 wherever the 8 corners are all holes or all
+        // not, i.e. away from a hole region's edges). Those elements' d0
+        // come back from their codes (or the escape list), and their codes
+        // and escapes are redone; element 0's code stays 0, its q is p.
+        __syncwarp();
+        if (hole0) origin = ph;
+        int a[16];
+#pragma unroll
+        for (int y = 0; y < 16; y++) a[y] = 0;
+#pragma unroll 1
+        for (int z = 0; z < lz; z++) {
+            const int i = z >> 2, dz = z & 3, ez = min(4, lz - 4 * i);
+            const unsigned hz = shm[32 * z + lane];
+            const int zb = i * 4 * P + dx;
+            int hprev = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (4 * j >= ly) continue;
+                const int ey = min(4, ly - 4 * j);
+                const int jb = zb + ez * j * 4 * lx + ez * ey * 8 * k + dz * ey * ex;
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int y = 4 * j + u;
+                    const int h = (hz >> y) & 1;
+                    const int A = h - hprev;
+                    hprev = h;
+                    const int B = A - a[y];
+                    a[y] = A;
+                    const int dh = sub_left(B);
+                    if (act && y < ly && dh != 0 && (z | y | lane) != 0) {
+                        const int at = box_code_at(jb + u * ex), e = (z * ly + y) * lx + lane;
+                        const unsigned c0 = scode[at], bit = 1u << (e & 31);
+                        const bool was = c0 == 0x8000u;
+                        const int d0 = was ? sq[e] : (c0 & 0x8000u) ? -(int)(c0 & 0x7fffu) : (int)c0;
+                        const int d = (int)((unsigned)d0 + (unsigned)ph * (unsigned)dh);
+                        bool esc;
+                        const unsigned c = code_of(d, esc);
+                        if (esc) {
+                            sq[e] = d;
+                            if (!was) {
+                                atomicOr(&sesc[e >> 5], bit);
+                                nesc++;
+                            }
+                        } else if (was) {
+                            atomicAnd(&sesc[e >> 5], ~bit);
+                            nesc--;
+                        }
+                        scode[at] = (unsigned short)c;
+                    }
+                }
+            }
+        }
     }
     __syncwarp();
     // codes to bit planes, a quarter (16 word pairs) at a time: the pairs'
@@ -217,5 +335,5 @@ __device__ __forceinline__ void enc_box3(const T *__restrict__ src, const Geo &g
     ts.nraw = __reduce_add_sync(F, nraw);
     ts.nfill = __reduce_add_sync(F, nfill);
     ts.origin = origin;
-    ts.merr = merr;
+    ts.merr = (double)merr;
 }
