@@ -130,7 +130,9 @@ func (p *ipcProducer) kill() { p.cmd.Process.Kill(); p.cmd.Wait() }
 // the handles of a producer that exited are errors of their own kind,
 // after which the streamer keeps working.
 func TestDeviceIPC(t *testing.T) {
-	s := newStreamer(t, 0, StreamOptions{Lanes: 2, ArenaBytes: 64 << 20})
+	// Device lanes of one-chunk jobs: 6 jobs a snapshot, so each stream's
+	// slot is reused while its exact copy back may still run.
+	s := newStreamer(t, 0, StreamOptions{Lanes: 2, ArenaBytes: 64 << 20, DeviceLanes: 2, DeviceJobTiles: 256})
 	uuid, err := s.UUID()
 	if err != nil || !strings.HasPrefix(uuid, "GPU-") || len(uuid) != 40 {
 		t.Fatalf("UUID %q %v", uuid, err)
@@ -149,17 +151,46 @@ func TestDeviceIPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, st, tm, err := s.CompressDevice(ctx, prod.snap, p)
+		// The blob: a Go one; pinned and large enough (written in place by
+		// the device); pinned but too small after its first job (the rest
+		// goes to Go memory).
+		big, err := AllocPinned(uint64(len(want)) + 1<<20)
 		if err != nil {
-			t.Fatalf("%s %s: %v", p.DType, p.Mode, err)
+			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s %s %g: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", p.DType, p.Mode, p.Bound, len(got), len(want), firstDiff(got, want))
+		small, err := AllocPinned(uint64(len(want)) / 3)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if tm.GPU <= 0 {
-			t.Fatalf("no GPU time reported: %+v", tm)
+		for _, out := range []struct {
+			name   string
+			b      []byte
+			pinned bool
+		}{{"go blob", nil, false}, {"pinned blob", big[:0], true}, {"pinned blob too small", small[:0], true}} {
+			snap := prod.snap
+			snap.Out, snap.OutPinned = out.b, out.pinned
+			clear(big)
+			got, st, tm, err := s.CompressDevice(ctx, snap, p)
+			if err != nil {
+				t.Fatalf("%s %s, %s: %v", p.DType, p.Mode, out.name, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s %s %g, %s: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", p.DType, p.Mode, p.Bound, out.name, len(got), len(want), firstDiff(got, want))
+			}
+			inPlace := len(got) > 0 && out.b != nil && unsafe.SliceData(got) == unsafe.SliceData(out.b[:1])
+			if inPlace != (out.name == "pinned blob") {
+				t.Fatalf("%s: blob in the given pinned memory: %v", out.name, inPlace)
+			}
+			if tm.GPU <= 0 {
+				t.Fatalf("no GPU time reported: %+v", tm)
+			}
+			t.Logf("%s %s %g, %s: %d -> %d bytes (ratio %.1f), GPU %v, event wait %v", p.DType, p.Mode, p.Bound, out.name, len(raw), len(got), st.Ratio(), tm.GPU, tm.EventWait)
 		}
-		t.Logf("%s %s %g: %d -> %d bytes (ratio %.1f), GPU %v, event wait %v", p.DType, p.Mode, p.Bound, len(raw), len(got), st.Ratio(), tm.GPU, tm.EventWait)
+		FreePinned(big)
+		FreePinned(small)
+	}
+	if l, tiles, err := s.DeviceLanes(); l != 2 || tiles != 256 || err != nil {
+		t.Fatalf("device lanes %d x %d tiles (%v), want 2 x 256", l, tiles, err)
 	}
 	if m, e := s.IPCOpen(); m != 1 || e != 1 {
 		t.Fatalf("open mappings %d, events %d: want 1 and 1 (cached per producer buffer)", m, e)
