@@ -11,8 +11,8 @@ import (
 )
 
 // The warp encoder's box walk (encode_box.cuh, PERF.md v20) takes every
-// rank-3 tile the hot walks do not: tiles clipped at the field's edges in
-// any of the three axes, and tiles with holes (fill, NaN, Inf, values
+// rank-3 tile the hot walks do not (and with BOX_RANK2 every rank-2 tile):
+// tiles clipped at the field's edges in any axis, and tiles with holes (fill, NaN, Inf, values
 // without q), whose placeholder is 0 (one pass) or not (a second pass for
 // the codes). These fields put each kind in clipped and full tiles, f32 and
 // f64, with escapes and raw values beside them; the bytes must be the CPU's.
@@ -26,6 +26,12 @@ func TestBoxWalkMatchCPU(t *testing.T) {
 		{8, 16, 32},   // one full tile
 		{16, 20, 70},  // full tiles beside clipped ones
 		{5, 40, 3},    // 3 columns
+		// rank 2 (64 x 64 tiles): full tiles beside clipped ones, one half
+		// of 32 columns or two, 16-row blocks clipped
+		{100, 70},
+		{64, 64},
+		{33, 49},
+		{130, 20},
 	}
 	type variant struct {
 		name string
@@ -76,12 +82,15 @@ func TestBoxWalkMatchCPU(t *testing.T) {
 		// every value a hole at tight bounds (|x / step| >= 2^28 under REL 1e-4)
 		{"offset", nil, func(r *rand.Rand, z, y, x int) float64 { return 1e6 + float64((x+y+z)%7)*0.0625 }},
 	}
-	// FZ_GPU_SHORT (for compute-sanitizer runs): two shapes, f32 and f64 at one bound
+	// FZ_GPU_SHORT (for compute-sanitizer runs): three shapes, f32 and f64 at one bound
 	short := os.Getenv("FZ_GPU_SHORT") != ""
 	n := 0
 	for si, dims := range shapes {
-		if short && si != 0 && si != 3 {
+		if short && si != 0 && si != 3 && si != 7 {
 			continue
+		}
+		if len(dims) == 2 {
+			dims = append([]uint64{1}, dims...)
 		}
 		nz, ny, nx := int(dims[0]), int(dims[1]), int(dims[2])
 		for _, vr := range variants {

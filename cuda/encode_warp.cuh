@@ -1392,7 +1392,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
-        } else if (FAST == 2 && full)
+        } else if (FAST == 2 && full && !BOX_RANK2)
             done = enc_fast2<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
@@ -1404,6 +1404,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         if (!done) {
             if constexpr (FAST == 3)  // clipped, or a hole: the box walk (encode_box.cuh)
                 enc_box3<T>(src, g, base, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+            else if constexpr (FAST == 2 && BOX_RANK2)
+                enc_box2<T>(src, g, base, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
             else
                 enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         }
