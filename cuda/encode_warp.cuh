@@ -1212,8 +1212,6 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
     }
 }
 
-#include "encode_box.cuh"
-
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 // HF: 0 has_fill read at run time; 1 no fill, 2 fill, known at compile
@@ -1392,7 +1390,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                                 : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
-        } else if (FAST == 2 && full && !BOX_RANK2)
+        } else if (FAST == 2 && full)
             done = enc_fast2<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         else if (FAST == 1 && full)
             done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
@@ -1401,14 +1399,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);
             return;
         }
-        if (!done) {
-            if constexpr (FAST == 3)  // clipped, or a hole: the box walk (encode_box.cuh)
-                enc_box3<T>(src, g, base, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-            else if constexpr (FAST == 2 && BOX_RANK2)
-                enc_box2<T>(src, g, base, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-            else
-                enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        }
+        if (!done)
+            enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         else if (ts.nraw) {
             if (FAST == 3)  // the fast paths take full tiles only
                 raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);

@@ -1908,11 +1908,8 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // is faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
 // v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x; every
 // field with at most a third of its tiles clipped: 0.93-2.3x).
-// Rank-3 fields never (v20): the warp encoder's box walk takes clipped
-// tiles (encode_box.cuh); rank 2 likewise with BOX_RANK2.
 static int use_v5(const fzgpu_ctx *c, const Geo &g) {
     if (c->enc_force == 5 || c->enc_force == 6) return c->enc_force == 5;
-    if (g.fast3 || (BOX_RANK2 && g.fast2)) return 0;
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
 }
