@@ -517,16 +517,12 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
-#ifndef ENC_LB_PROBE
-#define ENC_LB_PROBE 0          // probe only (invalid output): every tile at offset 0, no look-back
-#endif
-
 // Publishes a tile's size for the look-backs of later tiles, as early as
 // possible: they wait for it (cuda/PERF.md v11: with the first look-back
 // loads issued just before this store, compress took 7-9 % longer).
 __device__ __forceinline__ void publish_size(unsigned long long *status, unsigned long long rel, unsigned size,
                                              int lane) {
-    if (!ENC_LB_PROBE && lane == 0)
+    if (lane == 0)
         *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
 }
 
@@ -534,7 +530,7 @@ __device__ __forceinline__ void publish_size(unsigned long long *status, unsigne
 // of the sizes of tiles 0..rel-1 (whole warp).
 __device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
                                                        unsigned size, int lane) {
-    if (ENC_LB_PROBE || rel == 0) return 0;
+    if (rel == 0) return 0;
     unsigned long long excl = 0;
     long long look = (long long)rel - 1;
     while (true) {
@@ -564,13 +560,11 @@ __device__ __forceinline__ unsigned long long lookback(unsigned long long *statu
     return excl;
 }
 
-#ifndef ENC_SCAN
-// 1: one warp of the warp encoder (the one taking ticket 0) turns the sizes the
-// tiles publish into inclusive prefixes, in tile order; a tile warp parks
-// its bytes and reads its offset a tile later (encode_warp.cuh). 0: each
-// tile warp runs the decoupled look-back itself (v6-v11).
-#define ENC_SCAN 1
-#endif
+// The scanner (f32 rank-3 kernels, v12): one warp of the warp encoder (the
+// one taking ticket 0) turns the sizes the tiles publish into inclusive
+// prefixes, in tile order; a tile warp parks its bytes and reads its offset
+// a tile later (encode_warp.cuh). The other kernels' tile warps run the
+// decoupled look-back themselves.
 #ifndef ENC_SCAN_K
 #define ENC_SCAN_K 8            // statuses per lane and round of the scanner (16: no faster)
 #endif
@@ -579,7 +573,7 @@ __device__ __forceinline__ unsigned long long ld_vol(const unsigned long long *p
     return *(const volatile unsigned long long *)p;
 }
 
-// The scanner (ENC_SCAN): the sizes of tiles 0..ntiles-1 (ST_AGG, or ST_INC
+// The scanner: the sizes of tiles 0..ntiles-1 (ST_AGG, or ST_INC
 // for tile 0, as publish_size leaves them) become ST_INC | (inclusive
 // prefix), in tile order. Why one warp and not each tile's own look-back: a
 // look-back waits for the slowest of the tiles before it, and that wait sat
@@ -1080,8 +1074,7 @@ static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 
         case 2: return (const void *)encode_warp_kernel<float, 2>;
         case 3:
             if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4> : (const void *)encode_warp_kernel<float, 3, 3>;
-            if (ENC_HFK) return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
-            return (const void *)encode_warp_kernel<float, 3>;
+            return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
         default: return (const void *)encode_warp_kernel<float, 0>;
         }
     }
@@ -1695,7 +1688,6 @@ struct fzgpu_ctx {
     int range_blocks;                 // blocks of the range pass (one wave)
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
-    int enc_force;                 // FZGPU_ENCODER: 5 or 6 forces that encoder, 0 lets use_v5 choose; 7 (full): no optimistic kernel
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
     int dec_force;                 // FZGPU_DECODER=v5: the block decoder takes every tile
@@ -1820,8 +1812,6 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->range_blocks = sms * (rf < rd ? rf : rd);
     if (c->range_blocks < 1) c->range_blocks = 1;
     if (c->range_blocks > RANGE_BLOCKS_MAX) c->range_blocks = RANGE_BLOCKS_MAX;
-    const char *ev = getenv("FZGPU_ENCODER");
-    c->enc_force = ev && strcmp(ev, "v5") == 0 ? 5 : ev && strcmp(ev, "v6") == 0 ? 6 : ev && strcmp(ev, "full") == 0 ? 7 : 0;
     const char *dv = getenv("FZGPU_DECODER");
     c->dec_force = dv && strcmp(dv, "v5") == 0 ? 5 : 0;
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
@@ -1908,8 +1898,7 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // is faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
 // v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x; every
 // field with at most a third of its tiles clipped: 0.93-2.3x).
-static int use_v5(const fzgpu_ctx *c, const Geo &g) {
-    if (c->enc_force == 5 || c->enc_force == 6) return c->enc_force == 5;
+static int use_v5(const Geo &g) {
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
 }
@@ -1991,7 +1980,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    const bool v5 = use_v5(c, g);
+    const bool v5 = use_v5(g);
     if (v5) {  // its tables; the warp encoder does not use them
         meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
         CK(cudaGetLastError());
@@ -2019,9 +2008,8 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         // raw values) the full kernel does. A kernel whose job is done
         // returns at once. Statuses and tickets are apart per kernel, so
         // none sees another's.
-        const bool opt = ENC_OPT && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && c->enc_force != 7 && f->dtype == 1 &&
-                         fast == 3 && !f->has_fill &&
-                         g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
+        const bool opt = f->dtype == 1 && fast == 3 && !f->has_fill && g.nz % g.tz == 0 && g.ny % g.ty == 0 &&
+                         g.nx % g.tx == 0;
         unsigned *abortf = opt ? c->ticket + 3 : nullptr;
         auto launch = [&](const void *kern, unsigned long long *status, unsigned *ticket) {
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
