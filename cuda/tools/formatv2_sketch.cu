@@ -4,7 +4,7 @@
 // and version 2 (group rates). Not part of the product and never run: it
 // exists to count SASS instructions per tile (compile only):
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -cubin -o /tmp/s.cubin docs/format-v2-gpu-sketch.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -cubin -o /tmp/s.cubin cuda/tools/formatv2_sketch.cu
 //   cuobjdump -sass /tmp/s.cubin | awk '/Function :/{f=$3} /^ +\/\*[0-9a-f]+\*\//{n[f]++} END{for(k in n) print k, n[k]}'
 //
 // One warp per tile; the tile's 16 bit planes (128 u32 words each, plane 15 =
