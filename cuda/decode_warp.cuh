@@ -809,7 +809,7 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
 // the fast walks (rank 1: every tile, X when needed); every other tile
 // reads its bytes from global memory (L1) and takes a generic walk. The
 // generic walks in a kernel of their own, over a list this one filled,
-// measured slower on the fill fields (PERF.md v20).
+// measured slower on the fill fields (PERF.md, dec v20).
 template <typename T, int R>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,

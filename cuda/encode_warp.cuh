@@ -51,47 +51,24 @@
 // hyg (rank 1) 863 vs 800.
 #define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
 #endif
-#ifndef ENC_V9
-#define ENC_V9 1                // f32 rank-3 walk: 1 column per lane, staged (v9), 0 slot order (v6)
-#endif
-#ifndef ENC_NARROW
-#define ENC_NARROW 1            // f32 rank-3 walk: 2/4/8-bit codes for z-planes whose residuals fit (0: always 16)
-#endif
-#ifndef ENC_PF3
-#define ENC_PF3 0               // 1: L2 prefetch also for the tiles the v9 walk stages with cp.async
-#endif
-#ifndef ENC_PARK_EL
-#define ENC_PARK_EL 1           // parked bytes stored with L2 evict_last
-#endif
 // The f32 rank-3 kernels are kept small: the less code, the fewer
-// instruction-fetch stalls (PERF.md v19, -10 % on the smooth field).
-// ENC_HFK: one kernel without fill and one with (has_fill known at compile
-// time: one copy of the walk each). ENC_OPT: for fields of full tiles
-// without fill, the optimistic kernels first (encode_warp_kernel, HF 3 and
-// 4). ENC_C16R: the 16-bit coder's two word pairs in a loop (one copy).
-#ifndef ENC_HFK
-#define ENC_HFK 1
-#endif
-#ifndef ENC_OPT
-#define ENC_OPT 1
-#endif
-#ifndef ENC_C16R
-#define ENC_C16R 1
-#endif
+// instruction-fetch stalls (PERF.md v19, -10 % on the smooth field): one
+// kernel without fill and one with (has_fill known at compile time: one
+// copy of the walk each); for fields of full tiles without fill, the
+// optimistic kernels first (encode_warp_kernel, HF 3 and 4); the 16-bit
+// coder's two word pairs in a loop (one copy).
 // A walked tile of 16 planes (2 + 16 * 129 words), the raw mask and count
 // (130) and its listed raw values fits the park (3072 words) up to 876:
 // the no-fill kernels' walk leaves a tile with more to the slow path, so
 // that every walked tile parks.
 #define HOT_RV_MAX 876
 static_assert(4 * (2 + 16 * 129 + 130 + HOT_RV_MAX) <= 12288, "a walked tile must fit the park (SC_PARK_BYTES)");
-#ifndef ENC_PREFETCH
-// 0 none, 1 each tile into L2 at its start (the tiles the v9 walk does not
-// stage). Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s. Taking the
-// next ticket early (to prefetch it, or to stage its first plane during
-// the tail) costs more than it hides: 420 (v6) and 897 vs 1087 (v9), since
-// tickets then no longer start in order and look-backs wait longer.
-#define ENC_PREFETCH 1
-#endif
+// Each tile the v9 walk does not stage is prefetched into L2 at its start.
+// Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s without / with.
+// Taking the next ticket early (to prefetch it, or to stage its first plane
+// during the tail) costs more than it hides: 420 (v6) and 897 vs 1087 (v9),
+// since tickets then no longer start in order and look-backs wait longer.
+// (Prefetching the staged tiles too was no faster, v9.)
 
 #define PW_STRIDE 132           // words per plane row in shared memory (LDS.128-aligned)
 #define PW_WORDS (16 * PW_STRIDE)
@@ -104,7 +81,7 @@ static_assert(4 * (2 + 16 * 129 + 130 + HOT_RV_MAX) <= 12288, "a walked tile mus
 #define SC_RAW 29184    // u32[128] element-order raw bits
 #define SC_MF 29696     // u32[128] fill mask, slot order
 #define SC_MR 30208     // u32[128] raw mask, slot order
-// A finished tile's bytes while it waits for its offset (ENC_SCAN). Its own
+// A finished tile's bytes while it waits for its offset (the scanner). Its own
 // space: sharing the slow path's (v10b) made a tile wait for the offset of
 // the parked one before each slow walk, 3-5x slower on fields with fill.
 #define SC_PARK 30720
@@ -464,7 +441,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     int origin = 0;
     st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
-    if (ENC_NARROW)
 #pragma unroll
         for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
     // Quantizes plane z (buffer z % 2) and turns it into residuals d in
@@ -577,11 +553,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             __syncwarp();
         }
         const int *const sb = slot + (z & 1) * STG_PLANE;
-        if (ENC_NARROW && mabs <= 1u) {
+        if (mabs <= 1u) {
             put_narrow<2>(sb, pw, z, lane);
-        } else if (ENC_NARROW && mabs <= 7u) {
+        } else if (mabs <= 7u) {
             put_narrow<4>(sb, pw, z, lane);
-        } else if (ENC_NARROW && (NO16 || mabs <= 127u)) {
+        } else if (NO16 || mabs <= 127u) {
             put_narrow<8>(sb, pw, z, lane);
         } else {
             const int wz = (z >> 2) * 64 + (z & 3);
@@ -595,13 +571,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll
                 for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
             };
-            if (ENC_C16R) {
 #pragma unroll 1
-                for (int jp = 0; jp < 2; jp++) pair(jp);
-            } else {
-                pair(0);
-                pair(1);
-            }
+            for (int jp = 0; jp < 2; jp++) pair(jp);
         }
         __syncwarp();  // this buffer takes plane z + 2
     };
@@ -1035,7 +1006,7 @@ __device__ __forceinline__ unsigned block_mask128(const unsigned *m, int lane) {
     return __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
 }
 
-// Stores of a tile's bytes. A parked tile (ENC_SCAN) is read back a tile
+// Stores of a tile's bytes. A parked tile (the scanner) is read back a tile
 // later, after the walks have streamed tens of MB through L2, so its lines
 // are stored with the lowest eviction priority (evict_last); bytes written
 // to their place in the output are not read again (evict_normal). One
@@ -1047,7 +1018,7 @@ struct TileStore {
     unsigned long long pol;
     __device__ __forceinline__ explicit TileStore(bool keep) {
         if (HINT) {
-            if (keep && ENC_PARK_EL)
+            if (keep)
                 asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
             else
                 asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
@@ -1215,8 +1186,8 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 // HF: 0 has_fill read at run time; 1 no fill, 2 fill, known at compile
-// time (ENC_HFK: one copy of the walk per kernel instead of two); 3 and 4
-// the optimistic kernels (ENC_OPT): no fill, full tiles only, no slow
+// time (one copy of the walk per kernel instead of two); 3 and 4
+// the optimistic kernels: no fill, full tiles only, no slow
 // path; 4 also without the 16-bit coder. They run first, 4 then 3 then
 // the full kernel, and each runs only if the ones before it gave the job
 // up: at the first tile its walk cannot take, a kernel sets its bit in
@@ -1232,7 +1203,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     extern __shared__ __align__(16) unsigned enc_smem[];
     const int has_fill = HF >= 3 ? 0 : HF ? HF - 1 : has_fill_arg;
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
-    constexpr bool opt = (HF == 3 || HF == 4) && FAST == 3 && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && sizeof(T) == 4,
+    constexpr bool opt = (HF == 3 || HF == 4) && FAST == 3 && sizeof(T) == 4,
                    opt8 = opt && HF == 4;
     // the bits of *abortf that make this kernel stop (it sets them) and run
     constexpr unsigned quit_bits = opt8 ? 3u : 2u;
@@ -1259,11 +1230,11 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         return __shfl_sync(0xffffffffu, r, 0);
     };
     // the v9 walk stages its tiles with cp.async one plane ahead
-    constexpr bool staged = FAST == 3 && ENC_V9 && sizeof(T) == 4;
-    // The scanner and parked tiles (ENC_SCAN) for the v9 walk only: on the
+    constexpr bool staged = FAST == 3 && sizeof(T) == 4;
+    // The scanner and parked tiles for the v9 walk only: on the
     // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
     // probe), and parking cost 10-26 % there (PERF.md v12).
-    constexpr bool scan = ENC_SCAN && !ENC_LB_PROBE && staged;
+    constexpr bool scan = staged;
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
     // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
@@ -1275,7 +1246,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         }
         rel -= 1;
     }
-    // The parked tile (ENC_SCAN): its size is published and its bytes wait
+    // The parked tile (the scanner): its size is published and its bytes wait
     // in the scratch while the warp walks its next tile; by then the
     // scanner has (nearly always) turned the size into its prefix.
     unsigned *const park = (unsigned *)(sc + SC_PARK);
@@ -1377,7 +1348,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-        if (ENC_PREFETCH && (ENC_PF3 || !staged || !full)) prefetch_tile(src, g, base, lz, ly, lx, lane);
+        if (!staged || !full) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = ts.wide = 0;
         bool done = false;
@@ -1440,7 +1411,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             if (hot && done) {
                 tile_write<T, 1, true>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
             } else {
-            if (!parks) {  // ENC_SCAN: too big to park (rare), so the warp waits here
+            if (!parks) {  // the scanner: too big to park (rare), so the warp waits here
                 const unsigned long long excl =
                     scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
                 if (lane == 0) tprefix[rel] = excl;

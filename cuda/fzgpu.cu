@@ -1,21 +1,26 @@
 // fzgpu: the FZSC v1 codec (docs/FORMAT.md) as fused CUDA kernels.
 //
-// Compress, per job (a run of whole chunks):
-//   range_kernel + params_kernel  (once per field: min/max, then eb, step)
-//   encode_warp_kernel (v6-v14)   one warp per tile, persistent
+// Compress, per job (a run of whole chunks); the kernels' bodies are in
+// one file per stage, the dispatch (grid sizes, buffers, which encoder) in
+// this file's host part:
+//   range_kernel + params_kernel  (range.cuh; once per field: min/max, then
+//                                 eb, step)
+//   encode_warp_kernel (v6-v19)   one warp per tile, persistent
 //                                 (encode_warp.cuh): the default.
-//   encode_kernel (v5)            one block per tile: kept for fields
-//                                 where most tiles are clipped (use_v5).
+//   encode_kernel (v5)            one block per tile (encode_block.cuh):
+//                                 kept for fields where most tiles are
+//                                 clipped (use_v5).
 //                                 Both: load, quantize + check,
 //                                 placeholder, Lorenzo, codes, bitshuffle,
 //                                 zero blocks, masks; the tile's output
 //                                 offset is the sum of the sizes of earlier
 //                                 tiles, from a decoupled look-back or (v12,
-//                                 f32 rank 3) a scanner warp, so every value
-//                                 is read once, and the output lands at a
-//                                 place that depends only on the sizes
-//                                 (never on scheduling order).
-//   tables_kernel                 tile-size tables, stats, the result.
+//                                 f32 rank 3) a scanner warp (offsets.cuh),
+//                                 so every value is read once, and the
+//                                 output lands at a place that depends only
+//                                 on the sizes (never on scheduling order).
+//   tables_kernel                 tile-size tables, stats, the result
+//                                 (tables.cuh).
 // Decompress, per job (decode.cuh):
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
 //   decode_warp_kernel            one warp per tile (decode_warp.cuh); a tile
@@ -275,153 +280,7 @@ __device__ __forceinline__ int block_seg_carry(int flag, int v, int *shv, int *s
 
 // ---------------------------------------------------------------- range
 
-// Min and max over finite non-fill values. The bulk is read as 16-byte
-// vectors, four per thread per round (64 bytes in flight per thread): the
-// scalar grid-stride loop of v1-v5 kept a quarter of that in flight and
-// reached about a third of the bandwidth.
-template <typename T>
-__device__ __forceinline__ void range_take(T x, int has_fill, unsigned long long fill_bits, T &lo, T &hi) {
-    const bool ok = isfinite(x) && !(has_fill && Bits<T>::of(x) == fill_bits);
-    lo = ok && x < lo ? x : lo;
-    hi = ok && x > hi ? x : hi;
-}
-
-template <typename T>
-__global__ void range_kernel(const T *src, unsigned long long n, int has_fill, unsigned long long fill_bits,
-                             double *partials) {
-    constexpr int V = 16 / sizeof(T);  // values per vector
-    T lo = (T)INFINITY, hi = (T)-INFINITY;
-    const unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
-    const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    // head up to the first 16-byte boundary, vectors, then the tail
-    unsigned long long head = ((16 - ((uintptr_t)src & 15)) & 15) / sizeof(T);
-    if (head > n) head = n;
-    const unsigned long long nv = (n - head) / V, tail0 = head + nv * V;
-    if (tid < head) range_take(src[tid], has_fill, fill_bits, lo, hi);
-    if (tid < n - tail0) range_take(src[tail0 + tid], has_fill, fill_bits, lo, hi);
-    const uint4 *vp = (const uint4 *)(src + head);
-    unsigned long long i = tid;
-    // 4 loads in flight per thread (8 measured slower: 0.287 vs 0.258 ms per GiB)
-    for (; i + 3 * nth < nv; i += 4 * nth) {
-        uint4 w[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) w[u] = __ldcs(vp + i + u * nth);
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const T *x = (const T *)&w[u];
-#pragma unroll
-            for (int k = 0; k < V; k++) range_take(x[k], has_fill, fill_bits, lo, hi);
-        }
-    }
-    for (; i < nv; i += nth) {
-        const uint4 w = __ldcs(vp + i);
-        const T *x = (const T *)&w;
-#pragma unroll
-        for (int k = 0; k < V; k++) range_take(x[k], has_fill, fill_bits, lo, hi);
-    }
-    __shared__ T slo[32], shi[32];
-    for (int o = 16; o > 0; o >>= 1) {
-        T a = __shfl_down_sync(0xffffffffu, lo, o), b = __shfl_down_sync(0xffffffffu, hi, o);
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-    }
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    if (lane == 0) {
-        slo[w] = lo;
-        shi[w] = hi;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int i = 1; i < (int)(blockDim.x >> 5); i++) {
-            lo = slo[i] < lo ? slo[i] : lo;
-            hi = shi[i] > hi ? shi[i] : hi;
-        }
-        partials[2 * blockIdx.x] = (double)lo;
-        partials[2 * blockIdx.x + 1] = (double)hi;
-    }
-}
-
-// The (min, max) of the range kernel's per-block partials, by one block of
-// FOLD_T threads (every thread gets it): one round of loads for up to
-// FOLD_T parts. (One warp took 32 rounds for 1024 parts: the params kernel
-// ran 5.3 us.) Parts that saw no value hold min > max.
-#define FOLD_T 1024
-__device__ __forceinline__ void fold_partials(const double *partials, int nparts, double &lo, double &hi) {
-    __shared__ double flo[FOLD_T / 32], fhi[FOLD_T / 32];
-    auto warp_fold = [&]() {
-        for (int o = 16; o > 0; o >>= 1) {
-            const double a = __shfl_xor_sync(0xffffffffu, lo, o), b = __shfl_xor_sync(0xffffffffu, hi, o);
-            lo = a < lo ? a : lo;
-            hi = b > hi ? b : hi;
-        }
-    };
-    lo = INFINITY;
-    hi = -INFINITY;
-    for (int i = threadIdx.x; i < nparts; i += FOLD_T) {
-        const double a = partials[2 * i], b = partials[2 * i + 1];
-        if (a <= b) {
-            lo = a < lo ? a : lo;
-            hi = b > hi ? b : hi;
-        }
-    }
-    warp_fold();
-    if ((threadIdx.x & 31) == 0) {
-        flo[threadIdx.x >> 5] = lo;
-        fhi[threadIdx.x >> 5] = hi;
-    }
-    __syncthreads();
-    lo = flo[threadIdx.x & 31];
-    hi = fhi[threadIdx.x & 31];
-    warp_fold();
-}
-
-// One block of FOLD_T threads: the header's abs_eb and step exactly as fz/compress.go derives
-// them, from the range (rel) or the bound (abs). (One thread folding the
-// 1024 partials took 57 us of a 1 GiB field's 0.31 ms prepare on an H200.)
-__global__ void params_kernel(const double *partials, int nparts, int rel, double bound, DevParams *p) {
-    grid_wait();
-    double l = 0, h = 0;
-    if (rel) fold_partials(partials, nparts, l, h);
-    if (threadIdx.x != 0) return;
-    double lo = 0, hi = 0;
-    int have = 0;
-    if (rel) {
-        have = l <= h;
-        if (have) {
-            lo = l == 0 ? 0.0 : l;  // -0 and +0 normalised
-            hi = h == 0 ? 0.0 : h;
-        }
-    }
-    double eb = rel ? __dmul_rn(bound, __dsub_rn(hi, lo)) : bound;
-    double step = __dmul_rn(2.0, eb);
-    if (eb == 0) {
-        step = 1;
-        if (have && lo != 0 && !isinf(lo)) step = fabs(lo);
-    }
-    if (isinf(step)) step = DBL_MAX;
-    p->eb = eb;
-    p->step = step;
-    p->inv = __ddiv_rn(1.0, step);
-    p->lo = have ? lo : __longlong_as_double(0x7FF8000000000000ll);
-    p->hi = have ? hi : __longlong_as_double(0x7FF8000000000000ll);
-    p->have = have;
-}
-
-// One block of FOLD_T threads: folds the range_kernel partials into a running range acc[2]
-// (lo, hi), restarting it unless accumulate: a field streamed through the
-// device in pieces gets the same range as one pass over all of it.
-__global__ void range_fold_kernel(const double *partials, int nparts, double *acc, int accumulate) {
-    double lo, hi;
-    fold_partials(partials, nparts, lo, hi);
-    if (threadIdx.x == 0) {
-        if (accumulate) {
-            lo = acc[0] < lo ? acc[0] : lo;
-            hi = acc[1] > hi ? acc[1] : hi;
-        }
-        acc[0] = lo;
-        acc[1] = hi;
-    }
-}
+#include "range.cuh"
 
 // ---------------------------------------------------------------- tables
 
@@ -512,558 +371,8 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // ---------------------------------------------------------------- encode
 
-#ifndef ENC_LB_PROBE
-#define ENC_LB_PROBE 0          // probe only (invalid output): every tile at offset 0, no look-back
-#endif
-
-// Publishes a tile's size for the look-backs of later tiles, as early as
-// possible: they wait for it (cuda/PERF.md v11: with the first look-back
-// loads issued just before this store, compress took 7-9 % longer).
-__device__ __forceinline__ void publish_size(unsigned long long *status, unsigned long long rel, unsigned size,
-                                             int lane) {
-    if (!ENC_LB_PROBE && lane == 0)
-        *(volatile unsigned long long *)&status[rel] = (rel == 0 ? ST_INC : ST_AGG) | size;
-}
-
-// Decoupled look-back over tile sizes, after publish_size: returns the sum
-// of the sizes of tiles 0..rel-1 (whole warp).
-__device__ __forceinline__ unsigned long long lookback(unsigned long long *status, unsigned long long rel,
-                                                       unsigned size, int lane) {
-    if (ENC_LB_PROBE || rel == 0) return 0;
-    unsigned long long excl = 0;
-    long long look = (long long)rel - 1;
-    while (true) {
-        const long long idx = look - lane;
-        unsigned long long v = idx >= 0 ? *(volatile unsigned long long *)&status[idx] : ST_INC;
-        unsigned inc;
-        int stop;
-        while (true) {
-            // Only the tiles up to the nearest inclusive prefix count: waiting
-            // for all 32 made each tile wait for the slowest of its 32
-            // predecessors (≈ 100 polls per tile, 13 % of the encoder's
-            // instructions on a 1 GiB field).
-            inc = __ballot_sync(0xffffffffu, (v >> 62) == 2);
-            stop = inc ? __ffs(inc) - 1 : 31;
-            const unsigned need = __ballot_sync(0xffffffffu, (v >> 62) == 0) & (0xffffffffu >> (31 - stop));
-            if (!need) break;
-            if ((v >> 62) == 0) v = *(volatile unsigned long long *)&status[idx];
-        }
-        unsigned long long val = lane <= stop ? (v & ST_VAL) : 0;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
-        excl += val;
-        if (inc) break;
-        look -= 32;
-    }
-    if (lane == 0) *(volatile unsigned long long *)&status[rel] = ST_INC | (excl + size);
-    return excl;
-}
-
-#ifndef ENC_SCAN
-// 1: one warp of the warp encoder (the one taking ticket 0) turns the sizes the
-// tiles publish into inclusive prefixes, in tile order; a tile warp parks
-// its bytes and reads its offset a tile later (encode_warp.cuh). 0: each
-// tile warp runs the decoupled look-back itself (v6-v11).
-#define ENC_SCAN 1
-#endif
-#ifndef ENC_SCAN_K
-#define ENC_SCAN_K 8            // statuses per lane and round of the scanner (16: no faster)
-#endif
-
-__device__ __forceinline__ unsigned long long ld_vol(const unsigned long long *p) {
-    return *(const volatile unsigned long long *)p;
-}
-
-// The scanner (ENC_SCAN): the sizes of tiles 0..ntiles-1 (ST_AGG, or ST_INC
-// for tile 0, as publish_size leaves them) become ST_INC | (inclusive
-// prefix), in tile order. Why one warp and not each tile's own look-back: a
-// look-back waits for the slowest of the tiles before it, and that wait sat
-// on every tile's path (23 % of the encoder's warp samples, PERF.md v11); the
-// scanner waits instead, and a tile reads its prefix a tile later, when it
-// is (nearly always) there.
-// Each round takes the ENC_SCAN_K * 32 statuses from the first tile without
-// a prefix (lane l: ENC_SCAN_K consecutive ones) and gives prefixes to the
-// published tiles up to the first unpublished one, so a straggler holds up
-// only the tiles after it. The next round's loads go out before this round's
-// scan and stores, so a round costs about one L2 round trip: after a slow
-// tile publishes, the thousands of tiles waiting behind it get their
-// prefixes within a few rounds.
-// abortf (the optimistic kernels): one of quit_bits is set when a warp
-// gives the job up; the scanner then stops waiting for a size it will
-// never get.
-__device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles, int lane,
-                           const unsigned *abortf = nullptr, unsigned quit_bits = 0) {
-    constexpr int K = ENC_SCAN_K;
-    unsigned long long r = 0, base = 0, v[K];
-    auto load = [&](unsigned long long at) {
-        const unsigned long long i0 = at + (unsigned long long)K * lane;
-#pragma unroll
-        for (int k = 0; k < K; k++) v[k] = i0 + k < ntiles ? ld_vol(&status[i0 + k]) : ST_INC;
-    };
-    load(0);
-    while (r < ntiles) {
-        const unsigned long long i0 = r + (unsigned long long)K * lane;
-        int fb = K;  // the lane's first unpublished tile
-#pragma unroll
-        for (int k = K - 1; k >= 0; k--)
-            if ((v[k] >> 62) == 0) fb = k;
-        const unsigned bad = __ballot_sync(0xffffffffu, fb < K);
-        const int l0 = bad ? __ffs(bad) - 1 : 32;
-        const int m = bad ? K * l0 + __shfl_sync(0xffffffffu, fb, l0) : 32 * K;  // tiles ready in order
-        if (m == 0) {
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if ((v[k] >> 62) == 0 && i0 + k < ntiles) v[k] = ld_vol(&status[i0 + k]);
-            if (abortf && (*(const volatile unsigned *)abortf & quit_bits)) return;
-            continue;
-        }
-        unsigned s[K], tot = 0;  // a round's sizes sum to < 2^32
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            tot += K * lane + k < m ? (unsigned)(v[k] & ST_VAL) : 0u;
-            s[k] = tot;
-        }
-        load(r + (unsigned)m);  // the next round's statuses, in flight during the stores
-        const unsigned inc = warp_incl_scan<32>(tot, lane);
-        const unsigned long long lb = base + (inc - tot);
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (K * lane + k < m && i0 + k < ntiles)
-                *(volatile unsigned long long *)&status[i0 + k] = ST_INC | (lb + s[k]);
-        base += __shfl_sync(0xffffffffu, inc, 31);
-        r += (unsigned)m;
-    }
-}
-
-// A tile's exclusive prefix once the scanner has reached it (whole warp).
-// (The unpark polls with its own copy of this loop, its first load issued
-// before the park loads: one loop for both, taking the caller's first poll,
-// made every tile 1 % slower on an H200, PERF.md v14.)
-__device__ __forceinline__ unsigned long long await_prefix(const unsigned long long *status,
-                                                           unsigned long long rel, unsigned size, int lane) {
-    unsigned long long v = 0;
-    if (lane == 0)
-        do v = ld_vol(&status[rel]);
-        while ((v >> 62) != 2);
-    return __shfl_sync(0xffffffffu, (v & ST_VAL) - size, 0);
-}
-
-struct EncShared {
-    int q[TILE];                    // q, then residuals
-    unsigned short code[TILE];      // slot order
-    __align__(16) unsigned pw[16 * PWS]; // bit planes: [plane][word], rows padded (banks)
-    unsigned char fl[TILE];         // 1 has q, 2 fill, 4 raw, 8 escape
-    unsigned mfill[128], mraw[128]; // slot-order masks
-    unsigned bm[16], fbm, rbm;
-    unsigned red_u[NWARPS * 4];
-    long long red_s[NWARPS];
-    double red_d[NWARPS];
-    unsigned scan[2 * NWARPS + 34];
-    unsigned ticket;
-    unsigned long long excl;
-    unsigned plane_mask, nesc, nraw, nfill, size, esc_at, fill_at, raw_at;
-    unsigned plane_at[16];
-    int origin;
-};
-
-// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box); m is
-// the element's meta word (x>0, y>0, z>0 in bits 12..14).
-__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, unsigned m, int P, int lx,
-                                           unsigned char bit) {
-    const bool x = (m >> 12) & 1, y = (m >> 13) & 1, z = (m >> 14) & 1;
-    int b = (fl[e] & bit) != 0;
-    if (x) b ^= (fl[e - 1] & bit) != 0;
-    if (y) b ^= (fl[e - lx] & bit) != 0;
-    if (x && y) b ^= (fl[e - lx - 1] & bit) != 0;
-    if (z) {
-        b ^= (fl[e - P] & bit) != 0;
-        if (x) b ^= (fl[e - P - 1] & bit) != 0;
-        if (y) b ^= (fl[e - P - lx] & bit) != 0;
-        if (x && y) b ^= (fl[e - P - lx - 1] & bit) != 0;
-    }
-    return b;
-}
-
-template <typename T>
-__global__ void __launch_bounds__(NT, ENC_MINB)
-    encode_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
-                  unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
-                  unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status, unsigned *tsize,
-                  unsigned long long *tprefix, unsigned *touts, double *terr, unsigned *ticket, unsigned *err,
-                  const unsigned *__restrict__ emeta, const unsigned long long *__restrict__ eoff) {
-    __shared__ EncShared s;
-    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    if (tid == 0) s.ticket = atomicAdd(ticket, 1u);
-    __syncthreads();
-    const unsigned long long rel = s.ticket;
-    if (rel >= ntiles) return;
-    const unsigned long long t = tile0 + rel;
-    unsigned long long z0, y0, x0;
-    int lz, ly, lx;
-    tile_box(g, t, z0, y0, x0, lz, ly, lx);
-    const int n = lz * ly * lx, P = ly * lx;
-    const double eb = prm->eb, step = prm->step, inv = prm->inv;
-    const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-
-    // 1. quantize + check. Element e = k*NT + tid: warps read rows.
-    const bool fast = g.fast && n == TILE;
-    unsigned nraw = 0, nfill = 0;
-    double maxerr = 0;
-    unsigned meta[KPT];  // slot | x>0 <<12 | y>0 <<13 | z>0 <<14 | valid <<15 (not fast)
-    // fast: meta of element k*NT+tid is that of element tid plus the z part
-    const unsigned m0 = fast ? emeta[tid] : 0u;
-    // meta is read only when !fast, after the loop below has set every
-    // entry; nvcc cannot see that through the lambda (warning 549, a false
-    // positive; initialising meta instead changed this kernel's code)
-#pragma nv_diag_suppress 549
-    auto metaof = [&](int k) -> unsigned {
-        return fast ? m0 + g.skoff[k] + (k > 0 ? 1u << 14 : 0u) : meta[k];
-    };
-#pragma nv_diag_default 549
-    // Branch-free: every step is computed and the outcome selected (the
-    // values of steps a fill or raw element skips are never used).
-    auto quant = [&](int e, unsigned long long gi) {
-        T v = src[gi];
-        unsigned char f = 0;
-        int q = 0;
-        if (has_fill && Bits<T>::of(v) == fill_bits) {
-            f = 2;
-            nfill++;
-        } else {
-            double sv = __dmul_rn((double)v, inv);
-            if (!(fabs(sv) < 268435456.0)) {  // also NaN and +-Inf
-                f = 4;
-                nraw++;
-            } else {
-                double er;
-                q = quant_q<T>(v, sv, step, er);
-                f = 1;
-                if (!(er <= eb)) {
-                    f = 5;
-                    nraw++;
-                } else if (er > maxerr) {
-                    maxerr = er;
-                }
-            }
-        }
-        s.q[e] = q;
-        s.fl[e] = f;
-    };
-    if (fast) {
-        const unsigned long long off0 = base + eoff[tid];
-#pragma unroll
-        for (int k = 0; k < KPT; k++) quant(k * NT + tid, off0 + g.koff[k]);
-    } else {
-#pragma unroll
-        for (int k = 0; k < KPT; k++) {
-            int e = k * NT + tid;
-            meta[k] = 0;
-            if (e < n) {
-                unsigned long long gi;
-                if (n == TILE) {
-                    meta[k] = emeta[e];
-                    gi = base + eoff[e];
-                } else {
-                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                    meta[k] = (unsigned)slot_of(z, y, x, lz, ly, lx, g) | (x > 0) << 12 | (y > 0) << 13 |
-                              (z > 0) << 14 | 1u << 15;
-                    gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
-                }
-                quant(e, gi);
-            } else {
-                s.code[e] = 0;  // slots n..4095 hold code 0
-            }
-        }
-    }
-    if (tid < 128) {
-        s.mfill[tid] = 0;
-        s.mraw[tid] = 0;
-    }
-    // block reductions
-    for (int o = 16; o > 0; o >>= 1) {
-        nraw += __shfl_down_sync(0xffffffffu, nraw, o);
-        nfill += __shfl_down_sync(0xffffffffu, nfill, o);
-        maxerr = fmax(maxerr, __shfl_down_sync(0xffffffffu, maxerr, o));
-    }
-    if (lane == 0) {
-        s.red_u[NWARPS + wid] = nraw;
-        s.red_u[2 * NWARPS + wid] = nfill;
-        s.red_d[wid] = maxerr;
-    }
-    __syncthreads();
-    // every warp reduces the 16 partials itself: no serial thread-0 section
-    // and no second barrier.
-    const unsigned NR = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[NWARPS + lane] : 0u);
-    const unsigned NF = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[2 * NWARPS + lane] : 0u);
-    if (NR | NF) {
-        // holes: the placeholder is the mean of the tile's q (rare path)
-        long long sum = 0;
-        unsigned cnt = 0;
-#pragma unroll
-        for (int k = 0; k < KPT; k++) {
-            int e = k * NT + tid;
-            if (e < n && (s.fl[e] & 1)) {
-                sum += s.q[e];
-                cnt++;
-            }
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            sum += __shfl_down_sync(0xffffffffu, sum, o);
-            cnt += __shfl_down_sync(0xffffffffu, cnt, o);
-        }
-        if (lane == 0) {
-            s.red_s[wid] = sum;
-            s.red_u[wid] = cnt;
-        }
-        __syncthreads();
-        long long S = 0;
-        unsigned C = 0;
-        for (int i = 0; i < NWARPS; i++) {
-            S += s.red_s[i];
-            C += s.red_u[i];
-        }
-        const int ph = C ? (int)(S / (long long)C) : 0;  // placeholder (truncating)
-#pragma unroll
-        for (int k = 0; k < KPT; k++) {
-            int e = k * NT + tid;
-            if (e < n && !(s.fl[e] & 1)) s.q[e] = ph;
-        }
-        __syncthreads();
-    }
-
-    // 2. Lorenzo residuals and codes.
-    int d[KPT];
-    unsigned nesc = 0;
-    auto emit = [&](int k, int e, int dv) {
-        d[k] = dv;
-        unsigned c;
-        if (e == 0) {
-            c = 0;
-        } else {
-            int sg = dv >> 31;
-            unsigned mag = (unsigned)((dv ^ sg) - sg);
-            if (mag > 32767u) {
-                c = 0x8000;
-                nesc++;
-                s.fl[e] |= 8;  // own element: no other thread reads fl here
-            } else {
-                c = mag | ((unsigned)sg & 0x8000u);
-            }
-        }
-        s.code[metaof(k) & 4095] = (unsigned short)c;
-    };
-    if (fast) {
-        // d = Dz Dx Dy q: Dy from the row above (shared memory), Dx by a
-        // shuffle (a warp is one row), Dz from the register of the previous
-        // k (this thread's column).
-        unsigned rprev = 0;
-#pragma unroll
-        for (int k = 0; k < KPT; k++) {
-            const int e = k * NT + tid;
-            const unsigned a = (unsigned)s.q[e] - (wid ? (unsigned)s.q[e - 32] : 0u);
-            const unsigned al = __shfl_up_sync(0xffffffffu, a, 1);
-            const unsigned r = a - (lane ? al : 0u);
-            emit(k, e, (int)(r - rprev));
-            rprev = r;
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < KPT; k++) {
-            int e = k * NT + tid;
-            d[k] = 0;
-            if (meta[k] >> 15) {
-                unsigned m = meta[k];
-                int hx = (m >> 12) & 1, hy = (m >> 13) & 1, hz = (m >> 14) & 1;
-                unsigned v = (unsigned)s.q[e];
-                if (hx) v -= (unsigned)s.q[e - 1];
-                if (hy) v -= (unsigned)s.q[e - lx];
-                if (hx && hy) v += (unsigned)s.q[e - lx - 1];
-                if (hz) {
-                    v -= (unsigned)s.q[e - P];
-                    if (hx) v += (unsigned)s.q[e - P - 1];
-                    if (hy) v += (unsigned)s.q[e - P - lx];
-                    if (hx && hy) v -= (unsigned)s.q[e - P - lx - 1];
-                }
-                emit(k, e, (int)v);
-            }
-        }
-    }
-    __syncthreads();  // all q read; codes complete
-    if (tid == 0) s.origin = s.q[0];
-#pragma unroll
-    for (int k = 0; k < KPT; k++) {
-        int e = k * NT + tid;
-        if (e < n) s.q[e] = d[k];
-    }
-    // fill / raw masks: XOR-Lorenzo of the element bitmap, in slot order
-    if (NR | NF) {
-#pragma unroll
-        for (int k = 0; k < KPT; k++) {
-            int e = k * NT + tid;
-            const unsigned m = metaof(k);
-            if (m >> 15) {
-                int sl = m & 4095;
-                if (NF && xor_corners(s.fl, e, m, P, lx, 2)) atomicOr(&s.mfill[sl >> 5], 1u << (sl & 31));
-                if (NR && xor_corners(s.fl, e, m, P, lx, 4)) atomicOr(&s.mraw[sl >> 5], 1u << (sl & 31));
-            }
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) nesc += __shfl_down_sync(0xffffffffu, nesc, o);
-    if (lane == 0) s.red_u[3 * NWARPS + wid] = nesc;
-    __syncthreads();
-
-    // 3. Bitshuffle by warp transpose: warp w takes the 64 codes of words
-    //    2m, 2m+1 (lane l: codes 64m+l and 64m+32+l, packed), transposes, and
-    //    lane p (p < 16) holds plane p of word 2m, lane 16+p of word 2m+1.
-    for (int m = wid; m < 64; m += NWARPS) {
-        const unsigned c = (unsigned)s.code[64 * m + lane] | (unsigned)s.code[64 * m + 32 + lane] << 16;
-        const unsigned w = transpose32(c, lane);
-        s.pw[(lane & 15) * PWS + 2 * m + (lane >> 4)] = w;
-    }
-    __syncthreads();
-    // 4. zero-block masks: warp p owns plane p, lane k block k.
-    {
-        uint4 b = *(const uint4 *)&s.pw[wid * PWS + 4 * lane];
-        unsigned m = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
-        if (lane == 0) s.bm[wid] = m;
-        if (wid == 0 && (NF | NR)) {
-            uint4 f = ((uint4 *)s.mfill)[lane], r = ((uint4 *)s.mraw)[lane];
-            unsigned fm = __ballot_sync(0xffffffffu, (f.x | f.y | f.z | f.w) != 0);
-            unsigned rm = __ballot_sync(0xffffffffu, (r.x | r.y | r.z | r.w) != 0);
-            if (lane == 0) {
-                s.fbm = fm;
-                s.rbm = rm;
-            }
-        }
-    }
-    __syncthreads();
-    // 5. Layout (warp 0: plane offsets by a 16-lane scan), then the
-    //    decoupled look-back: the sum of the sizes of tiles 0..rel-1.
-    if (wid == 0) {
-        const unsigned E = __reduce_add_sync(0xffffffffu, lane < NWARPS ? s.red_u[3 * NWARPS + lane] : 0u);
-        const unsigned bmp = lane < 16 ? s.bm[lane] : 0u;
-        const unsigned szp = bmp ? 1 + 4 * __popc(bmp) : 0u;
-        const unsigned inc = warp_incl_scan<16>(szp, lane);
-        const unsigned pm = __ballot_sync(0xffffffffu, bmp != 0);
-        if (lane < 16) s.plane_at[lane] = 2 + inc - szp;
-        double M = lane < NWARPS ? s.red_d[lane] : 0.0;
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o));
-        unsigned at = 2 + __shfl_sync(0xffffffffu, inc, 15);  // words
-        if (lane == 0) {
-            s.esc_at = at;
-            if (E) at += 1 + E;
-            s.fill_at = at;
-            if (NF) at += 1 + 4 * __popc(s.fbm);
-            s.raw_at = at;
-            if (NR) at += 1 + 4 * __popc(s.rbm) + 1 + NR * (sizeof(T) / 4);
-            s.plane_mask = pm;
-            s.nesc = E;
-            s.size = at * 4;
-            unsigned long long sz = at * 4ull;
-            tsize[rel] = (unsigned)sz;
-            touts[rel] = NR;
-            terr[rel] = M;
-        }
-        // the size as lane 0 computed it
-        const unsigned size = __shfl_sync(0xffffffffu, at * 4, 0);
-        publish_size(status, rel, size, lane);
-        const unsigned long long excl = lookback(status, rel, size, lane);
-        if (lane == 0) s.excl = excl;
-    }
-    __syncthreads();
-    const unsigned long long chunk = t / g.per_chunk;
-    const unsigned long long cend = min((chunk + 1) * g.per_chunk, g.tiles) - tile0;
-    const unsigned long long off = s.excl + 4 * cend;  // bytes
-    if (tid == 0) tprefix[rel] = s.excl;
-    if (off + s.size > cap) {
-        if (tid == 0) atomicOr(err, 1u);
-        return;
-    }
-    unsigned *o = out + off / 4;
-    const unsigned pm = s.plane_mask;
-    if (tid == 0) {
-        unsigned w0 = pm | (s.nesc ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0);
-        o[0] = w0;
-        o[1] = (unsigned)s.origin;
-    }
-    {
-        int p = wid, k = lane;
-        unsigned bm = s.bm[p];
-        if (bm) {
-            unsigned at = s.plane_at[p];
-            if (k == 0) o[at] = bm;
-            if ((bm >> k) & 1) {
-                unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << k) - 1));
-                uint4 b = *(const uint4 *)&s.pw[p * PWS + 4 * k];
-                dst[0] = b.x;
-                dst[1] = b.y;
-                dst[2] = b.z;
-                dst[3] = b.w;
-            }
-        }
-    }
-    if (wid == 0 && NF) {
-        unsigned bm = s.fbm, at = s.fill_at;
-        if (lane == 0) o[at] = bm;
-        if ((bm >> lane) & 1) {
-            unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
-            for (int i = 0; i < 4; i++) dst[i] = s.mfill[4 * lane + i];
-        }
-    }
-    if (wid == 1 && NR) {
-        unsigned bm = s.rbm, at = s.raw_at;
-        if (lane == 0) {
-            o[at] = bm;
-            o[at + 1 + 4 * __popc(bm)] = NR;
-        }
-        if ((bm >> lane) & 1) {
-            unsigned *dst = o + at + 1 + 4 * __popc(bm & ((1u << lane) - 1));
-            for (int i = 0; i < 4; i++) dst[i] = s.mraw[4 * lane + i];
-        }
-    }
-    // escapes and raw values in element order: thread owns elements 8t..8t+7
-    if (s.nesc | NR) {
-        const int e0 = tid * KPT;
-        unsigned ce = 0, cr = 0;
-#pragma unroll
-        for (int i = 0; i < KPT; i++) {
-            int e = e0 + i;
-            if (e < n) {
-                ce += (s.fl[e] >> 3) & 1;
-                cr += (s.fl[e] >> 2) & 1;
-            }
-        }
-        unsigned tot;
-        unsigned re = block_excl_scan(ce, &tot, s.scan);
-        unsigned rr = block_excl_scan(cr, &tot, s.scan);
-        if (s.nesc) {
-            if (tid == 0) o[s.esc_at] = s.nesc;
-            for (int i = 0; i < KPT; i++) {
-                int e = e0 + i;
-                if (e < n && (s.fl[e] & 8)) o[s.esc_at + 1 + re++] = (unsigned)s.q[e];
-            }
-        }
-        if (NR) {
-            unsigned at = s.raw_at + 1 + 4 * __popc(s.rbm) + 1;
-            for (int i = 0; i < KPT; i++) {
-                int e = e0 + i;
-                if (e < n && (s.fl[e] & 4)) {
-                    int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
-                    unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
-                    if (sizeof(T) == 4) {
-                        o[at + rr] = (unsigned)b;
-                    } else {
-                        o[at + 2 * rr] = (unsigned)b;
-                        o[at + 2 * rr + 1] = (unsigned)(b >> 32);
-                    }
-                    rr++;
-                }
-            }
-        }
-    }
-}
-
+#include "offsets.cuh"
+#include "encode_block.cuh"
 #include "encode_warp.cuh"
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
@@ -1075,8 +384,7 @@ static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 
         case 2: return (const void *)encode_warp_kernel<float, 2>;
         case 3:
             if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4> : (const void *)encode_warp_kernel<float, 3, 3>;
-            if (ENC_HFK) return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
-            return (const void *)encode_warp_kernel<float, 3>;
+            return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
         default: return (const void *)encode_warp_kernel<float, 0>;
         }
     }
@@ -1088,73 +396,7 @@ static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 
     }
 }
 
-// Tile-size tables at the head of each chunk and, in the block that ends
-// last, the job's result. One thread per tile: a single block folding the
-// per-tile records (v9 and before, finish_kernel) took 30 us of a 1 GiB
-// field's 0.94 ms compress on an H200. The fold is an integer sum and a max,
-// so the result does not depend on the order the blocks end in.
-__global__ void tables_kernel(Geo g, unsigned long long tile0, unsigned long long ntiles, const unsigned *tsize,
-                              const unsigned long long *tprefix, const unsigned *touts, const double *terr,
-                              unsigned *out, unsigned long long cap, unsigned *err, const DevParams *prm,
-                              JobAcc *acc, fzgpu_result *res, unsigned long long *status, unsigned *ticket,
-                              unsigned long long *status_opt, unsigned long long *status_opt8) {
-    grid_wait();
-    const unsigned long long rel = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    // The next job starts from zero statuses, ticket, error flag and sums
-    // (what job_init_kernel writes): this kernel leaves them so, which saves
-    // that launch per job.
-    if (rel < ntiles) status[rel] = 0;
-    if (status_opt && rel < ntiles) {
-        status_opt[rel] = 0;
-        status_opt8[rel] = 0;
-    }
-    unsigned long long o = 0;
-    double e = 0;
-    if (rel < ntiles) {
-        o = touts[rel];
-        e = terr[rel];
-        if (!*err) {
-            const unsigned long long t = tile0 + rel, c = t / g.per_chunk, first = c * g.per_chunk;
-            const unsigned long long start = tprefix[first - tile0] + 4 * (first - tile0);
-            const unsigned long long at = start + 4 * (t - first);
-            if (at + 4 <= cap) out[at / 4] = tsize[rel];
-        }
-    }
-    for (int k = 16; k > 0; k >>= 1) {
-        o += __shfl_xor_sync(0xffffffffu, o, k);
-        e = fmax(e, __shfl_xor_sync(0xffffffffu, e, k));
-    }
-    __shared__ unsigned long long so[32];
-    __shared__ double se[32];
-    if ((threadIdx.x & 31) == 0) {
-        so[threadIdx.x >> 5] = o;
-        se[threadIdx.x >> 5] = e;
-    }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    for (int i = 1; i < (int)(blockDim.x >> 5); i++) {
-        o += so[i];
-        e = fmax(e, se[i]);
-    }
-    atomicAdd(&acc->outliers, o);
-    atomicMax(&acc->err_bits, (unsigned long long)__double_as_longlong(e));
-    __threadfence();
-    if (atomicAdd(&acc->blocks_done, 1u) != gridDim.x - 1) return;
-    __threadfence();
-    fzgpu_result r;
-    memset(&r, 0, sizeof r);
-    r.bytes = tprefix[ntiles - 1] + tsize[ntiles - 1] + 4 * ntiles;
-    r.outliers = *(volatile unsigned long long *)&acc->outliers;
-    r.max_abs_err = __longlong_as_double((long long)*(volatile unsigned long long *)&acc->err_bits);
-    r.abs_eb = prm->eb;
-    r.step = prm->step;
-    r.range_min = prm->lo;
-    r.range_max = prm->hi;
-    r.have_range = prm->have;
-    r.status = *err ? FZGPU_E_CAPACITY : 0;
-    *res = r;
-    zero_job_scalars(ticket, err, acc);
-}
+#include "tables.cuh"
 
 // ---------------------------------------------------------------- decode
 
@@ -1176,7 +418,6 @@ struct fzgpu_ctx {
     int range_blocks;                 // blocks of the range pass (one wave)
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
-    int enc_force;                 // FZGPU_ENCODER: 5 or 6 forces that encoder, 0 lets use_v5 choose; 7 (full): no optimistic kernel
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
 };
@@ -1300,8 +541,6 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->range_blocks = sms * (rf < rd ? rf : rd);
     if (c->range_blocks < 1) c->range_blocks = 1;
     if (c->range_blocks > RANGE_BLOCKS_MAX) c->range_blocks = RANGE_BLOCKS_MAX;
-    const char *ev = getenv("FZGPU_ENCODER");
-    c->enc_force = ev && strcmp(ev, "v5") == 0 ? 5 : ev && strcmp(ev, "v6") == 0 ? 6 : ev && strcmp(ev, "full") == 0 ? 7 : 0;
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess.
@@ -1388,8 +627,7 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // is faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
 // v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x; every
 // field with at most a third of its tiles clipped: 0.93-2.3x).
-static int use_v5(const fzgpu_ctx *c, const Geo &g) {
-    if (c->enc_force == 5 || c->enc_force == 6) return c->enc_force == 5;
+static int use_v5(const Geo &g) {
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
 }
@@ -1467,7 +705,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    const bool v5 = use_v5(c, g);
+    const bool v5 = use_v5(g);
     if (v5) {  // its tables; the warp encoder does not use them
         meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
         CK(cudaGetLastError());
@@ -1495,9 +733,8 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         // raw values) the full kernel does. A kernel whose job is done
         // returns at once. Statuses and tickets are apart per kernel, so
         // none sees another's.
-        const bool opt = ENC_OPT && ENC_V9 && ENC_SCAN && !ENC_LB_PROBE && c->enc_force != 7 && f->dtype == 1 &&
-                         fast == 3 && !f->has_fill &&
-                         g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
+        const bool opt = f->dtype == 1 && fast == 3 && !f->has_fill && g.nz % g.tz == 0 && g.ny % g.ty == 0 &&
+                         g.nx % g.tx == 0;
         unsigned *abortf = opt ? c->ticket + 3 : nullptr;
         auto launch = [&](const void *kern, unsigned long long *status, unsigned *ticket) {
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,

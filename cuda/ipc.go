@@ -98,8 +98,11 @@ type DeviceSnapshot struct {
 	Offset, Length uint64
 	// EventTimeout bounds the wait for the producer's event (default 60 s).
 	EventTimeout time.Duration
-	// Out, if large enough, receives the blob (as Source.Out).
-	Out []byte
+	// Out, if large enough, receives the blob (as Source.Out); OutPinned
+	// says it is page-locked (AllocPinned): the compressed bytes then go
+	// from the device straight into it (Source.OutPinned).
+	Out       []byte
+	OutPinned bool
 }
 
 // DeviceTiming is what a device snapshot cost.
@@ -135,7 +138,7 @@ func (s *Streamer) CompressDevice(ctx context.Context, d DeviceSnapshot, p fz.Pa
 		return nil, fz.Stats{}, tm, err
 	}
 	tm.EventWait = time.Since(t0)
-	src := Source{Device: m.base + uintptr(d.Offset), DeviceBytes: d.Length, Out: d.Out, GPUTime: &tm.GPU}
+	src := Source{Device: m.base + uintptr(d.Offset), DeviceBytes: d.Length, Out: d.Out, OutPinned: d.OutPinned, GPUTime: &tm.GPU}
 	if d.Length == 0 {
 		src.Device = 0
 	}
@@ -202,6 +205,9 @@ func (ln *lane) gpuSpan(out *time.Duration) error {
 		}
 	}
 	if err := l.cerr(l.eventRecord(s.dev, ln.gt1, s0.stream), "record event"); err != nil {
+		return err
+	}
+	if err := l.cerr(l.eventSync(s.dev, ln.gt1), "GPU time"); err != nil {
 		return err
 	}
 	var ms float32

@@ -130,7 +130,9 @@ func (p *ipcProducer) kill() { p.cmd.Process.Kill(); p.cmd.Wait() }
 // the handles of a producer that exited are errors of their own kind,
 // after which the streamer keeps working.
 func TestDeviceIPC(t *testing.T) {
-	s := newStreamer(t, 0, StreamOptions{Lanes: 2, ArenaBytes: 64 << 20})
+	// Device lanes of one-chunk jobs: 6 jobs a snapshot, so each stream's
+	// slot is reused while its exact copy back may still run.
+	s := newStreamer(t, 0, StreamOptions{Lanes: 2, ArenaBytes: 64 << 20, DeviceLanes: 2, DeviceJobTiles: 256})
 	uuid, err := s.UUID()
 	if err != nil || !strings.HasPrefix(uuid, "GPU-") || len(uuid) != 40 {
 		t.Fatalf("UUID %q %v", uuid, err)
@@ -149,17 +151,10 @@ func TestDeviceIPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, st, tm, err := s.CompressDevice(ctx, prod.snap, p)
-		if err != nil {
-			t.Fatalf("%s %s: %v", p.DType, p.Mode, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s %s %g: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", p.DType, p.Mode, p.Bound, len(got), len(want), firstDiff(got, want))
-		}
-		if tm.GPU <= 0 {
-			t.Fatalf("no GPU time reported: %+v", tm)
-		}
-		t.Logf("%s %s %g: %d -> %d bytes (ratio %.1f), GPU %v, event wait %v", p.DType, p.Mode, p.Bound, len(raw), len(got), st.Ratio(), tm.GPU, tm.EventWait)
+		checkDeviceOutputs(t, s, prod.snap, p, raw, want)
+	}
+	if l, tiles, err := s.DeviceLanes(); l != 2 || tiles != 256 || err != nil {
+		t.Fatalf("device lanes %d x %d tiles (%v), want 2 x 256", l, tiles, err)
 	}
 	if m, e := s.IPCOpen(); m != 1 || e != 1 {
 		t.Fatalf("open mappings %d, events %d: want 1 and 1 (cached per producer buffer)", m, e)
@@ -206,6 +201,27 @@ func TestDeviceIPC(t *testing.T) {
 	}
 }
 
+// Device lanes made with exact copy-back (FZ_GPU_EXACT=1) have no pinned
+// output slots: a blob too small, or a Go one, takes the rest by copies
+// into pageable memory; the bytes are still the CPU's.
+func TestDeviceIPCExactLanes(t *testing.T) {
+	defer func(e bool) { exactCopyBack = e }(exactCopyBack)
+	exactCopyBack = true
+	s := newStreamer(t, 0, StreamOptions{Lanes: 1, ArenaBytes: 16 << 20, DeviceLanes: 2, DeviceJobTiles: 512})
+	raw := ipcField(64, 256, 384)
+	prod := startIPCProducer(t, raw, "px")
+	p := fz.Params{DType: fz.Float32, Dims: []uint64{64, 256, 384}, Mode: fz.Rel, Bound: 1e-3}
+	want, _, err := fz.CPU().Compress(context.Background(), raw, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Made now, under FZ_GPU_EXACT=1 (checkDeviceOutputs flips it).
+	if !deviceLanesExact(s) {
+		t.Fatal("device lanes made under FZ_GPU_EXACT=1 have pinned slots")
+	}
+	checkDeviceOutputs(t, s, prod.snap, p, raw, want)
+}
+
 // A producer killed while the streamer reads its memory: the call returns
 // (stored bytes or an error, never a hang or a crash) and the device keeps
 // working.
@@ -248,4 +264,63 @@ func TestDeviceIPCProducerKilled(t *testing.T) {
 	if err != nil || !bytes.Equal(g, w) {
 		t.Fatalf("device after killed producers: %v", err)
 	}
+}
+
+// checkDeviceOutputs compresses a device snapshot into each kind of blob,
+// with estimated and with exact copy-back (FZ_GPU_EXACT, flipped here per
+// snapshot), and compares each with the CPU's bytes (want): a Go blob; a
+// pinned one large enough (exact: written in place by the device); a
+// pinned one too small after its first job (the rest goes to Go memory).
+// Lanes made with exact copy-back have no pinned slots: there the estimated
+// mode is not possible and runs exact.
+func checkDeviceOutputs(t *testing.T, s *Streamer, snap DeviceSnapshot, p fz.Params, raw, want []byte) {
+	t.Helper()
+	big, err := AllocPinned(uint64(len(want)) + 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreePinned(big)
+	small, err := AllocPinned(uint64(len(want)) / 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreePinned(small)
+	defer func(e bool) { exactCopyBack = e }(exactCopyBack)
+	for _, exact := range []bool{false, true} {
+		exactCopyBack = exact
+		for _, out := range []struct {
+			name string
+			b    []byte
+		}{{"go blob", nil}, {"pinned blob", big[:0]}, {"pinned blob too small", small[:0]}} {
+			sn := snap
+			sn.Out, sn.OutPinned = out.b, out.b != nil
+			clear(big)
+			got, st, tm, err := s.CompressDevice(context.Background(), sn, p)
+			what := fmt.Sprintf("%s %s %g, exact %v, %s", p.DType, p.Mode, p.Bound, exact, out.name)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", what, len(got), len(want), firstDiff(got, want))
+			}
+			inPlace := len(got) > 0 && out.b != nil && unsafe.SliceData(got) == unsafe.SliceData(out.b[:1])
+			runExact := exact || deviceLanesExact(s)
+			if wantIn := runExact && out.name == "pinned blob"; inPlace != wantIn {
+				t.Fatalf("%s: blob in the given pinned memory: %v, want %v", what, inPlace, wantIn)
+			}
+			if tm.GPU <= 0 {
+				t.Fatalf("%s: no GPU time reported: %+v", what, tm)
+			}
+			t.Logf("%s: %d -> %d bytes (ratio %.1f), GPU %v, event wait %v", what, len(raw), len(got), st.Ratio(), tm.GPU, tm.EventWait)
+		}
+	}
+}
+
+// deviceLanesExact says the streamer's device lanes were made with exact
+// copy-back (no pinned slots); nothing may be compressing.
+func deviceLanesExact(s *Streamer) bool {
+	pool, _ := s.deviceLanes()
+	ln := <-pool
+	defer func() { pool <- ln }()
+	return ln.exact
 }

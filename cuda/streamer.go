@@ -38,6 +38,13 @@ type StreamOptions struct {
 	// CopyThreads is how many goroutines fill one staging slot (default 4:
 	// one core copies ~10 GB/s, the PCIe link takes ~55).
 	CopyThreads int
+	// DeviceLanes and DeviceJobTiles shape the lanes that compress
+	// GPU-resident snapshots (CompressDevice), apart from the lanes above:
+	// such a snapshot needs no arena, no staging and no upload, so its
+	// lanes are bounded by other things (deviceLaneConfig says which and
+	// picks both when 0). They are allocated at the first device snapshot.
+	DeviceLanes    int
+	DeviceJobTiles uint64
 }
 
 // Source is a snapshot in host memory.
@@ -55,6 +62,13 @@ type Source struct {
 	// zeroing and page faults of a fresh allocation (~30 MB per 256 MiB
 	// snapshot, which cost more host time than the GPU work).
 	Out []byte
+	// OutPinned says Out is page-locked (AllocPinned): lanes that copy
+	// back exact byte counts (FZ_GPU_EXACT=1) then copy each job's bytes
+	// from the device straight to its place in Out, and the host copies
+	// no compressed byte. Out is used only while it has room; the blob
+	// returned is then Out itself, else a Go slice (compare the first
+	// byte's address to know).
+	OutPinned bool
 	// Device, if not 0, is the snapshot's address in this device's memory
 	// (DeviceBytes bytes; Bytes is then unused): the kernels read it in
 	// place and nothing is uploaded (GPU-resident snapshots, ipc.go).
@@ -98,12 +112,27 @@ type Streamer struct {
 	trRef uintptr
 	// ipc caches other processes' device memory and events (ipc.go)
 	ipc ipcCache
+	mem uint64 // device memory (deviceLaneConfig)
+	// dl: the lanes of GPU-resident snapshots, made at the first one
+	dl struct {
+		mu    sync.Mutex
+		made  bool
+		err   error
+		lanes chan *lane
+		tiles uint64
+	}
 }
 
 type lane struct {
-	s    *Streamer
-	id   int     // index in Streamer.all (trace)
-	upEv uintptr // event: this lane's last copy on the upload stream
+	s  *Streamer
+	id int // index in Streamer.all (trace)
+	// jobTiles: tiles per job (the contexts' capacity); exact: the lane
+	// has no pinned output slots (a device lane made with FZ_GPU_EXACT=1),
+	// so it copies each job back once its byte count is known, exactly
+	// those bytes, into the blob (copyBackExact)
+	jobTiles uint64
+	exact    bool
+	upEv     uintptr // event: this lane's last copy on the upload stream
 	// trace: timing events around the lane's last shared upload
 	upT0, upT1 uintptr
 	upBytes    uint64
@@ -154,6 +183,184 @@ var laneUpload = os.Getenv("FZ_GPU_UPLOAD") == "lane"
 // on one thread instead of CopyThreads; kept to compare the two.
 var serialAppend = os.Getenv("FZ_GPU_APPEND") == "serial"
 
+// exactCopyBack (FZ_GPU_EXACT=1) makes lanes copy back each job's exact
+// byte count once it is known, into a pinned blob where the caller gives
+// one (Source.OutPinned; pipeline.GPU does), instead of an estimate into
+// the slot's pinned buffer that the host then appends. It removes the
+// host's copy of the compressed bytes (12 -> 0.2 ms per 1 GiB device
+// snapshot on an H100 host) but puts a host round trip between each job's
+// kernels and its copy back. Measured on one H100 (docs/PIPELINE.md):
+// device snapshots 204-233 GB/s against 232 with estimates on 4 lanes of
+// 2048 tiles and 283 on 8 of 8192 (same call): the copy back waits for
+// the host to see each job done; C producers writing in place
+// 0.75-0.83x pinned H2D against 0.72-0.77 in 3 pairs of runs, within the
+// runs' spread. Not the default: kept to compare.
+var exactCopyBack = os.Getenv("FZ_GPU_EXACT") == "1"
+
+// ExactCopyBack says lanes copy back exact byte counts
+// (FZ_GPU_EXACT=1): their callers may then give pinned blobs (OutPinned).
+func ExactCopyBack() bool { return exactCopyBack }
+
+// pinnedSlot allocates a lane's pinned output slot; device lanes that copy
+// back exact counts have none (they copy into the blob).
+func pinnedSlot(l *library, device, exact bool, n uint64, p *unsafe.Pointer) int32 {
+	if device && exact {
+		return 0
+	}
+	return l.hostAlloc(n, p)
+}
+
+// Device lanes: what bounds a GPU-resident snapshot is not the PCIe link
+// (nothing is uploaded) but, per snapshot, the host's part (waiting for
+// each job, appending and checksumming its bytes, 17-25 ms per 1 GiB) and
+// the copy back of the compressed bytes; both overlap across lanes, so
+// device snapshots want more lanes than host ones (whose count is set for
+// the upload link: more than 4 only add host work there), and larger jobs
+// (fewer host round trips per snapshot). Measured on one H100, 1 GiB
+// smooth3d snapshots at rel 1e-3, the lanes shared with host snapshots as
+// before (docs/PIPELINE.md): 4 lanes of 2048-tile jobs 3.3-4.2x pinned
+// H2D in four machine starts, 8 lanes of 8192 4.5-5.2x in six. Their
+// memory: no arena; Streams x (device output slot = compressBound(f64),
+// pinned host slot of the same size, context scratch) per lane, 14.8 GB of
+// device and 11.5 GB of pinned host memory for 8 lanes of 8192 tiles.
+const (
+	deviceLanesDefault = 8
+	deviceJobTilesMax  = 8192
+	deviceJobTilesMin  = 2048
+	// boundPerTileF64 is fzgpu_compress_bound(f64, 1): a job's worst-case
+	// output per tile (its device output slot).
+	boundPerTileF64 = 58456
+	// ctxScratch is a codec context's scratch at most (the warp encoder's
+	// resident warps, 130 MiB on a 132-SM H200; fzgpu.h) plus 44 bytes a tile.
+	ctxScratch = 130 << 20
+)
+
+// deviceLaneConfig picks the lanes and job tiles of GPU-resident snapshots
+// on a device with mem bytes of memory: the given values where set (>0),
+// else 8 lanes and the largest job of 8192 down to 2048 tiles whose lanes'
+// device memory fits in a fifth of the device (the rest stays with the
+// simulation that shares the GPU and the host lanes' arenas): 8 x 8192 on
+// an 80 GB H100 or a 141 GB H200, 8 x 2048 on 40 GB. An explicitly set job
+// size wins over the memory rule, and lanes shrink (to at least 2) before
+// jobs go under 2048 tiles.
+func deviceLaneConfig(mem uint64, streams, lanes int, tiles uint64) (int, uint64) {
+	perLane := func(t uint64) uint64 { return uint64(streams) * (boundPerTileF64*t + 44*t + ctxScratch) }
+	budget := mem / 5
+	if tiles == 0 {
+		n := lanes
+		if n <= 0 {
+			n = deviceLanesDefault
+		}
+		tiles = deviceJobTilesMax
+		for tiles > deviceJobTilesMin && uint64(n)*perLane(tiles) > budget {
+			tiles /= 2
+		}
+	}
+	if lanes <= 0 {
+		lanes = deviceLanesDefault
+		for lanes > 2 && uint64(lanes)*perLane(tiles) > budget {
+			lanes--
+		}
+	}
+	return lanes, tiles
+}
+
+// envDeviceLanes (FZ_GPU_DEVICE_LANES) and envDeviceJobTiles
+// (FZ_GPU_DEVICE_JOB_TILES) override the device lanes' defaults (comparisons).
+func envDeviceLanes() int {
+	v, _ := strconv.Atoi(os.Getenv("FZ_GPU_DEVICE_LANES"))
+	return v
+}
+
+func envDeviceJobTiles() uint64 {
+	v, _ := strconv.ParseUint(os.Getenv("FZ_GPU_DEVICE_JOB_TILES"), 10, 64)
+	return v
+}
+
+// deviceLanes returns the pool of device lanes and their job tiles,
+// making them at the first call. Where they cannot be allocated (device
+// memory taken by the simulation) device snapshots use the host lanes,
+// and DeviceLanes reports why.
+func (s *Streamer) deviceLanes() (chan *lane, uint64) {
+	d := &s.dl
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.made {
+		d.made = true
+		n, tiles := s.deviceLaneConfig()
+		var made []*lane
+		for i := 0; i < n; i++ {
+			ln, err := s.makeLane(tiles, exactCopyBack, true)
+			if ln != nil {
+				made = append(made, ln)
+			}
+			if err != nil {
+				// Likely device memory taken by the simulation: give back
+				// what was made, and use the host lanes.
+				d.err = fmt.Errorf("GPU %d: %d device lanes of %d-tile jobs: %w", s.dev, n, tiles, err)
+				for _, m := range made {
+					s.freeLane(m)
+				}
+				break
+			}
+		}
+		if d.err == nil {
+			d.lanes, d.tiles = make(chan *lane, n), tiles
+			for _, ln := range made {
+				ln.id = len(s.all)
+				s.all = append(s.all, ln)
+				d.lanes <- ln
+			}
+		}
+	}
+	if d.lanes == nil {
+		return s.lanes, s.o.JobTiles
+	}
+	return d.lanes, d.tiles
+}
+
+// DeviceLaneCount is how many lanes GPU-resident snapshots get on this
+// device (deviceLaneConfig), known before they are allocated: callers
+// size their concurrency from it (pipeline.GPU.Lanes).
+func (s *Streamer) DeviceLaneCount() int {
+	n, _ := s.deviceLaneConfig()
+	return n
+}
+
+func (s *Streamer) deviceLaneConfig() (int, uint64) {
+	return deviceLaneConfig(s.mem, s.o.Streams, cmpInt(s.o.DeviceLanes, envDeviceLanes()), cmpU64(s.o.DeviceJobTiles, envDeviceJobTiles()))
+}
+
+// DeviceLanes says how many lanes and tiles per job GPU-resident snapshots
+// use, once the first has run (0 before), and why they fell back to the
+// host lanes if they did.
+func (s *Streamer) DeviceLanes() (lanes int, jobTiles uint64, err error) {
+	d := &s.dl
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lanes != nil {
+		return cap(d.lanes), d.tiles, nil
+	}
+	if d.made {
+		return s.o.Lanes, s.o.JobTiles, d.err
+	}
+	return 0, 0, nil
+}
+
+func cmpInt(a, b int) int {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+func cmpU64(a, b uint64) uint64 {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
 // envJobTiles (FZ_GPU_JOB_TILES) and envStreams (FZ_GPU_STREAMS) override
 // the default tiles per job and streams per lane (comparisons).
 func envJobTiles() uint64 {
@@ -200,13 +407,13 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	if o.CopyThreads <= 0 {
 		o.CopyThreads = 4
 	}
-	s := &Streamer{lib: l, dev: int32(dev), o: o, lanes: make(chan *lane, o.Lanes),
+	s := &Streamer{lib: l, dev: int32(dev), o: o, lanes: make(chan *lane, o.Lanes), mem: mem,
 		name: fmt.Sprintf("gpu %d (%s, %.0f GiB)", dev, name, float64(mem)/(1<<30))}
 	if err := l.cerr(l.streamCreate(s.dev, &s.up), "create upload stream"); err != nil {
 		return nil, fmt.Errorf("GPU %d: %w", dev, err)
 	}
 	for i := 0; i < o.Lanes; i++ {
-		ln, err := s.newLane()
+		ln, err := s.makeLane(o.JobTiles, false, false)
 		if ln != nil {
 			s.all = append(s.all, ln)
 		}
@@ -219,11 +426,17 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 	return s, nil
 }
 
-func (s *Streamer) newLane() (*lane, error) {
+// makeLane allocates a lane. A device lane (GPU-resident snapshots) has
+// no arena and no staging ring: its kernels read the producer's memory;
+// with exact copy-back it has no pinned output slots either.
+func (s *Streamer) makeLane(jobTiles uint64, exact, device bool) (*lane, error) {
 	l, dev := s.lib, s.dev
-	ln := &lane{s: s, arenaCap: s.o.ArenaBytes, id: len(s.all)}
-	if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
-		return ln, err
+	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact}
+	if !device {
+		ln.arenaCap = s.o.ArenaBytes
+		if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
+			return ln, err
+		}
 	}
 	if err := l.cerr(l.eventBlocking(dev, &ln.upEv), "create event"); err != nil {
 		return ln, err
@@ -242,7 +455,7 @@ func (s *Streamer) newLane() (*lane, error) {
 			return ln, err
 		}
 	}
-	outCap := l.compressBound(2, s.o.JobTiles)
+	outCap := l.compressBound(2, jobTiles)
 	for i := 0; i < s.o.Streams; i++ {
 		sl := &slot{outCap: outCap}
 		ln.sl = append(ln.sl, sl)
@@ -253,9 +466,9 @@ func (s *Streamer) newLane() (*lane, error) {
 			// The lowest priority: a simulation's kernels on the same GPU
 			// go first (GPU-resident snapshots, ipc.go).
 			{l.ipc.streamPriority(dev, 1, &sl.stream, nil), "create stream"},
-			{l.create(dev, s.o.JobTiles, &sl.ctx), "create GPU context"},
+			{l.create(dev, jobTiles, &sl.ctx), "create GPU context"},
 			{l.malloc(dev, outCap, &sl.dOut), "allocate output slot"},
-			{l.hostAlloc(outCap, &sl.hOut), "allocate pinned output slot"},
+			{pinnedSlot(l, device, exact, outCap, &sl.hOut), "allocate pinned output slot"},
 			{l.hostAlloc(uint64(unsafe.Sizeof(result{})), &sl.res), "allocate pinned result"},
 			{l.eventBlocking(dev, &sl.copied), "create event"},
 			{l.eventBlocking(dev, &sl.done), "create event"},
@@ -264,6 +477,9 @@ func (s *Streamer) newLane() (*lane, error) {
 				return ln, err
 			}
 		}
+	}
+	if device {
+		return ln, nil
 	}
 	per := max(s.o.StageBytes/stageSlots, 1<<20) &^ 4095
 	for i := 0; i < stageSlots; i++ {
@@ -292,44 +508,7 @@ func (s *Streamer) Lanes() int { return s.o.Lanes }
 func (s *Streamer) Close() error {
 	l, dev := s.lib, s.dev
 	for _, ln := range s.all {
-		for _, sl := range ln.sl {
-			if sl.stream != 0 {
-				l.streamSync(dev, sl.stream)
-				l.streamDestroy(dev, sl.stream)
-			}
-			if sl.ctx != 0 {
-				l.destroy(sl.ctx)
-			}
-			if sl.dOut != 0 {
-				l.free(dev, sl.dOut)
-			}
-			for _, p := range []unsafe.Pointer{sl.hOut, sl.res} {
-				if p != nil {
-					l.hostFree(p)
-				}
-			}
-			for _, e := range []uintptr{sl.copied, sl.done} {
-				if e != 0 {
-					l.eventDestroy(dev, e)
-				}
-			}
-		}
-		for _, ss := range ln.stage {
-			if ss.buf != nil {
-				l.hostFree(ss.buf)
-			}
-			if ss.ev != 0 {
-				l.eventDestroy(dev, ss.ev)
-			}
-		}
-		if ln.arena != 0 {
-			l.free(dev, ln.arena)
-		}
-		for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1, ln.gt0, ln.gt1} {
-			if e != 0 {
-				l.eventDestroy(dev, e)
-			}
-		}
+		s.freeLane(ln)
 	}
 	s.all = nil
 	s.ipc.close(s)
@@ -345,6 +524,49 @@ func (s *Streamer) Close() error {
 	return nil
 }
 
+// freeLane frees what a lane holds (also one makeLane left half made).
+func (s *Streamer) freeLane(ln *lane) {
+	l, dev := s.lib, s.dev
+	for _, sl := range ln.sl {
+		if sl.stream != 0 {
+			l.streamSync(dev, sl.stream)
+			l.streamDestroy(dev, sl.stream)
+		}
+		if sl.ctx != 0 {
+			l.destroy(sl.ctx)
+		}
+		if sl.dOut != 0 {
+			l.free(dev, sl.dOut)
+		}
+		for _, p := range []unsafe.Pointer{sl.hOut, sl.res} {
+			if p != nil {
+				l.hostFree(p)
+			}
+		}
+		for _, e := range []uintptr{sl.copied, sl.done} {
+			if e != 0 {
+				l.eventDestroy(dev, e)
+			}
+		}
+	}
+	for _, ss := range ln.stage {
+		if ss.buf != nil {
+			l.hostFree(ss.buf)
+		}
+		if ss.ev != 0 {
+			l.eventDestroy(dev, ss.ev)
+		}
+	}
+	if ln.arena != 0 {
+		l.free(dev, ln.arena)
+	}
+	for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1, ln.gt0, ln.gt1} {
+		if e != 0 {
+			l.eventDestroy(dev, e)
+		}
+	}
+}
+
 // RegisterHost page-locks b, read-only, for every device (cudaHostRegister
 // with the portable and read-only flags), so copies read it in place.
 func RegisterHost(b []byte) error {
@@ -356,6 +578,38 @@ func RegisterHost(b []byte) error {
 		return nil
 	}
 	return l.cerr(l.hostRegisterRO(unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b))), "register host memory")
+}
+
+// AllocPinned allocates n bytes of page-locked host memory (cudaHostAlloc,
+// portable: every device's copy engine reaches it), e.g. blobs that device
+// lanes write in place (Source.OutPinned). Free it with FreePinned; the Go
+// collector never does.
+func AllocPinned(n uint64) ([]byte, error) {
+	l, err := loadLibrary()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("allocate 0 bytes of pinned memory: expected a size > 0")
+	}
+	var p unsafe.Pointer
+	if err := l.cerr(l.hostAlloc(n, &p), fmt.Sprintf("allocate %d bytes of pinned memory", n)); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// FreePinned frees memory from AllocPinned (any slice of it that starts at
+// its first byte).
+func FreePinned(b []byte) error {
+	l, err := loadLibrary()
+	if err != nil {
+		return err
+	}
+	if cap(b) == 0 {
+		return nil
+	}
+	return l.cerr(l.hostFree(unsafe.Pointer(unsafe.SliceData(b))), "free pinned memory")
 }
 
 // UnregisterHost undoes RegisterHost.
@@ -370,8 +624,17 @@ func UnregisterHost(b []byte) error {
 	return l.cerr(l.hostUnregister(unsafe.Pointer(unsafe.SliceData(b))), "unregister host memory")
 }
 
-// Compress encodes src on this device; the bytes equal fz.Compress's.
+// Compress encodes src on this device; the bytes equal fz.Compress's. A
+// device source (Source.Device) runs on the device lanes.
 func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts ...fz.Option) ([]byte, fz.Stats, error) {
+	pool, tiles := s.lanes, s.o.JobTiles
+	if src.Device != 0 {
+		pool, tiles = s.deviceLanes()
+	}
+	return s.compressOn(ctx, pool, tiles, src, p, opts...)
+}
+
+func (s *Streamer) compressOn(ctx context.Context, pool chan *lane, jobTiles uint64, src Source, p fz.Params, opts ...fz.Option) ([]byte, fz.Stats, error) {
 	if err := p.Validate(int64(src.size())); err != nil {
 		return nil, fz.Stats{}, err
 	}
@@ -383,16 +646,16 @@ func (s *Streamer) Compress(ctx context.Context, src Source, p fz.Params, opts .
 	if g.Elements == 0 {
 		return fz.CPU().Compress(ctx, src.Bytes, p, opts...)
 	}
-	if g.TilesPerChunk > s.o.JobTiles {
-		return nil, fz.Stats{}, fmt.Errorf("chunks of %d tiles exceed the GPU job of %d tiles", g.TilesPerChunk, s.o.JobTiles)
+	if g.TilesPerChunk > jobTiles {
+		return nil, fz.Stats{}, fmt.Errorf("chunks of %d tiles exceed the GPU job of %d tiles", g.TilesPerChunk, jobTiles)
 	}
 	var ln *lane
 	select {
-	case ln = <-s.lanes:
+	case ln = <-pool:
 	case <-ctx.Done():
 		return nil, fz.Stats{}, fmt.Errorf("compress: waiting for a GPU lane: %w", context.Cause(ctx))
 	}
-	defer func() { s.lanes <- ln }()
+	defer func() { pool <- ln }()
 	out, st, err := ln.compress(ctx, src, p, g, set)
 	if errors.Is(err, errBoundOnHost) {
 		// Redo it on the CPU, from a private copy made as the device's
@@ -440,13 +703,21 @@ func jobSpan(g fz.Geometry, first, n uint64) (lo, hi uint64) {
 
 // run is one snapshot's state on a lane.
 type run struct {
-	ln      *lane
-	ctx     context.Context
-	src     Source
-	f       field
-	es      uint64
-	jobs    []job
-	out     []byte // allocated at the first job, sized from its ratio
+	ln   *lane
+	ctx  context.Context
+	src  Source
+	f    field
+	es   uint64
+	jobs []job
+	out  []byte // allocated at the first job, sized from its ratio
+	// exact: copy back exact counts (copyBackExact), where the lane has
+	// no pinned slots or FZ_GPU_EXACT=1 (read per snapshot, so tests can
+	// compare both on one lane)
+	exact bool
+	// pinned: out is the caller's page-locked Out, written by the device
+	// (exact runs); copies into it may still run until the lane's
+	// streams are synchronized
+	pinned  bool
 	hsz     uint64
 	st      fz.Stats
 	last    result
@@ -469,12 +740,13 @@ type run struct {
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
 	s, l := ln.s, ln.s.lib
 	t0 := time.Now()
-	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1}}
+	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1},
+		exact: ln.exact || exactCopyBack}
 	r.f.mode, r.f.bound = uint32(p.Mode), p.Bound
 	if bits, ok := fz.FillBits(p); ok {
 		r.f.hasFill, r.f.fillBits = 1, bits
 	}
-	for _, j := range jobs(g, s.o.JobTiles) {
+	for _, j := range jobs(g, ln.jobTiles) {
 		lo, hi := jobSpan(g, j[0], j[1])
 		r.jobs = append(r.jobs, job{first: j[0], n: j[1], lo: lo * r.es, hi: hi * r.es})
 	}
@@ -586,6 +858,16 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
 		return nil, st, err
 	}
+	if r.exact { // the last copies back into out may still run
+		for _, sl := range ln.sl {
+			if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
+				return nil, st, err
+			}
+			if err := l.cerr(l.eventSync(s.dev, sl.done), "copy from GPU"); err != nil {
+				return nil, st, err
+			}
+		}
+	}
 	if r.out == nil {
 		r.out = make([]byte, hsz)
 	}
@@ -672,10 +954,13 @@ func (r *run) issue(j int) error {
 		return err
 	}
 	// The job's byte count is only known on the device: copy back an
-	// estimate now and the rest, if any, when the job is collected.
-	r.jobs[j].back = ln.copyBackEstimate(jb.n, sl.outCap)
-	if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, r.jobs[j].back, 2, sl.stream), "copy from GPU"); err != nil {
-		return err
+	// estimate now and the rest, if any, when the job is collected (exact
+	// lanes copy when it is collected, see copyBackExact).
+	if !r.exact {
+		r.jobs[j].back = ln.copyBackEstimate(jb.n, sl.outCap)
+		if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, r.jobs[j].back, 2, sl.stream), "copy from GPU"); err != nil {
+			return err
+		}
 	}
 	if err := l.cerr(l.eventRecord(s.dev, sl.done, sl.stream), "record event"); err != nil {
 		return err
@@ -721,6 +1006,15 @@ func (r *run) collectUpTo(k int) error {
 		if res.bytes > sl.outCap {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
 		}
+		if r.exact {
+			if err := r.copyBackExact(sl, res.bytes); err != nil {
+				return err
+			}
+			r.st.Outliers += res.outliers
+			r.st.MaxAbsErr = max(r.st.MaxAbsErr, res.maxAbsErr)
+			r.last = res
+			continue
+		}
 		if back := r.jobs[r.done].back; res.bytes > back { // the estimate fell short
 			if err := l.cerr(l.copyD2H(s.dev, unsafe.Add(sl.hOut, back), sl.dOut+uintptr(back), res.bytes-back, 2, sl.stream), "copy from GPU"); err != nil {
 				return err
@@ -734,19 +1028,7 @@ func (r *run) collectUpTo(k int) error {
 		if res.bytes > 0 {
 			t2 := time.Now()
 			if r.out == nil {
-				// Large Go allocations are zeroed and fault their pages in:
-				// size the blob from the first job's ratio (+25 %) rather
-				// than the raw size, and round up so a released blob fits
-				// the next snapshots of about the same ratio.
-				jb := r.jobs[r.done]
-				est := res.bytes * r.src.size() / max(jb.hi-jb.lo, 1)
-				need := r.hsz + est + est/4 + 4096
-				if uint64(cap(r.src.Out)) >= need {
-					r.out = r.src.Out[:r.hsz]
-					clear(r.out)
-				} else {
-					r.out = make([]byte, r.hsz, (need+need/4+(1<<20)-1)&^(1<<20-1))
-				}
+				r.startOut(res.bytes, false)
 			}
 			job := unsafe.Slice((*byte)(sl.hOut), res.bytes)
 			if serialAppend || len(job) < 1<<20 {
@@ -763,6 +1045,81 @@ func (r *run) collectUpTo(k int) error {
 		r.last = res
 	}
 	return nil
+}
+
+// startOut makes the blob at the first job that has bytes (n of them).
+// Large Go allocations are zeroed and fault their pages in: size the blob
+// from the first job's ratio (+25 %) rather than the raw size, and round
+// up so a released blob fits the next snapshots of about the same ratio.
+// With pinnedOK the caller's pinned Out is taken if the first job fits.
+func (r *run) startOut(n uint64, pinnedOK bool) {
+	jb := r.jobs[r.done]
+	est := n * r.src.size() / max(jb.hi-jb.lo, 1)
+	need := r.hsz + est + est/4 + 4096
+	switch {
+	case pinnedOK && r.src.OutPinned && uint64(cap(r.src.Out)) >= r.hsz+n:
+		r.out, r.pinned = r.src.Out[:r.hsz], true
+	case !r.src.OutPinned && uint64(cap(r.src.Out)) >= need:
+		r.out = r.src.Out[:r.hsz]
+	default:
+		r.out = make([]byte, r.hsz, (need+need/4+(1<<20)-1)&^(1<<20-1))
+		return
+	}
+	clear(r.out)
+}
+
+// copyBackExact copies a collected job's n bytes from its slot to the end
+// of the blob. Into the caller's pinned Out the copy engine writes them in
+// place, queued on the slot's stream (the slot's next job follows it; the
+// lane synchronizes its streams before the blob is used): no host copy,
+// no estimate's margin over the link. Where the pinned blob has no room
+// left (or was not given), the rest goes to Go memory: through the slot's
+// pinned buffer where the lane has one, else by a synchronous copy into
+// pageable memory (slower; a pool of pinned blobs sized from earlier
+// snapshots makes it rare).
+func (r *run) copyBackExact(sl *slot, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	ln := r.ln
+	s, l := ln.s, ln.s.lib
+	t0 := time.Now()
+	defer func() { r.tApp += time.Since(t0) }()
+	if r.out == nil {
+		r.startOut(n, true)
+	}
+	if r.pinned && uint64(cap(r.out)-len(r.out)) >= n {
+		n0 := len(r.out)
+		r.out = r.out[:n0+int(n)]
+		return l.cerr(l.copyD2H(s.dev, unsafe.Pointer(&r.out[n0]), sl.dOut, n, 2, sl.stream), "copy from GPU")
+	}
+	if r.pinned { // out of room: wait for the copies into it, go on in Go memory
+		for _, o := range ln.sl {
+			if err := l.cerr(l.streamSync(s.dev, o.stream), "copy from GPU"); err != nil {
+				return err
+			}
+		}
+		est := (uint64(len(r.out)) + n) * r.src.size() / max(r.jobs[r.done].hi, 1)
+		b := make([]byte, len(r.out), (est+est/4+(1<<20)-1)&^(1<<20-1))
+		copy(b, r.out)
+		r.out, r.pinned = b, false
+	}
+	n0 := len(r.out)
+	r.out = slices.Grow(r.out, int(n))[:n0+int(n)]
+	if sl.hOut != nil {
+		if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, n, 2, sl.stream), "copy from GPU"); err != nil {
+			return err
+		}
+		if err := l.cerr(l.streamSync(s.dev, sl.stream), "copy from GPU"); err != nil {
+			return err
+		}
+		return parallelCopy(r.out[n0:], unsafe.Slice((*byte)(sl.hOut), n), s.o.CopyThreads, func(d, s []byte) error { copy(d, s); return nil })
+	}
+	// Pageable memory: the copy returns once done.
+	if err := l.cerr(l.copyD2H(s.dev, unsafe.Pointer(&r.out[n0]), sl.dOut, n, 2, sl.stream), "copy from GPU"); err != nil {
+		return err
+	}
+	return l.cerr(l.streamSync(s.dev, sl.stream), "copy from GPU")
 }
 
 // upload copies src to device address dst and makes stream wait for it:

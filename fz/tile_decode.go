@@ -11,8 +11,6 @@ import (
 // holds the field's elements from element base on (0: the whole field).
 // Every field of src is untrusted.
 func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
-	z0, y0, x0, lz, ly, lx := l.tileBox(t)
-	n := lz * ly * lx
 	const ngroups = TileElems / 8
 	r := reader{b: src}
 	word0, err := r.u32("tile header")
@@ -70,6 +68,17 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 	default:
 		clear(hi)
 	}
+	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, t, step, fill)
+}
+
+// decodeTileTail finishes a tile whose codes are in s.lo and s.hi (slot
+// order; escapes as 0x8000): it reads the sections after the codes from r
+// (escapes, fill, raw), undoes the prediction and writes the values.
+func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int32, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
+	z0, y0, x0, lz, ly, lx := l.tileBox(t)
+	n := lz * ly * lx
+	lo, hi := s.lo[:], s.hi[:]
+	var err error
 
 	// Escaped residuals.
 	var esc []byte
@@ -96,7 +105,7 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 	if err := gatherResiduals(s, q, smapA, lz, ly, lx, l.mapRuns(s, lz, ly, lx), esc, nesc); err != nil {
 		return err
 	}
-	q[0] = int32(origin)
+	q[0] = origin
 
 	// Undo Lorenzo and dequantize into place.
 	var zero T

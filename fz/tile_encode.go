@@ -37,6 +37,41 @@ type tileStats struct {
 
 // encodeTile appends the encoding of tile t of src to dst.
 func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer, dst []byte) []byte {
+	c := tileCodeBits(s, st, src, l, t, qz)
+
+	// 5. Zero-block encoding.
+	word0 := c.planeMask
+	if len(s.esc) > 0 {
+		word0 |= tileHasEscapes
+	}
+	if len(s.fill) > 0 {
+		word0 |= tileHasFill
+	}
+	if len(s.raw) > 0 {
+		word0 |= tileHasRaw
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, word0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(c.origin))
+	for pm := c.planeMask; pm != 0; pm &= pm - 1 {
+		p := bits.TrailingZeros32(pm)
+		dst = appendZeroBlocks(dst, s.planes[p/8][p%8][:], blocksPerPlane)
+	}
+	return appendTileTail[T](s, &c, dst)
+}
+
+// tileBits is what tileCodeBits leaves for the tile coding: the codes are
+// in s.planes (only the planes of planeMask are valid), the escape, fill
+// and raw lists in s.
+type tileBits struct {
+	lz, ly, lx int
+	smap       *[TileElems]uint16
+	origin     int32
+	planeMask  uint32 // bit p: plane p has a set bit
+}
+
+// tileCodeBits runs stages 1–4 of encodeTile (quantize, holes, Lorenzo
+// codes, bitshuffle) for tile t.
+func tileCodeBits[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer) tileBits {
 	z0, y0, x0, lz, ly, lx := l.tileBox(t)
 	n := lz * ly * lx
 	q := s.q[:n]
@@ -93,23 +128,15 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 		shuffleBytes(hi[:], &s.planes[1], ngroups)
 	}
 
-	// 5. Zero-block encoding.
-	word0 := planeMask
-	if len(s.esc) > 0 {
-		word0 |= tileHasEscapes
-	}
-	if len(s.fill) > 0 {
-		word0 |= tileHasFill
-	}
-	if len(s.raw) > 0 {
-		word0 |= tileHasRaw
-	}
-	dst = binary.LittleEndian.AppendUint32(dst, word0)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(origin))
-	for pm := planeMask; pm != 0; pm &= pm - 1 {
-		p := bits.TrailingZeros32(pm)
-		dst = appendZeroBlocks(dst, s.planes[p/8][p%8][:], blocksPerPlane)
-	}
+	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, origin: origin, planeMask: planeMask}
+}
+
+// appendTileTail appends the sections after the codes: escapes, fill mask,
+// raw mask and values.
+func appendTileTail[T float](s *tileScratch, c *tileBits, dst []byte) []byte {
+	lz, ly, lx := c.lz, c.ly, c.lx
+	n := lz * ly * lx
+	smap := c.smap
 	if len(s.esc) > 0 {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.esc)))
 		for _, d := range s.esc {
@@ -304,6 +331,12 @@ func codesTile(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint1
 
 // codesScalar is the reference for codesTile.
 func codesScalar(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16) (orLo, orHi byte) {
+	return codesScalarMax(s, q, lz, ly, lx, smap, maxCode)
+}
+
+// codesScalarMax is codesScalar escaping every residual whose magnitude
+// exceeds maxMag.
+func codesScalarMax(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16, maxMag uint32) (orLo, orHi byte) {
 	lo, hi := &s.lo, &s.hi
 	s.esc = s.esc[:0]
 	zero := s.zeroRow[:lx]
@@ -338,7 +371,7 @@ func codesScalar(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uin
 				slot := sm[x] & (TileElems - 1)
 				sg := d >> 31
 				m := uint32((d ^ sg) - sg)
-				if m > maxCode {
+				if m > maxMag {
 					s.esc = append(s.esc, d)
 					lo[slot], hi[slot] = 0, 0x80
 					orHi |= 0x80

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,12 @@ func (p *pipe) compressDevice(it *item, t0 time.Time) error {
 	it.blob, it.st, it.gpu = blob, st, gpu
 	return nil
 }
+
+// traceDevice (FZ_GPU_TRACE=1, as the cuda package's trace) prints each
+// device snapshot's host-side phases.
+var traceDevice = os.Getenv("FZ_GPU_TRACE") != ""
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
 // DeviceStats counts GPU-resident snapshots.
 type DeviceStats struct {
@@ -122,8 +129,18 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 	}
 	mem, ev := d.Handles()
 	snap := cuda.DeviceSnapshot{Owner: n.Producer, MemHandle: mem, EventHandle: ev, AllocSize: uint64(d.AllocSize),
-		Offset: uint64(n.Offset), Length: uint64(n.Length), Out: g.outBuf()}
+		Offset: uint64(n.Offset), Length: uint64(n.Length)}
+	// With exact copy-back (FZ_GPU_EXACT=1) a pinned blob: the device
+	// writes the compressed bytes in place.
+	snap.Out, snap.OutPinned = g.outFor(snap.Length, cuda.ExactCopyBack())
+	t1 := time.Now()
 	blob, st, tm, err := s.CompressDevice(ctx, snap, p, g.o.Codec...)
+	t2 := time.Now()
+	g.outDone(snap.Out, snap.OutPinned, blob, err)
+	if traceDevice {
+		fmt.Fprintf(os.Stderr, "fzgpu device snapshot: blob %.3fms (pinned %v) compress %.3fms after %.3fms gpu %.3fms\n",
+			ms(t1.Sub(t0)), snap.OutPinned, ms(t2.Sub(t1)), ms(time.Since(t2)), ms(tm.GPU))
+	}
 	g.dev.wait.Add(int64(tm.EventWait))
 	g.dev.gpu.Add(int64(tm.GPU))
 	g.dev.stall.Add(int64(time.Since(t0)))
@@ -150,6 +167,18 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 	return blob, st, tm.GPU, nil
 }
 
+// DeviceLanes is how many lanes the GPUs give GPU-resident snapshots and
+// their tiles per job (the first device's; 0 before the first device
+// snapshot).
+func (g *GPU) DeviceLanes() (lanes int, jobTiles uint64) {
+	for _, s := range g.devs {
+		n, t, _ := s.DeviceLanes()
+		lanes += n
+		jobTiles = max(jobTiles, t)
+	}
+	return lanes, jobTiles
+}
+
 // logDeviceStats says at shutdown what GPU-resident snapshots cost.
 func (g *GPU) logDeviceStats() {
 	d := g.DeviceStats()
@@ -157,7 +186,20 @@ func (g *GPU) logDeviceStats() {
 		return
 	}
 	n := float64(max(d.Snapshots+d.Failed, 1))
+	live, bytes, _ := g.pinned.stats()
 	g.o.Log.Info("device snapshots", "stored", d.Snapshots, "failed", d.Failed,
 		"gpu_seconds", d.GPUTime.Seconds(), "gpu_ms_per_snapshot", d.GPUTime.Seconds()*1e3/n,
-		"event_wait_ms_per_snapshot", d.EventWait.Seconds()*1e3/n, "read_ms_per_snapshot", d.Stall.Seconds()*1e3/n)
+		"event_wait_ms_per_snapshot", d.EventWait.Seconds()*1e3/n, "read_ms_per_snapshot", d.Stall.Seconds()*1e3/n,
+		"pinned_blobs", live, "pinned_blob_bytes", bytes)
+	if err := g.pinned.err(); err != nil {
+		g.o.Log.Warn("no pinned blobs for device snapshots: their bytes went through Go memory (slower)", "err", err)
+	}
+	for _, s := range g.devs {
+		lanes, tiles, err := s.DeviceLanes()
+		if err != nil {
+			g.o.Log.Warn("device snapshots ran on the host lanes: the device lanes could not be allocated", "device", s.Name(), "err", err)
+		} else if lanes > 0 {
+			g.o.Log.Info("device lanes", "device", s.Name(), "lanes", lanes, "job_tiles", tiles)
+		}
+	}
 }

@@ -113,6 +113,10 @@ func TestDeviceIngestBench(t *testing.T) {
 	t.Logf("sidecar: %d device snapshots, device-work span %.2f ms/snapshot (sum over the window %.2f s of %.2f s wall), event wait %.3f ms, read %.2f ms",
 		n, gpu.Seconds()*1e3/float64(max(n, 1)), gpu.Seconds()*float64(rep.Snapshots)/float64(max(n, 1)), rep.Wall,
 		(d.EventWait-d0.EventWait).Seconds()*1e3/float64(max(n, 1)), (d.Stall-d0.Stall).Seconds()*1e3/float64(max(n, 1)))
+	dl, dt := a.GPU.DeviceLanes()
+	fmt.Printf("DEVICE_BENCH device_lanes=%d job_tiles=%d ingest_GBps=%.1f h2d_GBps=%.1f x_h2d=%.2f stall_p50_ms=%.2f stall_p90_ms=%.2f publish_ms=%.3f read_ms=%.2f span_ms=%.2f\n", dl, dt,
+		rep.Ingest/1e9, rep.H2D/1e9, rep.Ingest/rep.H2D, rep.StallP50, rep.StallP90, rep.Publish,
+		(d.Stall-d0.Stall).Seconds()*1e3/float64(max(n, 1)), gpu.Seconds()*1e3/float64(max(n, 1)))
 	fmt.Printf("DEVICE_BENCH lanes=%d ingest_GBps=%.1f h2d_GBps=%.1f x_h2d=%.2f stall_p50_ms=%.2f span_ms=%.2f\n", a.GPU.Lanes(),
 		rep.Ingest/1e9, rep.H2D/1e9, rep.Ingest/rep.H2D, rep.StallP50, gpu.Seconds()*1e3/float64(max(n, 1)))
 }

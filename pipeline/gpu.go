@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/fzsidecar/fzsidecar/cuda"
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -66,6 +67,8 @@ type GPU struct {
 	}
 	warn sync.Once
 	dev  deviceCounters // GPU-resident snapshots (device.go)
+	// pinned: page-locked blobs for GPU-resident snapshots (pinnedblobs.go)
+	pinned *pinnedBlobs
 }
 
 // NewGPU spreads snapshots over the streamers' lanes.
@@ -83,7 +86,8 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 	for _, s := range streamers {
 		n += s.Lanes()
 	}
-	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), blobs: make(chan []byte, 2*n+8), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost)}
+	g := &GPU{o: o, devs: streamers, free: make(chan *cuda.Streamer, n), blobs: make(chan []byte, 2*n+8), cache: newPinCache(o.PinCacheBytes, cuda.RegisterHost, cuda.UnregisterHost),
+		pinned: newPinnedBlobs(cuda.AllocPinned, cuda.FreePinned)}
 	// Interleave devices so a lone snapshot goes to the first device and
 	// two go to different ones.
 	for i := 0; len(g.free) < n; i++ {
@@ -97,8 +101,22 @@ func NewGPU(streamers []*cuda.Streamer, o GPUOptions) *GPU {
 }
 
 // Lanes is how many snapshots the GPUs compress at once (at least what
-// Config.Compressors should be).
-func (g *GPU) Lanes() int { return cap(g.free) }
+// Config.Compressors should be): the host lanes plus the lanes of
+// GPU-resident snapshots, which are apart (cuda.Streamer.DeviceLaneCount).
+// With only the host lanes' count of compressors, device snapshots would
+// reach 4 of their 8 lanes (seen on an H100: 196 GB/s, each lane busy
+// 12 ms per 1 GiB snapshot, docs/PIPELINE.md).
+func (g *GPU) Lanes() int {
+	n := cap(g.free)
+	for _, s := range g.devs {
+		n += s.DeviceLaneCount()
+	}
+	return n
+}
+
+// HostLanes is how many snapshots in host memory the GPUs compress at
+// once (Lanes without the lanes of GPU-resident snapshots).
+func (g *GPU) HostLanes() int { return cap(g.free) }
 
 // Stats counts how snapshots reached the GPUs so far.
 func (g *GPU) Stats() GPUStats {
@@ -135,9 +153,35 @@ func (g *GPU) PinnedH2D(ctx context.Context, bytes uint64) (float64, error) {
 // Release takes a blob back once the pipeline is done with it (the
 // pipeline's Config.Release): the next snapshot's output reuses it.
 func (g *GPU) Release(blob []byte) {
+	if g.pinned.put(blob) {
+		return
+	}
 	select {
 	case g.blobs <- blob[:0]:
 	default:
+	}
+}
+
+// outFor is the blob a snapshot of raw bytes goes into: a pinned one
+// where its lanes copy back exact byte counts into it in place
+// (FZ_GPU_EXACT=1), else a released Go blob.
+func (g *GPU) outFor(raw uint64, exact bool) ([]byte, bool) {
+	if exact {
+		if b := g.pinned.get(raw); b != nil {
+			return b, true
+		}
+	}
+	return g.outBuf(), false
+}
+
+// outDone notes the size a snapshot needed and takes a pinned blob back
+// at once if the snapshot did not end up in it (an error, or it outgrew it).
+func (g *GPU) outDone(out []byte, pinned bool, blob []byte, err error) {
+	if err == nil && len(blob) > 0 {
+		g.pinned.noteNeed(uint64(len(blob)))
+	}
+	if pinned && (err != nil || unsafe.SliceData(blob) != unsafe.SliceData(out[:1])) {
+		g.pinned.put(out)
 	}
 }
 
@@ -154,6 +198,7 @@ func (g *GPU) outBuf() []byte {
 func (g *GPU) Close() error {
 	g.logDeviceStats()
 	g.cache.close()
+	g.pinned.close()
 	return nil
 }
 
@@ -183,7 +228,10 @@ func (g *GPU) Direct(ctx context.Context, m *ingest.Mapping, p fz.Params) ([]byt
 			} else {
 				g.stats.registered.Add(1)
 			}
-			return s.Compress(ctx, cuda.Source{Bytes: e.m.Bytes(), Pinned: true, Out: g.outBuf()}, p, g.o.Codec...)
+			out, pinned := g.outFor(uint64(m.Len()), cuda.ExactCopyBack())
+			blob, st, err := s.Compress(ctx, cuda.Source{Bytes: e.m.Bytes(), Pinned: true, Out: out, OutPinned: pinned}, p, g.o.Codec...)
+			g.outDone(out, pinned, blob, err)
+			return blob, st, err
 		}
 		g.stats.failed.Add(1)
 		g.warn.Do(func() {

@@ -71,8 +71,10 @@ func FromSettings(ctx context.Context, s config.Settings, log *slog.Logger) (*As
 	// tmpfs sink held one H200 to 0.73 of its PCIe rate, with 8 it kept up
 	// (0.96; bench e2e, docs/PIPELINE.md).
 	writers := s.Pipeline.Writers
-	if 2*cc.lanes > writers && !s.IsSet("pipeline.writers") {
-		writers = 2 * cc.lanes
+	// Two per host lane: the device lanes' output is a twelfth of theirs
+	// (before device lanes existed, 2 x 4 lanes gave the 8 measured).
+	if 2*cc.hostLanes > writers && !s.IsSet("pipeline.writers") {
+		writers = 2 * cc.hostLanes
 	}
 	sinkLog := log.With("component", "sink")
 	sink, err := sinks.Open(ctx, s.Sink, sinks.WithLogger(sinkLog), sinks.WithS3(sinks.S3Config{
@@ -127,7 +129,11 @@ type codecChoice struct {
 	features []string
 	release  func([]byte)
 	lanes    int // snapshots the backend compresses at once (GPU lanes)
-	name     string
+	// hostLanes: the lanes of snapshots in host memory, whose whole field
+	// goes through the sink's writers; GPU-resident snapshots have lanes
+	// of their own (pipeline.GPU.Lanes counts both)
+	hostLanes int
+	name      string
 }
 
 // openCodec resolves backend and gpus: the CPU codec, or the GPU direct
@@ -187,5 +193,5 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, 
 	a.closers = append(a.closers, g) // closed before the streamers
 	a.GPU = g
 	log.Info("backend "+want+": gpu", "devices", strings.Join(names, "; "), "lanes", g.Lanes(), "host", s.GPUHost)
-	return codecChoice{direct: g.Direct, device: g.Device, features: g.Features(), release: g.Release, lanes: g.Lanes(), name: strings.Join(names, "; ")}, nil
+	return codecChoice{direct: g.Direct, device: g.Device, features: g.Features(), release: g.Release, lanes: g.Lanes(), hostLanes: g.HostLanes(), name: strings.Join(names, "; ")}, nil
 }

@@ -11,6 +11,9 @@
 #      2 writer threads for comparison; pinned H2D measured by bench_h2d
 #      (the same method as bench e2e) right before and after each run, and
 #      the upload stream's busy share from FZ_GPU_TRACE=1 (cuda/tools/timeline.py).
+# GO_FILLS (default "none copy", "" for none) and C_RUNS (see below) pick
+# the runs; a C run's VAR=value words go to the sidecar's environment
+# (e.g. FZ_GPU_EXACT=1, to compare settings in one call).
 # Then a table. Segments on a huge=always tmpfs when it can be mounted
 # (else /dev/shm), for both the Go and C runs.
 #
@@ -24,7 +27,7 @@ R=${R:-.devrun/ingest}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$R/lib:${LD_LIBRARY_PATH:-}
-FZS=$PWD/$R/fzsidecar
+FZS=${FZS:-$PWD/$R/fzsidecar}
 ING=$PWD/$R/fzproducer_ingest
 TL=$PWD/cuda/tools/timeline.py
 RES=$OUT/results.jsonl
@@ -63,7 +66,7 @@ grep -E " $SHM " /proc/mounts | head -1
 echo "segments in $SHM"
 
 step "Go producers: bench e2e"
-for fill in none copy; do
+for fill in ${GO_FILLS-none copy}; do
   echo "--- go fill $fill" | tee -a "$OUT/go.log"
   FZ_GPU_TRACE=1 timeout 150 "$FZS" bench e2e --backend $BACKEND "${GPUS[@]}" --producers 8 --snapshots "$SNAPS" --size "$SIZE" \
     --sink null --fill $fill --shm $SHM --json $TMPD/go_$fill.json >$TMPD/go_$fill.out 2>$TMPD/go_$fill.trace
@@ -75,9 +78,9 @@ for fill in none copy; do
 done
 
 SERVE=
-start_serve() { # $1: log
+start_serve() { # $1: log; $SERVE_ENV: VAR=value words for the sidecar
   rm -rf $SHM/$SEGS $DATA $SINK
-  FZ_GPU_TRACE=1 "$FZS" serve --backend $BACKEND "${GPUS[@]}" --shm-dir $SHM/$SEGS --sink $SINK --data-dir $DATA \
+  env ${SERVE_ENV:-} FZ_GPU_TRACE=1 "$FZS" serve --backend $BACKEND "${GPUS[@]}" --shm-dir $SHM/$SEGS --sink $SINK --data-dir $DATA \
     --nats-listen 127.0.0.1:$PORT --metrics-listen off --budget 16GiB --writers 8 >"$1" 2>&1 &
   SERVE=$!
   for i in $(seq 150); do grep -q "fzsidecar ready" "$1" && return 0; kill -0 $SERVE 2>/dev/null || break; sleep 0.2; done
@@ -88,7 +91,7 @@ h2d() { [ "$BACKEND" = gpu ] && $TMPD/bench_h2d $((256 << 20)) 0 | awk '{print $
 
 c_run() { # name producers write [more flags]
   local name=$1 k=$2 w=$3; shift 3
-  echo "--- c $name: $k producers, write $w $*" | tee -a "$OUT/c.log"
+  echo "--- c $name: $k producers, write $w $* ${SERVE_ENV:-}" | tee -a "$OUT/c.log"
   local b a busy
   b=$(h2d)
   start_serve $TMPD/serve_$name.log || return 1
@@ -102,17 +105,20 @@ c_run() { # name producers write [more flags]
   busy=$(python3 "$TL" $TMPD/serve_$name.log $((k * SNAPS)) 2>&1 | tee -a "$OUT/c.log" | sed -n 's/.*busy [0-9.]* ms (\([0-9.]*\)%).*/\1/p' | head -1)
   echo "pinned H2D before / after: $b / $a" | tee -a "$OUT/c.log"
   { echo "### serve $name"; grep -v -E "upload [0-9]+ MB|lane [0-9]+: host start|snapshot stored" $TMPD/serve_$name.log | tail -20; } >>"$OUT/serve.log"
-  python3 -c "import json; r=json.load(open('$TMPD/c_$name.json')); r['run']='c $name'; r['pinned_h2d_bytes_per_second']=${b:-0}; r['pinned_h2d_after_bytes_per_second']=${a:-0}; r['ingest_vs_pinned_h2d']=r['ingest_bytes_per_second']/max(${b:-0},${a:-0},1); r['link_busy_pct']=float('${busy:-0}' or 0); print(json.dumps(r))" >>"$RES" 2>>"$OUT/c.log"
+  python3 -c "import json; r=json.load(open('$TMPD/c_$name.json')); r['run']='c $name'; r['serve_env']='${SERVE_ENV:-}'; r['pinned_h2d_bytes_per_second']=${b:-0}; r['pinned_h2d_after_bytes_per_second']=${a:-0}; r['ingest_vs_pinned_h2d']=r['ingest_bytes_per_second']/max(${b:-0},${a:-0},1); r['link_busy_pct']=float('${busy:-0}' or 0); print(json.dumps(r))" >>"$RES" 2>>"$OUT/c.log"
   rm -rf $SINK $DATA
 }
 
 step "C producers: fzproducer_ingest -> serve"
-c_run fresh8 8 fresh
-c_run fresh16 16 fresh
-c_run none8 8 none
-c_run copy8 8 copy
-c_run fresh8t2 8 fresh --threads 2
-c_run store8 8 store
+# C_RUNS: "name producers write [flags] [VAR=value for serve...]" separated by ';'
+IFS=';' read -ra CR <<<"${C_RUNS:-fresh8 8 fresh;fresh16 16 fresh;none8 8 none;copy8 8 copy;fresh8t2 8 fresh --threads 2;store8 8 store}"
+for r in "${CR[@]}"; do
+  set -- $r
+  SERVE_ENV=
+  args=()
+  for a in "$@"; do case $a in *=*) SERVE_ENV="$SERVE_ENV $a" ;; *) args+=("$a") ;; esac; done
+  c_run "${args[@]}"
+done
 [ "$SHM" = /dev/shm ] && rm -rf $SHM/$SEGS || umount $SHM
 
 step table

@@ -205,6 +205,15 @@ FZP_API const char *fzp_snapshot_msg_id(const fzp_snapshot *snap);
 FZP_API int fzp_snapshot_reused(const fzp_snapshot *snap);
 
 /**
+ * The sidecar's GPU time for a GPU-resident snapshot (fzp_publish_device),
+ * in seconds, once its result is in: the result's gpu_seconds, the span of
+ * the sidecar's device work on it (docs/PROTOCOL.md section 5). 0 before
+ * the result, for segment snapshots and for NULL. (Not in fzp_result, whose
+ * layout the Python and Fortran bindings mirror.)
+ */
+FZP_API double fzp_snapshot_gpu_seconds(const fzp_snapshot *snap);
+
+/**
  * Announces the snapshot. Retries with the same Nats-Msg-Id until the
  * stream acknowledges it (a restarting sidecar neither loses nor duplicates
  * it) or publish_timeout_ms passes. From here on the segment must not be

@@ -52,6 +52,8 @@ struct fzp_snapshot {
     int admitted;                /* holds an admission lease (fzp_begin) */
     int64_t leased_ms;           /* when it was granted or last renewed */
     fzp_result res;
+    double gpu_seconds; /* the result's gpu_seconds (GPU-resident snapshots), else 0;
+                         * apart from res, whose layout bindings mirror */
 };
 
 struct fzp_producer {
@@ -657,9 +659,11 @@ void fzp_close(fzp_producer *p) {
 
 /* ---------- results ---------- */
 
-/* Parses a result message. 0 on success. */
-static int parse_result(const char *data, size_t n, fzp_result *r) {
+/* Parses a result message, and its gpu_seconds into *gpu (0 if absent).
+ * 0 on success. */
+static int parse_result(const char *data, size_t n, fzp_result *r, double *gpu) {
     memset(r, 0, sizeof *r);
+    *gpu = 0;
     fzj_value v;
     if (fzj_get(data, n, "msg_id", &v) != 1 || fzj_string(&v, r->msg_id, sizeof r->msg_id) != 0)
         return -1;
@@ -681,6 +685,8 @@ static int parse_result(const char *data, size_t n, fzp_result *r) {
         fzj_float(&v, &r->max_abs_err);
     if (fzj_get(data, n, "seconds", &v) == 1)
         fzj_float(&v, &r->seconds);
+    if (fzj_get(data, n, "gpu_seconds", &v) == 1)
+        fzj_float(&v, gpu);
     if (!r->ok) {
         fzj_value e, f;
         if (fzj_get(data, n, "error", &e) == 1 && e.type == FZJ_OBJECT) {
@@ -726,7 +732,8 @@ static void recycle_locked(fzp_producer *p, fzp_segment *seg) {
  * sidecar restart) and results for other processes with our id are ignored. */
 static void deliver(fzp_producer *p, const char *data, size_t n) {
     fzp_result r;
-    if (parse_result(data, n, &r) != 0)
+    double gpu;
+    if (parse_result(data, n, &r, &gpu) != 0)
         return;
     pthread_mutex_lock(&p->mu);
     for (fzp_snapshot *s = p->snaps; s; s = s->next) {
@@ -736,6 +743,7 @@ static void deliver(fzp_producer *p, const char *data, size_t n) {
          * the segment is reused or removed when the caller frees the
          * snapshot, so memory it may still look at stays mapped. */
         s->res = r;
+        s->gpu_seconds = gpu;
         s->state = SNAP_DONE;
         pthread_cond_broadcast(&p->cond);
         break;
@@ -1025,6 +1033,15 @@ int fzp_snapshot_data(const fzp_snapshot *s, void **data, uint64_t *nbytes) {
 
 const char *fzp_snapshot_msg_id(const fzp_snapshot *s) { return s ? s->msg_id : ""; }
 int fzp_snapshot_reused(const fzp_snapshot *s) { return s ? s->reused : 0; }
+
+double fzp_snapshot_gpu_seconds(const fzp_snapshot *s) {
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->p->mu); /* set by the NATS thread that delivers the result */
+    double g = s->state == SNAP_DONE ? s->gpu_seconds : 0;
+    pthread_mutex_unlock(&s->p->mu);
+    return g;
+}
 
 static int build_note(const fzp_snapshot *s, char *buf, size_t cap, size_t *len) {
     fzp_producer *p = s->p;

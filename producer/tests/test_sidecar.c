@@ -75,6 +75,8 @@ static void roundtrip(void) {
           (unsigned long long)r.raw_bytes, (unsigned long long)r.compressed_bytes);
     CHECK(r.abs_eb == 1e-3 && r.max_abs_err <= r.abs_eb && r.ratio > 1, "eb %g err %g ratio %g", r.abs_eb, r.max_abs_err, r.ratio);
     CHECK(strcmp(r.msg_id, fzp_snapshot_msg_id(s)) == 0, "msg_id");
+    /* a segment snapshot: no GPU time (GPU-resident ones: producer/examples/cuda/devbench.cu) */
+    CHECK(fzp_snapshot_gpu_seconds(s) == 0 && fzp_snapshot_gpu_seconds(NULL) == 0, "gpu seconds %g", fzp_snapshot_gpu_seconds(s));
     /* wait again: the same answer */
     CHECK_RC(p, fzp_wait(p, s, 0, &r), FZP_OK);
     CHECK(count_segments("ctest-rt") == 1, "segment removed before the snapshot was freed");

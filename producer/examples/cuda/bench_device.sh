@@ -3,8 +3,12 @@
 # kernel-only compress rate of the smooth bench field (fzsidecar bench), then
 # the sidecar in process with a null sink (pipeline's TestDeviceIngestBench)
 # fed by devbench, which measures pinned H2D in the same run. Variants:
-# "LANES INFLIGHT ENV...". Needs R (default .devrun) with fzsidecar,
-# pipeline.test and lib/ (see run_device.sh); logs to $OUT.
+# "LANES INFLIGHT ENV...": LANES are the host lanes (--gpu-lanes); device
+# snapshots run on device lanes of their own (8 x 8192-tile jobs where they
+# fit; FZ_GPU_DEVICE_LANES / FZ_GPU_DEVICE_JOB_TILES to compare). Needs R
+# (default .devrun) with fzsidecar, pipeline.test and lib/ (see
+# run_device.sh); logs to $OUT. producer/examples/gpu_ingest_diag.sh runs
+# this bench too, old and new binaries side by side.
 set -u
 R=${R:-.devrun}
 OUT=${OUT:-/tmp/out}
@@ -20,7 +24,7 @@ export FZ_CUDA_LIB=$PWD/cuda/build/libfzgpu.so
 nvcc -O2 -arch=sm_90 -Iproducer/include "$E/devbench.cu" -L"$R/lib" -lfzproducer -Xlinker -rpath-link="$R/lib" -o /tmp/devbench || exit 1
 cp "$FZ_CUDA_LIB" "$R/" 2>/dev/null
 "$R/fzsidecar" bench --backend gpu --fields smooth3d --rel 1e-3 --size 1GiB --reps 10 2>&1 | tee "$OUT/kernel_bench.log" | tail -3
-for v in "${@:-4 6}"; do
+for v in "${@:-4 8}"; do
   set -- $v
   lanes=$1 k=$2
   shift 2
