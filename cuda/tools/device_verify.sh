@@ -24,15 +24,19 @@ mkdir -p "$OUT"
 
 if [ "$mode" = prepare ]; then
   mkdir -p "$R"
-  CGO_ENABLED=0 go build -o "$R/fzsidecar" ./cmd/fzsidecar || exit 1
-  CGO_ENABLED=0 go test -c -o "$R/cuda.test" ./cuda || exit 1
-  rm -rf "$R/data" "$R/peers"
-  cp -r ../shared/data "$R/data" && cp -r ../shared/peers "$R/peers" || exit 1
+  # stripped and compressed: what travels is limited to 64 MiB in all
+  CGO_ENABLED=0 go build -ldflags="-s -w" -o "$R/fzsidecar" ./cmd/fzsidecar || exit 1
+  CGO_ENABLED=0 go test -ldflags="-s -w" -c -o "$R/cuda.test" ./cuda || exit 1
+  gzip -f "$R/fzsidecar" "$R/cuda.test"
+  rm -rf "$R/data" "$R/peers" "$R/data.tar.xz"
+  tar -C ../shared -cJf "$R/data.tar.xz" data && cp -r ../shared/peers "$R/peers" || exit 1
   chmod -R u+w "$R"
   du -sh "$R"
   exit 0
 fi
 
+for f in "$R"/*.gz; do [ -e "$f" ] && gunzip -f "$f" && chmod +x "${f%.gz}"; done
+[ -f "$R/data.tar.xz" ] && [ ! -d "$R/data" ] && tar -C "$R" -xJf "$R/data.tar.xz"
 lib=$PWD/cuda/build/libfzgpu.so
 if [ ! -f "$lib" ]; then
   make -C cuda >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
