@@ -101,6 +101,8 @@ func TestErrors(t *testing.T) {
 		{flags: []string{"--drain-timeout", "-1s"}, want: []string{"flag --drain-timeout", "pipeline.drain_timeout", "positive duration"}},
 		{flags: []string{"--nats-listen", "4222"}, want: []string{"flag --nats-listen", "host:port"}},
 		{flags: []string{"--subject-prefix", "a.b"}, want: []string{"nats.subject_prefix", "A-Z"}},
+		{file: "gpu_device_lanes: 40\n", want: []string{"gpu_device_lanes", `"40"`, "auto or a number of lanes", "1 to 32"}},
+		{flags: []string{"--gpu-device-lanes", "some"}, want: []string{"flag --gpu-device-lanes", "auto or a number of lanes"}},
 	}
 	for i, c := range cases {
 		f := ""
@@ -155,6 +157,18 @@ func TestValuesParsed(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil, nil); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestGPUDeviceLanes(t *testing.T) {
+	for v, want := range map[string]int{"auto": 0, "0": 0, "3": 3, " 32 ": 32} {
+		s := Defaults()
+		if err := s.Set("gpu_device_lanes", v, "test"); err != nil || s.GPUDeviceLanes != want {
+			t.Errorf("gpu_device_lanes %q: %d, %v; want %d", v, s.GPUDeviceLanes, err, want)
+		}
+	}
+	if s := Defaults(); s.GPUDeviceLanes != 0 {
+		t.Errorf("default %d, want 0 (auto)", s.GPUDeviceLanes)
 	}
 }
 

@@ -109,6 +109,22 @@ func intIn(f func(*Settings) *int, lo, hi int, what string) parser {
 	}
 }
 
+// autoOrIntIn is intIn where "auto" (or 0) leaves the choice to the
+// program (stored as 0).
+func autoOrIntIn(f func(*Settings) *int, lo, hi int, what string) parser {
+	p := intIn(f, lo, hi, what)
+	return func(s *Settings, v string) error {
+		if t := strings.TrimSpace(v); t == "auto" || t == "0" {
+			*f(s) = 0
+			return nil
+		}
+		if err := p(s, v); err != nil {
+			return fmt.Errorf("expected auto or %s (a whole number from %d to %d)", what, lo, hi)
+		}
+		return nil
+	}
+}
+
 func int64In(f func(*Settings) *int64, lo, hi int64, what string) parser {
 	return func(s *Settings, v string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

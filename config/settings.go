@@ -46,6 +46,10 @@ type Settings struct {
 	GPUArena int64
 	// GPULanes is how many snapshots each GPU compresses at once.
 	GPULanes int
+	// GPUDeviceLanes is how many GPU-resident snapshots (CUDA IPC) each GPU
+	// compresses at once, on lanes of their own; 0 picks from the device's
+	// memory (cuda.StreamOptions.DeviceLanes).
+	GPUDeviceLanes int
 
 	Budget int64
 

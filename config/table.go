@@ -68,6 +68,13 @@ var table = []entry{
 		parse: oneOf(func(s *Settings) *string { return &s.GPUHost }, "register", "stage"), show: sp(func(s *Settings) *string { return &s.GPUHost })},
 	{key: "gpu_lanes", flag: "gpu-lanes", help: "snapshots each GPU compresses at once (while one lane's kernels run, the others' copies keep PCIe busy)",
 		parse: intIn(func(s *Settings) *int { return &s.GPULanes }, 1, 32, "a number of lanes"), show: func(s *Settings) string { return itoa64(int64(s.GPULanes)) }},
+	{key: "gpu_device_lanes", flag: "gpu-device-lanes", help: "GPU-resident snapshots (CUDA IPC) each GPU compresses at once, on lanes of their own allocated at the first such snapshot (auto: 8, fewer or smaller jobs where their device memory would pass a fifth of the GPU's; each takes about 1.8 GB of device and 1.4 GB of pinned host memory)",
+		parse: autoOrIntIn(func(s *Settings) *int { return &s.GPUDeviceLanes }, 1, 32, "a number of lanes"), show: func(s *Settings) string {
+			if s.GPUDeviceLanes == 0 {
+				return "auto"
+			}
+			return itoa64(int64(s.GPUDeviceLanes))
+		}},
 	{key: "gpu_arena", flag: "gpu-arena", help: "device input buffer per GPU lane; larger snapshots stream through it in two windows (auto: a quarter of the device memory over the lanes, at most 16GiB)",
 		parse: sizeOrAuto(func(s *Settings) *int64 { return &s.GPUArena }), show: func(s *Settings) string {
 			if s.GPUArena == 0 {

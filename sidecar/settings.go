@@ -171,7 +171,7 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, 
 	var streamers []*cuda.Streamer
 	var names []string
 	for _, d := range devs {
-		st, err := cuda.NewStreamer(d, cuda.StreamOptions{ArenaBytes: uint64(s.GPUArena), Lanes: s.GPULanes})
+		st, err := cuda.NewStreamer(d, cuda.StreamOptions{ArenaBytes: uint64(s.GPUArena), Lanes: s.GPULanes, DeviceLanes: s.GPUDeviceLanes})
 		if err != nil {
 			if all && len(streamers) > 0 {
 				break // past the last device
