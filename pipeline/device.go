@@ -161,6 +161,15 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 		return nil, st, 0, err
 	}
 	g.dev.snapshots.Add(1)
+	if _, seen := g.laneNoted.LoadOrStore(s, true); !seen {
+		// Said now, not only at shutdown: a user sharing the GPU with a
+		// large simulation wants to know at once that the lanes did not fit.
+		if lanes, tiles, lerr := s.DeviceLanes(); lerr != nil {
+			g.o.Log.Warn("GPU-resident snapshots run on the host lanes: the device lanes could not be allocated (fewer with --gpu-device-lanes)", "device", s.Name(), "err", lerr)
+		} else {
+			g.o.Log.Info("device lanes allocated for GPU-resident snapshots", "device", s.Name(), "lanes", lanes, "job_tiles", tiles)
+		}
+	}
 	if g.o.Log.Enabled(ctx, -4) { // debug
 		g.o.Log.Debug("device snapshot", "producer", n.Producer, "bytes", n.Length, "gpu_ms", tm.GPU.Seconds()*1e3, "event_wait_ms", tm.EventWait.Seconds()*1e3)
 	}

@@ -66,7 +66,10 @@ type GPU struct {
 		wait, busy                                  atomic.Int64 // ns
 	}
 	warn sync.Once
-	dev  deviceCounters // GPU-resident snapshots (device.go)
+	// laneNoted: the devices whose device lanes were reported (at their
+	// first GPU-resident snapshot, when they are allocated)
+	laneNoted sync.Map
+	dev       deviceCounters // GPU-resident snapshots (device.go)
 	// pinned: page-locked blobs for GPU-resident snapshots (pinnedblobs.go)
 	pinned *pinnedBlobs
 }
