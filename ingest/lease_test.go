@@ -146,6 +146,23 @@ func TestLateRenewalTakesNoBudget(t *testing.T) {
 		t.Fatalf("renewal of a held admission: lease %v, %v; want granted for 1m", got, err)
 	}
 	s.Abort()
+	// The release is a plain publish on its own subject, so the sidecar
+	// may read it after a request sent later on the admit subject: wait
+	// until it has, so the renewal below is read after the release (the
+	// case under test) and not before it (an ordinary renewal).
+	for {
+		st, err := a.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Holds == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("release never read: %d bytes in %d holds", st.UsedBytes, st.Holds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// The same renewal, read by the sidecar after the release.
 	_, err = a.renewLease(msgID, 800, 5*time.Second)
 	var ie *Error
