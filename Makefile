@@ -39,6 +39,12 @@ $(INCDIR)/fz.h: libfz/fz.h
 	cp $< $@
 
 python: libfz
+	@# pip installs offline with the interpreter's own setuptools (no build
+	@# isolation: nothing can be downloaded), so say plainly what is missing
+	@# instead of pip's "invalid command 'bdist_wheel'".
+	@$(PYTHON) -c 'import numpy' 2>/dev/null || { echo "make python: $(PYTHON) has no numpy (needed at run time; nothing can be downloaded here). Use Debian's python3 with python3-numpy, or a venv made by '/usr/bin/python3 -m venv --system-site-packages'." >&2; exit 1; }
+	@$(PYTHON) -c 'import setuptools' 2>/dev/null || { echo "make python: $(PYTHON) has no setuptools (pip builds the package with it, offline). Install python3-setuptools, or use a venv made by '/usr/bin/python3 -m venv --system-site-packages'." >&2; exit 1; }
+	@$(PYTHON) -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("wheel") or u.find_spec("setuptools.command.bdist_wheel") else 1)' || { echo "make python: $(PYTHON) can build no wheel (its setuptools is older than 70.1 and the wheel package is missing). Install python3-wheel (Debian), or use a venv made by '/usr/bin/python3 -m venv --system-site-packages'." >&2; exit 1; }
 	@mkdir -p python/fzsidecar/_lib
 	cp $(LIBDIR)/libfz.so python/fzsidecar/_lib/libfz.so
 	@if [ -f $(LIBDIR)/libfzproducer.so ]; then cp $(LIBDIR)/libfzproducer.so python/fzsidecar/_lib/; \
