@@ -43,18 +43,13 @@ func TestBudgetBlockFIFO(t *testing.T) {
 			order <- "big"
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // big queues first
+	waitWaiters(t, b, 1, order) // big queues first (a fixed sleep let small overtake it on a loaded machine)
 	go func() {
 		if b.Acquire(ctx, "small", 30, true, time.Minute) == nil {
 			order <- "small"
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
-	select {
-	case w := <-order:
-		t.Fatalf("%s granted while full", w)
-	default:
-	}
+	waitWaiters(t, b, 2, order)
 	b.Charge("a", 100)
 	b.Release("a")
 	if w := <-order; w != "big" {
@@ -72,12 +67,37 @@ func TestBudgetBlockFIFO(t *testing.T) {
 	}
 }
 
+// waitWaiters waits until n requests queue in b, failing if one is
+// granted (sent on granted) meanwhile.
+func waitWaiters(t *testing.T, b *Budget, n int, granted <-chan string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		b.mu.Lock()
+		queued := len(b.waiters)
+		b.mu.Unlock()
+		if queued == n {
+			return
+		}
+		select {
+		case w := <-granted:
+			t.Fatalf("%s granted while full", w)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests waiting after 20 s, want %d", queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestBudgetBlockTimeout(t *testing.T) {
 	b := NewBudget(10)
 	b.Charge("x", 10)
+	// start before the deadline is set: a pause in between must not make
+	// the measured wait look shorter than the timeout.
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	err := b.Acquire(ctx, "y", 5, true, time.Minute)
 	if !errors.Is(err, ErrBudgetFull) {
 		t.Fatalf("want budget full after waiting, got %v", err)
