@@ -109,20 +109,49 @@ func TestProducerRenewsLease(t *testing.T) {
 		t.Fatalf("after the first snapshot's result: %v", err)
 	}
 	o.Abort()
+	// b's release and a's admission below travel on different
+	// connections and subjects: without this wait the sidecar may read
+	// the admission first and refuse it (CI-like load did).
+	waitReleased(ctx, t, a, "b's release")
 
-	// An aborted snapshot stops renewing: its bytes are free at once and
-	// stay free.
+	// An aborted snapshot stops renewing: its bytes are free once the
+	// release is read, and stay free.
 	s, err = a.Begin(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Abort()
-	time.Sleep(lease)
+	waitReleased(ctx, t, b, "a's release")
+	time.Sleep(lease) // longer than a renewal period: a renewal after the abort would show
+	if st, err := b.Status(ctx); err != nil || st.UsedBytes != 0 || st.Holds != 0 {
+		t.Fatalf("a lease after an abort: %+v, %v; want no holds", st, err)
+	}
 	o, err = b.Begin(ctx, spec)
 	if err != nil {
 		t.Fatalf("after an abort: %v", err)
 	}
 	o.Abort()
+}
+
+// waitReleased waits until the sidecar holds no budget. A release is a
+// plain publish on its own subject, so the sidecar may read it after an
+// admission or renewal sent later (on the admit subject, perhaps by
+// another connection): tests that need the release read first wait here.
+func waitReleased(ctx context.Context, t *testing.T, p *Producer, what string) {
+	t.Helper()
+	for {
+		st, err := p.Status(ctx)
+		if err != nil {
+			t.Fatalf("status while waiting for %s to be read: %v", what, err)
+		}
+		if st.Holds == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never read: %d bytes in %d holds", what, st.UsedBytes, st.Holds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // A renewal the sidecar reads after the snapshot was answered (or after
@@ -146,23 +175,10 @@ func TestLateRenewalTakesNoBudget(t *testing.T) {
 		t.Fatalf("renewal of a held admission: lease %v, %v; want granted for 1m", got, err)
 	}
 	s.Abort()
-	// The release is a plain publish on its own subject, so the sidecar
-	// may read it after a request sent later on the admit subject: wait
-	// until it has, so the renewal below is read after the release (the
-	// case under test) and not before it (an ordinary renewal).
-	for {
-		st, err := a.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Holds == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("release never read: %d bytes in %d holds", st.UsedBytes, st.Holds)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Wait until the sidecar has read the release, so the renewal below
+	// is read after it (the case under test) and not before it (an
+	// ordinary renewal).
+	waitReleased(ctx, t, a, "the release")
 	// The same renewal, read by the sidecar after the release.
 	_, err = a.renewLease(msgID, 800, 5*time.Second)
 	var ie *Error
