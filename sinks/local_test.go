@@ -1,6 +1,7 @@
 package sinks
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -369,12 +370,35 @@ func TestLocalKilledWriter(t *testing.T) {
 		rounds++
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), "FZ_SINKS_HELPER=putloop", "FZ_SINKS_ROOT="+root, fmt.Sprintf("FZ_SINKS_FROM=%d", next))
-		var out bytes.Buffer
-		cmd.Stdout = &out
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Kill at different points of a Put of a few MiB.
+		// Kill at different points of a Put of a few MiB, counted from
+		// when the writer starts putting: counted from the process start,
+		// a loaded machine's slow start-up made every kill land before the
+		// first Put.
+		ready := make(chan string, 1)
+		go func() {
+			line, _ := bufio.NewReader(stdout).ReadString('\n')
+			ready <- line
+			io.Copy(io.Discard, stdout)
+		}()
+		select {
+		case line := <-ready:
+			if line != putloopReady+"\n" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("round %d: writer said %q, want %q", round, line, putloopReady)
+			}
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: writer not putting after 60 s", round)
+		}
 		time.Sleep(time.Duration(20+round%6*17) * time.Millisecond)
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -417,6 +441,9 @@ func TestLocalKilledWriter(t *testing.T) {
 	}
 }
 
+// putloopReady is what the putloop helper prints before its first Put.
+const putloopReady = "putloop: putting"
+
 func killBlob(step uint64) []byte { return blobOf(1000+step, 3<<20+int(step)) }
 
 // helperMain runs in a child process (see TestLocalPermissionDenied and
@@ -443,6 +470,7 @@ func helperMain() int {
 		}
 		var from uint64
 		fmt.Sscan(os.Getenv("FZ_SINKS_FROM"), &from)
+		fmt.Println(putloopReady)
 		for step := from; ; step++ {
 			if err := s.Put(context.Background(), Key{"r", "v", step}, killBlob(step), Meta{}); err != nil {
 				fmt.Println(err)
