@@ -94,6 +94,21 @@ func TestSlowSinkBackpressure(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Wait until every notification is in JetStream (taken by the sidecar
+	// or waiting there): on a loaded machine the producers may still be
+	// publishing when the writers block, and the check below counts the
+	// waiting ones.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		waiting, taken := consumerState(t, url)
+		if waiting+uint64(taken) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d notifications published (%d taken, %d waiting)", waiting+uint64(taken), n, taken, waiting)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	time.Sleep(500 * time.Millisecond) // let anything that could overflow do so
 	created, _ := readJournal(e.StoreDir)
 	if len(created) != 0 {
