@@ -44,6 +44,22 @@ func (o *outcomes) get(k string) int {
 	return o.kinds[k]
 }
 
+// waitCounted waits until outcome k has been counted at least once. The
+// pipeline counts an outcome just after it sends the result, so the producer
+// may see the result first, and on a loaded machine the goroutine that
+// counts may run much later; the callers then check the exact counts.
+func (o *outcomes) waitCounted(t *testing.T, k string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for o.get(k) == 0 {
+		if time.Now().After(deadline) {
+			t.Errorf("outcome %s not counted within 30s of its result", k)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // failingStore fails every Put with err while broken is set, and stores in
 // the dirStore otherwise.
 type failingStore struct {
@@ -120,9 +136,7 @@ func TestPoisonSnapshotAnsweredAtOnce(t *testing.T) {
 	if n := obs.get("retried/transient"); n != 0 {
 		t.Errorf("a permanent sink error was retried %d times", n)
 	}
-	for i := 0; i < 100 && obs.get("failed/store_failed") == 0; i++ {
-		time.Sleep(20 * time.Millisecond) // counted just after the result is sent
-	}
+	obs.waitCounted(t, "failed/store_failed")
 	if n := obs.get("failed/store_failed"); n != 1 {
 		t.Errorf("failed/store_failed counted %d times, want 1", n)
 	}
@@ -165,9 +179,7 @@ func TestTransientSinkFailureGivesUp(t *testing.T) {
 	if took < 3*time.Second { // waits 1 s, then 2 s between deliveries
 		t.Errorf("gave up after %v: the retries were not spaced out", took)
 	}
-	for i := 0; i < 100 && obs.get("failed/"+pipeline.KindGaveUp) == 0; i++ {
-		time.Sleep(20 * time.Millisecond) // counted just after the result is sent
-	}
+	obs.waitCounted(t, "failed/"+pipeline.KindGaveUp)
 	if obs.get("failed/"+pipeline.KindGaveUp) != 1 || obs.get("retried/transient") != 2 {
 		t.Errorf("outcomes %v: want 2 retries and 1 gave_up", obs.kinds)
 	}
