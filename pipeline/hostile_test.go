@@ -144,7 +144,9 @@ func TestBudgetPolicies(t *testing.T) {
 	if !errors.Is(err, ingest.ErrBudgetFull) {
 		t.Fatalf("fail policy: got %v, want budget full", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	// Immediate, not after p's block timeout (90 s); the bound leaves room
+	// for a loaded machine.
+	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("fail policy took %v, want an immediate answer", d)
 	}
 	t.Logf("fail policy: %v (after %v)", err, time.Since(start).Round(time.Millisecond))
