@@ -124,7 +124,7 @@ func TestCtest(t *testing.T) {
 	dir := build(t)
 	sc := nativetest.Serve(t)
 	small := nativetest.Serve(t, "--budget", "1MiB")
-	lease := nativetest.Serve(t, "--budget", "1MiB", "--lease-ttl", "1s") // test_lease
+	lease := nativetest.Serve(t, "--budget", "1MiB", "--lease-ttl", "2s") // test_lease
 	env := []string{"FZ_TEST_URL=" + sc.URL, "FZ_TEST_SHM_DIR=" + sc.ShmDir,
 		"FZ_TEST_SMALL_URL=" + small.URL, "FZ_TEST_SMALL_SHM_DIR=" + small.ShmDir, "FZ_TEST_BARE_URL=" + bareNATS(t),
 		"FZ_TEST_LEASE_URL=" + lease.URL, "FZ_TEST_LEASE_SHM_DIR=" + lease.ShmDir}

@@ -1,5 +1,5 @@
 /* test_lease.c — a fill slower than the admission lease, against a sidecar
- * with a 1 MiB budget and a 1 s lease (FZ_TEST_LEASE_URL,
+ * with a 1 MiB budget and a 2 s lease (FZ_TEST_LEASE_URL,
  * FZ_TEST_LEASE_SHM_DIR): the library renews the lease while the snapshot
  * is begun, so another producer is not admitted into the bytes its segment
  * still occupies (the budget would run over); after the result no hold is
@@ -19,8 +19,11 @@ int main(void) {
     CHECK_RC(a, fzp_begin(a, "l", "v", 0, FZP_F32, 1, big, FZP_ABS, 1, NULL, &s, &data), FZP_OK);
     if (!s)
         return t_done("test_lease");
-    /* The fill: three and a half leases. */
-    for (int i = 0; i < 7; i++) {
+    /* The fill: two leases, so the lease must be renewed three times (every
+     * half lease). The lease is 2 s, not shorter, so that a renewal delayed
+     * on a loaded machine (the grant's answer, the renewer thread and the
+     * sidecar reading it each late) still arrives before the lease ends. */
+    for (int i = 0; i < 8; i++) {
         memset(data, i, 768 * 1024);
         usleep(500000);
     }
@@ -34,7 +37,7 @@ int main(void) {
 
     /* Longer than a renewal period: a renewal sent after the result would
      * show as a hold. */
-    usleep(1200000);
+    usleep(1500000);
     int64_t budget = 0, used = -1, holds = -1, in_flight = -1;
     CHECK_RC(a, fzp_status(a, 5000, &budget, &used, &holds, &in_flight), FZP_OK);
     CHECK(used == 0 && holds == 0, "after the result: %lld bytes in %lld holds, want none", (long long)used, (long long)holds);
