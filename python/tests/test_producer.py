@@ -207,10 +207,14 @@ def test_budget_policies(small):
                 p.begin("b", "v", 2, (2 * 1024 * 256,), "f4")
             assert e.value.code == "too_large"
         h.abort()
-        s = block.begin("b", "v", 3, (512 * 256,), "f4")  # block: the release travels on another connection
-        s.array[...] = 1
-        s.publish()
-        s.wait(60)
+        # Block policy: the release travels on another connection and another
+        # subject than the admission, and a loaded sidecar may read it well
+        # after the admission arrives, so wait longer than block's 0.6 s.
+        with P.Producer(url, shm_dir=shm, id="pytest-patient", block_timeout=30) as patient:
+            s = patient.begin("b", "v", 3, (512 * 256,), "f4")
+            s.array[...] = 1
+            s.publish()
+            s.wait(60)
 
 
 def test_two_producers_at_once(sidecar):
