@@ -8,6 +8,24 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// handleBudgetMsgs handles admission and release messages one at a time,
+// in the order they arrived, until the receiver closes.
+func (r *Receiver) handleBudgetMsgs(msgs <-chan *nats.Msg) {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.base.Done():
+			return
+		case m := <-msgs:
+			if m.Subject == r.cfg.Subjects.Release() {
+				r.onRelease(m)
+			} else {
+				r.onAdmit(m)
+			}
+		}
+	}
+}
+
 // onAdmit answers an AdmitRequest. Blocking requests wait in their own
 // goroutine; the number of those is capped (r.admits), beyond which
 // requests are refused at once, so a flood cannot grow sidecar memory.

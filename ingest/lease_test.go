@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -191,5 +192,39 @@ func TestLateRenewalTakesNoBudget(t *testing.T) {
 	}
 	if st.UsedBytes != 0 || st.Holds != 0 {
 		t.Fatalf("after a late renewal: %d bytes in %d holds, want none", st.UsedBytes, st.Holds)
+	}
+}
+
+// A producer that aborts a snapshot and begins the next at once (policy
+// fail, room for one snapshot) is admitted every time: the sidecar handles
+// its release before the admission it sent next on the same connection.
+// With a handler per subject the two ran concurrently, and the admission
+// was refused for the bytes just given back (most tries at GOMAXPROCS=1).
+func TestAbortThenBeginAgain(t *testing.T) {
+	url, shm := startLeaseSidecar(t, 1000, time.Minute)
+	p := leaseProducer(t, url, shm, "again")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	spec := Spec{Run: "r", Var: "v", DType: fz.Float32, Dims: []uint64{200}, Mode: fz.Abs, Bound: 0.1} // 800 bytes
+	const tries = 200
+	refused := 0
+	var first error
+	for range tries {
+		s, err := p.Begin(ctx, spec)
+		if err != nil {
+			if !errors.Is(err, ErrBudgetFull) {
+				t.Fatal(err)
+			}
+			refused++
+			first = cmp.Or(first, err)
+			waitReleased(ctx, t, p, "the release")
+			continue
+		}
+		if err := s.Abort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refused > 0 {
+		t.Fatalf("%d of %d admissions right after the producer's own abort refused; first: %v", refused, tries, first)
 	}
 }

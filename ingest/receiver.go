@@ -174,17 +174,23 @@ func (r *Receiver) setup(ctx context.Context) error {
 	if queued > 0 {
 		r.log.Info("snapshots queued from before the restart", "count", queued, "bytes", bytes)
 	}
-	sub, err := r.nc.QueueSubscribe(r.cfg.Subjects.Admit(), "fzsidecar", r.onAdmit)
-	if err != nil {
-		return err
+	// Admissions and releases share one channel, filled by the
+	// connection's reader in the order the server delivered them, and one
+	// handler: a producer's release is then handled before the admission
+	// it sent next. (With a handler per subject the two ran concurrently,
+	// and "abort, then begin again" under policy fail was refused for the
+	// budget the producer had just given back.)
+	budgetMsgs := make(chan *nats.Msg, 1<<16)
+	for _, subj := range []string{r.cfg.Subjects.Admit(), r.cfg.Subjects.Release()} {
+		sub, err := r.nc.ChanQueueSubscribe(subj, "fzsidecar", budgetMsgs)
+		if err != nil {
+			return err
+		}
+		r.subs = append(r.subs, sub)
 	}
-	r.subs = append(r.subs, sub)
-	sub, err = r.nc.QueueSubscribe(r.cfg.Subjects.Release(), "fzsidecar", r.onRelease)
-	if err != nil {
-		return err
-	}
-	r.subs = append(r.subs, sub)
-	sub, err = r.nc.Subscribe(r.cfg.Subjects.Status(), r.onStatus)
+	r.wg.Add(1)
+	go r.handleBudgetMsgs(budgetMsgs)
+	sub, err := r.nc.Subscribe(r.cfg.Subjects.Status(), r.onStatus)
 	if err != nil {
 		return err
 	}
