@@ -134,6 +134,26 @@ func (p *proc) waitFor(t *testing.T, s string, d time.Duration) {
 	}
 }
 
+// stderrHas waits up to d until stderr contains s. Stdout and stderr are
+// read by separate goroutines, so a line the process logged before the
+// stdout line a test waited for may still be on its way.
+func (p *proc) stderrHas(s string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; {
+		if strings.Contains(p.stderr(), s) {
+			return true
+		}
+		select {
+		case <-p.done: // stderr is complete
+			return strings.Contains(p.stderr(), s)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 type serveEnv struct {
 	listen, shm, sink, data string
 }

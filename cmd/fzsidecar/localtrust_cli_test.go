@@ -86,7 +86,7 @@ func TestServeLocalTrust(t *testing.T) {
 	if err != nil || c2.Password != c1.Password {
 		t.Fatalf("password changed across a restart: %v", err)
 	}
-	if !strings.Contains(srv.stderr(), "reused=true") {
+	if !srv.stderrHas("reused=true", 30*time.Second) { // logged before the ready line, read separately
 		t.Errorf("restart did not say it reused the credentials:\n%s", srv.stderr())
 	}
 	p = start(t, publishArgs(e, file, "3")...)

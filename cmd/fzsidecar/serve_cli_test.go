@@ -170,9 +170,7 @@ func TestServeConfig(t *testing.T) {
 	if !strings.Contains(srv.stdout(), "from-env") {
 		t.Errorf("FZ_SINK did not override the file: %s", srv.stdout())
 	}
-	for i := 0; i < 100 && !strings.Contains(srv.stderr(), "sidecar ready"); i++ {
-		time.Sleep(50 * time.Millisecond) // stderr is read concurrently
-	}
+	srv.stderrHas("sidecar ready", 30*time.Second) // logged before the ready line, read separately
 	if !strings.Contains(srv.stderr(), "in_flight=10") {
 		// 2 compressors + 4 queue + 3 writers (flag beats env) + 1
 		t.Errorf("in-flight jobs not from compressors+queue+writers(flag)+1=10:\n%s", lastN(srv.stderr(), 1500))
