@@ -212,7 +212,7 @@ func TestLocalAuthProducerCannotAdminister(t *testing.T) {
 	}
 	// Purge: the stream must keep the result published by a real snapshot.
 	res := publishOne(t, s.admin, s.shm, "victim")
-	if st, err := js.Stream(short(), "FZ_RESULTS"); err != nil {
+	if st, err := js.Stream(ctx, "FZ_RESULTS"); err != nil { // allowed: the whole deadline, not short()
 		t.Fatal(err)
 	} else if err := st.Purge(short()); err == nil || !v.saw("$JS.API.STREAM.PURGE.FZ_RESULTS") {
 		t.Errorf("purge: %v, %v", err, v.errs)
