@@ -171,7 +171,9 @@ func TestS3RequestDeadline(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	tr, err := newS3Transport(S3Config{ConnectTimeout: time.Second, StallTimeout: 500 * time.Millisecond, RequestTimeout: time.Second}, false, quiet)
+	// The stall timeout is 40 times the trickle's gap (10 times made a
+	// loaded machine's scheduling pause look like a stall).
+	tr, err := newS3Transport(S3Config{ConnectTimeout: time.Second, StallTimeout: 2 * time.Second, RequestTimeout: 3 * time.Second}, false, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +190,9 @@ func TestS3RequestDeadline(t *testing.T) {
 	if !errors.As(err, &te) || te.Stall || !Retryable(err) {
 		t.Fatalf("reading a trickling answer = %v after %d bytes, want a transient deadline *TimeoutError", err, buf.Len())
 	}
-	// 1 s plus 1000 bytes at 1 MiB/s.
-	if took := time.Since(t0); took > 10*time.Second || buf.Len() < 5 {
-		t.Errorf("deadline hit after %v and %d bytes, want about 1 s and ~20 bytes", took, buf.Len())
+	// 3 s plus 1000 bytes at 1 MiB/s.
+	if took := time.Since(t0); took > 15*time.Second || buf.Len() < 5 {
+		t.Errorf("deadline hit after %v and %d bytes, want about 3 s and ~60 bytes", took, buf.Len())
 	}
 
 	// The caller's own cancellation stays a context error (not retried).
