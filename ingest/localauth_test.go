@@ -78,7 +78,7 @@ func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 
 // saw waits until a permissions violation naming subject was reported.
 func (v *violations) saw(subject string) bool {
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		v.mu.Lock()
 		for _, e := range v.errs {
 			if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, subject) {
