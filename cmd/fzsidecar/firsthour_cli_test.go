@@ -357,7 +357,7 @@ func TestStatusInFlightIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The job ends just after its result is published: allow a moment.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, err := prod.Status(ctx)
 		if err != nil {

@@ -77,7 +77,7 @@ func TestServeMetricsAndHealth(t *testing.T) {
 		`fzsidecar_budget_used_bytes`:                     0,
 	}
 	var page string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		_, page = httpGet(t, m[1])
 		var bad []string
 		for series, w := range want {
