@@ -95,8 +95,11 @@ func TestProducerRenewsLease(t *testing.T) {
 	if _, err := pd.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Longer than a renewal period: a renewal sent after the result would
-	// show as a hold.
+	// The sidecar releases the hold after acknowledging the notification,
+	// a round trip after the result: wait for that, then longer than a
+	// renewal period (a renewal sent after the result would show as a
+	// hold).
+	waitReleased(ctx, t, a, "the answered snapshot's hold")
 	time.Sleep(lease)
 	st, err := a.Status(ctx)
 	if err != nil {
