@@ -158,13 +158,15 @@ func TestSIGTERMHandBackIsPickedUpAtOnce(t *testing.T) {
 		t.Fatalf("%d stored through a sink that never answers", len(created))
 	}
 	e.Hang = false
-	t0 := time.Now()
 	c = startChild(t, e, "sidecar2.log")
+	// Timed from when the restarted sidecar is ready, not from its exec: a
+	// loaded machine's slow process start is not what this checks.
+	t0 := time.Now()
 	for i, pd := range pds {
 		all[i].res, all[i].err = pd.Wait(ctx)
 	}
 	took := time.Since(t0)
-	t.Logf("restart to the last result: %v (ack wait %v)", took.Round(time.Millisecond), e.AckWait)
+	t.Logf("restarted sidecar ready to the last result: %v (ack wait %v)", took.Round(time.Millisecond), e.AckWait)
 	if took > 10*time.Second {
 		t.Errorf("snapshots handed back at SIGTERM took %v after the restart: they waited for the ack wait instead of being redelivered at once", took)
 	}
