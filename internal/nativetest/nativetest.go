@@ -6,6 +6,7 @@ package nativetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -165,25 +166,49 @@ func Serve(t testing.TB, extra ...string) *Sidecar {
 		shm = d
 		t.Cleanup(func() { os.RemoveAll(d) })
 	}
-	s := &Sidecar{Bin: BuildFzsidecar(t), Listen: FreeAddr(t), ShmDir: shm,
+	s := &Sidecar{Bin: BuildFzsidecar(t), ShmDir: shm,
 		Sink: filepath.Join(base, "fzdata"), DataDir: filepath.Join(base, "state"), t: t}
-	s.URL = "nats://" + s.Listen
-	s.Args = append([]string{"serve", "--nats-listen", s.Listen, "--shm-dir", s.ShmDir, "--sink", s.Sink,
-		"--data-dir", s.DataDir, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
-	s.Start(t)
 	t.Cleanup(func() { s.Stop() })
-	return s
+	// FreeAddr's port was free when it returned, not necessarily when serve
+	// binds it a moment later: on a busy machine another process can take
+	// it first. Serve then exits saying so, and starts again on another
+	// port (with its state from the failed try removed).
+	for try := 1; ; try++ {
+		s.Listen = FreeAddr(t)
+		s.URL = "nats://" + s.Listen
+		s.Args = append([]string{"serve", "--nats-listen", s.Listen, "--shm-dir", s.ShmDir, "--sink", s.Sink,
+			"--data-dir", s.DataDir, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
+		err := s.start()
+		if err == nil {
+			return s
+		}
+		if try == 3 || !errors.Is(err, errAddrInUse) {
+			t.Fatal(err)
+		}
+		t.Logf("nativetest: %s was taken before fzsidecar serve bound it; trying another port", s.Listen)
+		os.RemoveAll(s.DataDir)
+		os.Remove(filepath.Join(s.ShmDir, ".fzsidecar-auth"))
+	}
 }
+
+// errAddrInUse marks a serve that exited because its NATS port was taken.
+var errAddrInUse = errors.New("address already in use")
 
 // Start (re)starts the process with the same arguments and waits until ready.
 func (s *Sidecar) Start(t testing.TB) {
 	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Sidecar) start() error {
 	s.out, s.errOut = &syncBuf{}, &syncBuf{}
 	s.cmd = exec.Command(s.Bin, s.Args...)
 	s.cmd.Env = append(os.Environ(), s.Env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.errOut
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s.done = make(chan struct{})
 	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(s.cmd, s.done)
@@ -191,17 +216,22 @@ func (s *Sidecar) Start(t testing.TB) {
 	for !strings.Contains(s.out.String(), "fzsidecar ready") {
 		select {
 		case <-s.done:
-			t.Fatalf("fzsidecar serve exited before ready:\nstdout: %s\nstderr: %s", s.out.String(), tail(s.errOut.String(), 3000))
+			err := fmt.Errorf("fzsidecar serve exited before ready:\nstdout: %s\nstderr: %s", s.out.String(), tail(s.errOut.String(), 3000))
+			if strings.Contains(s.errOut.String(), "bind: address already in use") {
+				err = fmt.Errorf("%w: %w", errAddrInUse, err)
+			}
+			return err
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("fzsidecar serve not ready within 60 s:\nstdout: %s\nstderr: %s", s.out.String(), tail(s.errOut.String(), 3000))
+			return fmt.Errorf("fzsidecar serve not ready within 60 s:\nstdout: %s\nstderr: %s", s.out.String(), tail(s.errOut.String(), 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if m := metricsRE.FindStringSubmatch(s.out.String()); m != nil {
 		s.MetricsURL = m[1]
 	}
+	return nil
 }
 
 // Kill sends SIGKILL and waits for the process to end.
