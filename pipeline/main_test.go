@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -103,10 +104,12 @@ type child struct {
 }
 
 // startChild runs the sidecar in a new process and waits for it to be ready.
-func startChild(t *testing.T, e sidecarEnv, logName string) *child {
+// With e.Listen empty it picks a free port, and another one if that port was
+// taken before the child bound it (on a busy machine another process can
+// take it in between); it sets e.Listen, so that a restart binds the same
+// port, where the producers reconnect.
+func startChild(t *testing.T, e *sidecarEnv, logName string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = e.environ()
 	logf, err := os.OpenFile(filepath.Join(e.DataDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +121,32 @@ func startChild(t *testing.T, e sidecarEnv, logName string) *child {
 			t.Logf("sidecar log %s:\n%s", logName, tail(string(b), 4000))
 		}
 	})
+	pick := e.Listen == ""
+	for try := 1; ; try++ {
+		if pick {
+			e.Listen = freeAddr(t)
+		}
+		start, _ := logf.Seek(0, io.SeekEnd)
+		if c := tryStartChild(t, *e, logf); c != nil {
+			return c
+		}
+		b, _ := os.ReadFile(logf.Name())
+		log := string(b[min(int(start), len(b)):])
+		if pick && try < 3 && strings.Contains(log, "address already in use") {
+			t.Logf("port %s was taken before the sidecar bound it; trying another", e.Listen)
+			e.Listen = ""
+			continue
+		}
+		t.Fatalf("sidecar exited before it was ready:\n%s", tail(log, 4000))
+	}
+}
+
+// tryStartChild starts the sidecar process; it returns nil if the process
+// ends before it is ready.
+func tryStartChild(t *testing.T, e sidecarEnv, logf *os.File) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = e.environ()
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -129,7 +158,9 @@ func startChild(t *testing.T, e sidecarEnv, logName string) *child {
 	c := &child{cmd: cmd}
 	t.Cleanup(func() { c.kill() })
 	ready := make(chan string, 1)
+	ended := make(chan struct{}) // stdout closed: the process is gone
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if url, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
@@ -139,10 +170,19 @@ func startChild(t *testing.T, e sidecarEnv, logName string) *child {
 	}()
 	select {
 	case c.url = <-ready:
+		return c
+	case <-ended:
+		select {
+		case c.url = <-ready:
+			return c
+		default:
+		}
+		cmd.Wait()
+		return nil
 	case <-time.After(60 * time.Second):
 		t.Fatal("sidecar did not become ready within 60s")
 	}
-	return c
+	return nil
 }
 
 func (c *child) kill() {

@@ -188,8 +188,7 @@ func queueEmpty(t *testing.T, p *ingest.Producer, url string) {
 
 func TestSnapshotsAcrossProcesses(t *testing.T) {
 	e := newEnv(t)
-	e.Listen = freeAddr(t)
-	c := startChild(t, e, "sidecar.log")
+	c := startChild(t, &e, "sidecar.log")
 	p := newProducer(t, c.url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -203,9 +202,8 @@ func TestSnapshotsAcrossProcesses(t *testing.T) {
 
 func TestSidecarKilledMidStream(t *testing.T) {
 	e := newEnv(t)
-	e.Listen = freeAddr(t)
 	e.StoreDelay = 40 * time.Millisecond // a slow sink keeps snapshots in flight
-	c := startChild(t, e, "sidecar1.log")
+	c := startChild(t, &e, "sidecar1.log")
 	p := newProducer(t, c.url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -239,7 +237,7 @@ func TestSidecarKilledMidStream(t *testing.T) {
 	t.Logf("SIGKILL after %d snapshots begun, %d stored", begun.Load(), len(created))
 	time.Sleep(2 * time.Second) // the producer keeps trying meanwhile
 	down.Store(false)
-	c = startChild(t, e, "sidecar2.log")
+	c = startChild(t, &e, "sidecar2.log")
 	all := <-done
 	if duringOutage.Load() == 0 {
 		t.Error("no snapshot was started during the outage; the test did not exercise it")

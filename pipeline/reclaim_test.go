@@ -102,11 +102,10 @@ func exists(dir, name string) bool {
 // stored and answered.
 func TestReclaimOrphanedSegments(t *testing.T) {
 	e := newEnv(t)
-	e.Listen = freeAddr(t)
 	e.Hang = true
 	e.ReclaimAfter = 2 * time.Second
 	e.DrainTimeout = 300 * time.Millisecond
-	c := startChild(t, e, "sidecar1.log")
+	c := startChild(t, &e, "sidecar1.log")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
@@ -186,7 +185,7 @@ func TestReclaimOrphanedSegments(t *testing.T) {
 	// producer that is gone, so its segment is orphaned now and reclaimed.
 	c.stop(t)
 	e.Hang = false
-	c = startChild(t, e, "sidecar2.log")
+	c = startChild(t, &e, "sidecar2.log")
 	t0 := time.Now()
 	if !gone(published, 15*time.Second) {
 		t.Errorf("segment %s of a dead producer's answered snapshot was not reclaimed", published)

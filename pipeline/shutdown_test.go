@@ -18,9 +18,8 @@ import (
 // after a restart the rest are stored, each exactly once.
 func TestSIGTERMDrains(t *testing.T) {
 	e := newEnv(t)
-	e.Listen = freeAddr(t)
 	e.StoreDelay = 250 * time.Millisecond
-	c := startChild(t, e, "sidecar1.log")
+	c := startChild(t, &e, "sidecar1.log")
 	p := newProducer(t, c.url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -44,7 +43,7 @@ func TestSIGTERMDrains(t *testing.T) {
 	if strings.Contains(string(log), "drain timeout") {
 		t.Errorf("in-flight snapshots were handed back instead of finished:\n%s", tail(string(log), 2000))
 	}
-	c = startChild(t, e, "sidecar2.log")
+	c = startChild(t, &e, "sidecar2.log")
 	all := <-done
 	verify(t, e, all)
 	if _, same := readJournal(e.StoreDir); len(same) != 0 {
@@ -70,7 +69,12 @@ func TestDrainTimeoutHandsBack(t *testing.T) {
 	defer stop()
 	ran := make(chan error, 1)
 	go func() { ran <- sidecar.Run(sctx, cfg) }()
-	url := <-ready
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-ran: // e.g. its port taken meanwhile: fail, do not hang
+		t.Fatalf("sidecar: %v", err)
+	}
 	p := newProducer(t, url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -115,11 +119,10 @@ func TestDrainTimeoutHandsBack(t *testing.T) {
 // the ack wait (30 s here, the default), and each exactly once.
 func TestSIGTERMHandBackIsPickedUpAtOnce(t *testing.T) {
 	e := newEnv(t)
-	e.Listen = freeAddr(t)
 	e.AckWait = 30 * time.Second
 	e.DrainTimeout = 300 * time.Millisecond
 	e.Hang = true
-	c := startChild(t, e, "sidecar1.log")
+	c := startChild(t, &e, "sidecar1.log")
 	p := newProducer(t, c.url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -158,7 +161,7 @@ func TestSIGTERMHandBackIsPickedUpAtOnce(t *testing.T) {
 		t.Fatalf("%d stored through a sink that never answers", len(created))
 	}
 	e.Hang = false
-	c = startChild(t, e, "sidecar2.log")
+	c = startChild(t, &e, "sidecar2.log")
 	// Timed from when the restarted sidecar is ready, not from its exec: a
 	// loaded machine's slow process start is not what this checks.
 	t0 := time.Now()
