@@ -156,15 +156,21 @@ func (p *proc) stderrHas(s string, d time.Duration) bool {
 
 type serveEnv struct {
 	listen, shm, sink, data string
+	served                  bool // serve ran once: later starts are restarts and keep the address
 }
 
-func newServeEnv(t *testing.T) serveEnv {
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newServeEnv(t *testing.T) serveEnv {
+	addr := freeAddr(t)
 	base := t.TempDir()
 	shm := filepath.Join(base, "shm")
 	if d, err := os.MkdirTemp("/dev/shm", "fzclitest-"); err == nil {
@@ -174,12 +180,51 @@ func newServeEnv(t *testing.T) serveEnv {
 	return serveEnv{listen: addr, shm: shm, sink: filepath.Join(base, "fzdata"), data: filepath.Join(base, "state")}
 }
 
-func (e serveEnv) serve(t *testing.T, extra ...string) *proc {
-	args := append([]string{"serve", "--nats-listen", e.listen, "--shm-dir", e.shm, "--sink", e.sink,
-		"--data-dir", e.data, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
-	p := start(t, args...)
-	p.waitFor(t, "fzsidecar ready", 60*time.Second)
-	return p
+// serve starts `fzsidecar serve` on e and waits until it is ready. The
+// address was free when newServeEnv picked it, not necessarily when serve
+// binds it on a busy machine: a first start that finds it taken moves e to
+// another free address (up to 3 tries). A restart keeps the address its
+// producers know.
+func (e *serveEnv) serve(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	for try := 1; ; try++ {
+		args := append([]string{"serve", "--nats-listen", e.listen, "--shm-dir", e.shm, "--sink", e.sink,
+			"--data-dir", e.data, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
+		p := start(t, args...)
+		if e.served || try == 3 {
+			p.waitFor(t, "fzsidecar ready", 60*time.Second)
+			e.served = true
+			return p
+		}
+		if p.readyOrExit(t, 60*time.Second) {
+			e.served = true
+			return p
+		}
+		if !strings.Contains(p.stderr(), "address already in use") {
+			t.Fatalf("fzsidecar serve exited before ready:\n%s", lastN(p.stderr(), 2000))
+		}
+		t.Logf("serve: %s taken meanwhile; trying another port", e.listen)
+		e.listen = freeAddr(t)
+	}
+}
+
+// readyOrExit waits until p prints "fzsidecar ready" (true) or exits
+// before (false); it fails t after d.
+func (p *proc) readyOrExit(t *testing.T, d time.Duration) bool {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l := <-p.line:
+			if strings.Contains(l, "fzsidecar ready") {
+				return true
+			}
+		case <-p.done:
+			return strings.Contains(p.stdout(), "fzsidecar ready")
+		case <-deadline:
+			t.Fatalf("no \"fzsidecar ready\" on stdout within %v", d)
+		}
+	}
 }
 
 func (e serveEnv) url() string { return "nats://" + e.listen }
