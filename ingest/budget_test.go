@@ -52,7 +52,7 @@ func TestBudgetBlockFIFO(t *testing.T) {
 	waitWaiters(t, b, 2, order)
 	b.Charge("a", 100)
 	b.Release("a")
-	if w := <-order; w != "big" {
+	if w := nextGrant(t, order); w != "big" {
 		t.Fatalf("first grant %s, want big (FIFO)", w)
 	}
 	select {
@@ -62,7 +62,7 @@ func TestBudgetBlockFIFO(t *testing.T) {
 	}
 	b.Charge("big", 80)
 	b.Release("big")
-	if w := <-order; w != "small" {
+	if w := nextGrant(t, order); w != "small" {
 		t.Fatalf("second grant %s", w)
 	}
 }
@@ -87,6 +87,19 @@ func waitWaiters(t *testing.T, b *Budget, n int, granted <-chan string) {
 			t.Fatalf("%d requests waiting after 20 s, want %d", queued, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// nextGrant is the next granted request's name; it fails t if none is
+// granted within 20 s (instead of hanging the test binary).
+func nextGrant(t *testing.T, granted <-chan string) string {
+	t.Helper()
+	select {
+	case w := <-granted:
+		return w
+	case <-time.After(20 * time.Second):
+		t.Fatal("no waiter granted within 20 s of the release")
+		return ""
 	}
 }
 
