@@ -104,10 +104,10 @@ type child struct {
 }
 
 // startChild runs the sidecar in a new process and waits for it to be ready.
-// With e.Listen empty it picks a free port, and another one if that port was
-// taken before the child bound it (on a busy machine another process can
-// take it in between); it sets e.Listen, so that a restart binds the same
-// port, where the producers reconnect.
+// With an embedded server and e.Listen empty it binds port 0 and sets
+// e.Listen to the address the child reports (a port picked beforehand could
+// be taken by another process before the child binds it), so that a restart
+// binds the same port, where the producers reconnect.
 func startChild(t *testing.T, e *sidecarEnv, logName string) *child {
 	t.Helper()
 	logf, err := os.OpenFile(filepath.Join(e.DataDir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -121,24 +121,20 @@ func startChild(t *testing.T, e *sidecarEnv, logName string) *child {
 			t.Logf("sidecar log %s:\n%s", logName, tail(string(b), 4000))
 		}
 	})
-	pick := e.Listen == ""
-	for try := 1; ; try++ {
-		if pick {
-			e.Listen = freeAddr(t)
-		}
-		start, _ := logf.Seek(0, io.SeekEnd)
-		if c := tryStartChild(t, *e, logf); c != nil {
-			return c
-		}
-		b, _ := os.ReadFile(logf.Name())
-		log := string(b[min(int(start), len(b)):])
-		if pick && try < 3 && strings.Contains(log, "address already in use") {
-			t.Logf("port %s was taken before the sidecar bound it; trying another", e.Listen)
-			e.Listen = ""
-			continue
-		}
-		t.Fatalf("sidecar exited before it was ready:\n%s", tail(log, 4000))
+	pick := e.URL == "" && e.Listen == ""
+	if pick {
+		e.Listen = "127.0.0.1:0"
 	}
+	start, _ := logf.Seek(0, io.SeekEnd)
+	c := tryStartChild(t, *e, logf)
+	if c == nil {
+		b, _ := os.ReadFile(logf.Name())
+		t.Fatalf("sidecar exited before it was ready:\n%s", tail(string(b[min(int(start), len(b)):]), 4000))
+	}
+	if pick {
+		e.Listen = strings.TrimPrefix(c.url, "nats://")
+	}
+	return c
 }
 
 // tryStartChild starts the sidecar process; it returns nil if the process

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,52 +181,32 @@ func newServeEnv(t *testing.T) serveEnv {
 	return serveEnv{listen: addr, shm: shm, sink: filepath.Join(base, "fzdata"), data: filepath.Join(base, "state")}
 }
 
-// serve starts `fzsidecar serve` on e and waits until it is ready. The
-// address was free when newServeEnv picked it, not necessarily when serve
-// binds it on a busy machine: a first start that finds it taken moves e to
-// another free address (up to 3 tries). A restart keeps the address its
-// producers know.
+// serve starts `fzsidecar serve` on e and waits until it is ready. A first
+// start binds port 0 and takes the address serve reports (a port picked
+// beforehand could be taken by another process before serve binds it); a
+// restart binds that address again, where its producers reconnect.
 func (e *serveEnv) serve(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	for try := 1; ; try++ {
-		args := append([]string{"serve", "--nats-listen", e.listen, "--shm-dir", e.shm, "--sink", e.sink,
-			"--data-dir", e.data, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
-		p := start(t, args...)
-		if e.served || try == 3 {
-			p.waitFor(t, "fzsidecar ready", 60*time.Second)
-			e.served = true
-			return p
-		}
-		if p.readyOrExit(t, 60*time.Second) {
-			e.served = true
-			return p
-		}
-		if !strings.Contains(p.stderr(), "address already in use") {
-			t.Fatalf("fzsidecar serve exited before ready:\n%s", lastN(p.stderr(), 2000))
-		}
-		t.Logf("serve: %s taken meanwhile; trying another port", e.listen)
-		e.listen = freeAddr(t)
+	listen := e.listen
+	if !e.served {
+		listen = "127.0.0.1:0"
 	}
+	args := append([]string{"serve", "--nats-listen", listen, "--shm-dir", e.shm, "--sink", e.sink,
+		"--data-dir", e.data, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
+	p := start(t, args...)
+	p.waitFor(t, "fzsidecar ready", 60*time.Second)
+	if !e.served {
+		m := readyNATSRE.FindStringSubmatch(p.stdout())
+		if m == nil {
+			t.Fatalf("fzsidecar serve's ready line names no NATS address:\n%s", lastN(p.stdout(), 2000))
+		}
+		e.listen, e.served = m[1], true
+	}
+	return p
 }
 
-// readyOrExit waits until p prints "fzsidecar ready" (true) or exits
-// before (false); it fails t after d.
-func (p *proc) readyOrExit(t *testing.T, d time.Duration) bool {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case l := <-p.line:
-			if strings.Contains(l, "fzsidecar ready") {
-				return true
-			}
-		case <-p.done:
-			return strings.Contains(p.stdout(), "fzsidecar ready")
-		case <-deadline:
-			t.Fatalf("no \"fzsidecar ready\" on stdout within %v", d)
-		}
-	}
-}
+// readyNATSRE finds the embedded NATS server's address in serve's ready line.
+var readyNATSRE = regexp.MustCompile(`fzsidecar ready: nats nats://([^,\s]+),`)
 
 func (e serveEnv) url() string { return "nats://" + e.listen }
 

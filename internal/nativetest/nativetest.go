@@ -6,7 +6,6 @@ package nativetest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -169,30 +168,24 @@ func Serve(t testing.TB, extra ...string) *Sidecar {
 	s := &Sidecar{Bin: BuildFzsidecar(t), ShmDir: shm,
 		Sink: filepath.Join(base, "fzdata"), DataDir: filepath.Join(base, "state"), t: t}
 	t.Cleanup(func() { s.Stop() })
-	// FreeAddr's port was free when it returned, not necessarily when serve
-	// binds it a moment later: on a busy machine another process can take
-	// it first. Serve then exits saying so, and starts again on another
-	// port (with its state from the failed try removed).
-	for try := 1; ; try++ {
-		s.Listen = FreeAddr(t)
-		s.URL = "nats://" + s.Listen
-		s.Args = append([]string{"serve", "--nats-listen", s.Listen, "--shm-dir", s.ShmDir, "--sink", s.Sink,
-			"--data-dir", s.DataDir, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
-		err := s.start()
-		if err == nil {
-			return s
-		}
-		if try == 3 || !errors.Is(err, errAddrInUse) {
-			t.Fatal(err)
-		}
-		t.Logf("nativetest: %s was taken before fzsidecar serve bound it; trying another port", s.Listen)
-		os.RemoveAll(s.DataDir)
-		os.Remove(filepath.Join(s.ShmDir, ".fzsidecar-auth"))
+	// Port 0, and the address serve reports: a port picked beforehand could
+	// be taken by another process before serve binds it. Restarts (Start)
+	// bind the reported address again, where producers reconnect.
+	s.Args = append([]string{"serve", "--nats-listen", "127.0.0.1:0", "--shm-dir", s.ShmDir, "--sink", s.Sink,
+		"--data-dir", s.DataDir, "--ack-wait", "2s", "--backend", "cpu", "--metrics-listen", "127.0.0.1:0"}, extra...)
+	if err := s.start(); err != nil {
+		t.Fatal(err)
 	}
+	m := readyNATSRE.FindStringSubmatch(s.out.String())
+	if m == nil {
+		t.Fatalf("fzsidecar serve's ready line names no NATS address:\n%s", s.out.String())
+	}
+	s.Listen, s.URL = m[1], "nats://"+m[1]
+	s.Args[2] = s.Listen
+	return s
 }
 
-// errAddrInUse marks a serve that exited because its NATS port was taken.
-var errAddrInUse = errors.New("address already in use")
+var readyNATSRE = regexp.MustCompile(`fzsidecar ready: nats nats://([^,\s]+),`)
 
 // Start (re)starts the process with the same arguments and waits until ready.
 func (s *Sidecar) Start(t testing.TB) {
@@ -217,9 +210,6 @@ func (s *Sidecar) start() error {
 		select {
 		case <-s.done:
 			err := fmt.Errorf("fzsidecar serve exited before ready:\nstdout: %s\nstderr: %s", s.out.String(), tail(s.errOut.String(), 3000))
-			if strings.Contains(s.errOut.String(), "bind: address already in use") {
-				err = fmt.Errorf("%w: %w", errAddrInUse, err)
-			}
 			return err
 		default:
 		}
