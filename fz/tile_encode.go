@@ -35,21 +35,27 @@ type tileStats struct {
 	outliers uint64
 }
 
+// tileFlags is word 0's bits for the tile's escape, fill and raw sections.
+func tileFlags(s *tileScratch) uint32 {
+	var f uint32
+	if len(s.esc) > 0 {
+		f |= tileHasEscapes
+	}
+	if len(s.fill) > 0 {
+		f |= tileHasFill
+	}
+	if len(s.raw) > 0 {
+		f |= tileHasRaw
+	}
+	return f
+}
+
 // encodeTile appends the encoding of tile t of src to dst.
 func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer, dst []byte) []byte {
 	c := tileCodeBits(s, st, src, l, t, qz)
 
 	// 5. Zero-block encoding.
-	word0 := c.planeMask
-	if len(s.esc) > 0 {
-		word0 |= tileHasEscapes
-	}
-	if len(s.fill) > 0 {
-		word0 |= tileHasFill
-	}
-	if len(s.raw) > 0 {
-		word0 |= tileHasRaw
-	}
+	word0 := c.planeMask | tileFlags(s)
 	dst = binary.LittleEndian.AppendUint32(dst, word0)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(c.origin))
 	for pm := c.planeMask; pm != 0; pm &= pm - 1 {

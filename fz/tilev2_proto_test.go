@@ -69,16 +69,7 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 		c.planeMask = uint32(orLo) | uint32(orHi)<<8
 	}
 
-	word0 := uint32(0)
-	if len(s.esc) > 0 {
-		word0 |= tileHasEscapes
-	}
-	if len(s.fill) > 0 {
-		word0 |= tileHasFill
-	}
-	if len(s.raw) > 0 {
-		word0 |= tileHasRaw
-	}
+	word0 := tileFlags(s)
 	// Rates and non-zero masks: scan the magnitude planes in use.
 	var rate [v2Groups]uint8
 	var nz [v2Groups]uint16
