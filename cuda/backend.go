@@ -163,7 +163,7 @@ func (b *Backend) d2h(dst []byte, src uintptr) error {
 func (b *Backend) result() result { return *(*result)(b.res) }
 
 func makeField(dt fz.DType, g fz.Geometry) field {
-	f := field{dtype: uint32(dt), nz: g.NZ, ny: g.NY, nx: g.NX, tilesPerChunk: uint32(g.TilesPerChunk)}
+	f := field{dtype: uint32(dt), nz: g.NZ, ny: g.NY, nx: g.NX, tilesPerChunk: uint32(g.TilesPerChunk), version: 1}
 	for i := 0; i < 3; i++ {
 		f.tile[i], f.block[i] = uint32(g.Tile[i]), uint32(g.Block[i])
 	}

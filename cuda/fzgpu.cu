@@ -585,6 +585,7 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
 
 static int make_geo(const fzgpu_field *f, Geo *g) {
     if (!f || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
+    if (f->version != 1 || f->reserved != 0) return FZGPU_E_ARG;  // container versions this build writes and reads
     int tz = f->tile[0], ty = f->tile[1], tx = f->tile[2], bz = f->block[0], by = f->block[1], bx = f->block[2];
     if (tz < 1 || ty < 1 || tx < 1 || tz * ty * tx != TILE) return FZGPU_E_ARG;
     if (bz < 1 || by < 1 || bx < 1 || bz * by * bx != 128 || tz % bz || ty % by || tx % bx) return FZGPU_E_ARG;

@@ -26,7 +26,7 @@ extern "C" {
 /* ABI 4 removed fzgpu_copy_out (the copy back is the caller's cudaMemcpyAsync).
  * ABI 5 added GPU-resident snapshots: device UUIDs, priority streams, CUDA
  * IPC memory and event handles (ipc.cu). */
-#define FZGPU_ABI_VERSION 5
+#define FZGPU_ABI_VERSION 6
 
 enum {
     FZGPU_OK = 0,
@@ -57,7 +57,7 @@ enum {
 typedef struct fzgpu_ctx fzgpu_ctx;
 
 /* A field and its codec parameters. Shapes are the folded (z, y, x) ones of
- * docs/FORMAT.md section 3. 88 bytes, no implicit padding. */
+ * docs/FORMAT.md section 3. 96 bytes, no implicit padding. */
 typedef struct fzgpu_field {
     uint32_t dtype;           /* 1 f32, 2 f64 */
     uint32_t mode;            /* 1 abs, 2 rel (compress only) */
@@ -69,6 +69,8 @@ typedef struct fzgpu_field {
     uint64_t nz, ny, nx;
     uint32_t tile[3];         /* z, y, x; product 4096 */
     uint32_t block[3];        /* z, y, x; product 128, divides tile */
+    uint32_t version;         /* container version: 1 or 2 (docs/FORMAT.md) */
+    uint32_t reserved;        /* 0 */
 } fzgpu_field;
 
 /* Filled by the device at the end of a job (80 bytes). */

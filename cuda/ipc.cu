@@ -1,5 +1,5 @@
 // GPU-resident snapshots: open another process's device memory and events
-// over CUDA IPC (fzgpu.h, ABI 5). Built into libfzgpu.so with fzgpu.cu.
+// over CUDA IPC (fzgpu.h, ABI 6). Built into libfzgpu.so with fzgpu.cu.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <pthread.h>

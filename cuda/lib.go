@@ -22,9 +22,9 @@ import (
 // LibName is the shared library's file name.
 const LibName = "libfzgpu.so"
 
-const abiVersion = 5
+const abiVersion = 6
 
-// field mirrors fzgpu_field (88 bytes).
+// field mirrors fzgpu_field (96 bytes).
 type field struct {
 	dtype, mode   uint32
 	bound, step   float64
@@ -33,6 +33,8 @@ type field struct {
 	tilesPerChunk uint32
 	nz, ny, nx    uint64
 	tile, block   [3]uint32
+	version       uint32 // container version, 1 or 2
+	_             uint32
 }
 
 // result mirrors fzgpu_result (80 bytes).
@@ -46,8 +48,8 @@ type result struct {
 	errCode, _         uint32
 }
 
-var _ [88 - unsafe.Sizeof(field{})]struct{}
-var _ [unsafe.Sizeof(field{}) - 88]struct{}
+var _ [96 - unsafe.Sizeof(field{})]struct{}
+var _ [unsafe.Sizeof(field{}) - 96]struct{}
 var _ [80 - unsafe.Sizeof(result{})]struct{}
 var _ [unsafe.Sizeof(result{}) - 80]struct{}
 

@@ -41,12 +41,14 @@ type Settings struct {
 	Workers       int
 	TilesPerChunk uint64
 	Progress      func(done, total uint64)
+	// FormatVersion is the container version to write (0: DefaultVersion).
+	FormatVersion uint16
 }
 
 // SettingsOf resolves opts.
 func SettingsOf(opts ...Option) Settings {
 	o := buildOptions(opts)
-	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress}
+	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: o.version}
 }
 
 // Geometry is a field's tiling as docs/FORMAT.md section 3 defines it.

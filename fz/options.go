@@ -10,6 +10,7 @@ type options struct {
 	tilesPerChunk uint64
 	progress      func(done, total uint64)
 	maxRaw        uint64
+	version       uint16  // container version to write; 0: DefaultVersion
 	backend       Backend // nil: this package's CPU code
 }
 
@@ -48,3 +49,15 @@ func WithProgress(f func(done, total uint64)) Option {
 // more than n bytes, before allocating anything: a guard for untrusted
 // input (a valid container can expand about 2731 times).
 func WithMaxRawSize(n uint64) Option { return func(o *options) { o.maxRaw = n } }
+
+// WithFormatVersion sets the container version Compress writes: 1 or 2
+// (docs/FORMAT.md; 0 means DefaultVersion). Decompress reads every version
+// and ignores this option. Compress rejects any other value.
+func WithFormatVersion(v int) Option {
+	return func(o *options) {
+		if v < 0 || v > 0xFFFF {
+			v = 0xFFFF // rejected by Compress with the value's range in the message
+		}
+		o.version = uint16(v)
+	}
+}

@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         CKR(fzgpu_memcpy_async(0, src, host.data(), n * 4, 1, st));
         CKR(fzgpu_event_create(0, &e0)); CKR(fzgpu_event_create(0, &e1)); CKR(fzgpu_event_create(0, &e2));
         fzgpu_field f = {};
-        f.dtype = 1; f.mode = 2; f.bound = rel; f.tiles_per_chunk = 256; f.nz = nz; f.ny = ny; f.nx = nx;
+        f.dtype = 1; f.mode = 2; f.bound = rel; f.tiles_per_chunk = 256; f.nz = nz; f.ny = ny; f.nx = nx; f.version = 1;
         f.tile[0] = 8; f.tile[1] = 16; f.tile[2] = 32; f.block[0] = 4; f.block[1] = 4; f.block[2] = 8;
         if (fp) {
             f.dtype = dt; f.nz = 1; f.ny = 1; f.nx = fnx;
