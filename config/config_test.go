@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,9 @@ func TestErrors(t *testing.T) {
 		{flags: []string{"--subject-prefix", "a.b"}, want: []string{"nats.subject_prefix", "A-Z"}},
 		{file: "gpu_device_lanes: 40\n", want: []string{"gpu_device_lanes", `"40"`, "auto or a number of lanes", "1 to 32"}},
 		{flags: []string{"--gpu-device-lanes", "some"}, want: []string{"flag --gpu-device-lanes", "auto or a number of lanes"}},
+		{file: "format_version: 3\n", want: []string{"c.yaml:1", "format_version", `"3"`, "container format version: 1 (the default) or 2"}},
+		{flags: []string{"--format-version", "0"}, want: []string{"flag --format-version", "format_version", `"0"`, "1 (the default) or 2"}},
+		{env: map[string]string{"FZ_FORMAT_VERSION": "x"}, want: []string{"environment FZ_FORMAT_VERSION", "format_version", `"x"`, "1 (the default) or 2"}},
 	}
 	for i, c := range cases {
 		f := ""
@@ -188,5 +192,48 @@ func TestSet(t *testing.T) {
 	}
 	if err := s.Set("no.such.key", "1", "test"); err == nil || !strings.Contains(err.Error(), "no.such.key") {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// format_version from each source: the default 1, and 2 from a file, the
+// environment or a flag.
+func TestFormatVersion(t *testing.T) {
+	if d := Defaults(); d.FormatVersion != 1 {
+		t.Fatalf("default format_version %d, want 1", d.FormatVersion)
+	}
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(f, []byte("format_version: 2\n"), 0o644)
+	for _, c := range []struct {
+		file  string
+		env   map[string]string
+		flags []string
+		src   string
+	}{
+		{file: f, src: f + ":1"},
+		{env: map[string]string{"FZ_FORMAT_VERSION": " 2 "}, src: "environment FZ_FORMAT_VERSION"},
+		{flags: []string{"--format-version", "2"}, src: "flag --format-version"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		_, apply := Flags(fs)
+		if err := fs.Parse(c.flags); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(c.file, env(c.env), apply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.FormatVersion != 2 || s.Source("format_version") != c.src {
+			t.Errorf("format_version %d from %q, want 2 from %q", s.FormatVersion, s.Source("format_version"), c.src)
+		}
+	}
+	for _, v := range []string{"1", "2"} {
+		if n, err := ParseFormatVersion(v); err != nil || strconv.Itoa(n) != v {
+			t.Errorf("ParseFormatVersion(%q) = %d, %v", v, n, err)
+		}
+	}
+	for _, v := range []string{"0", "3", "-1", "x", "", "1.5", "65537"} {
+		if _, err := ParseFormatVersion(v); err == nil || !strings.Contains(err.Error(), "1 (the default) or 2") {
+			t.Errorf("ParseFormatVersion(%q): %v", v, err)
+		}
 	}
 }

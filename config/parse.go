@@ -191,3 +191,29 @@ func gpuList(s *Settings, v string) error {
 	s.GPUs = out
 	return nil
 }
+
+// FormatVersions says which container versions a writer may be asked for,
+// for messages: the codec writes version 1 (the default) or 2.
+const FormatVersions = "1 (the default) or 2"
+
+// ParseFormatVersion parses a container format version to write: 1 or 2
+// (docs/FORMAT.md). The CLI's --format-version and serve's format_version
+// share it, so both accept and refuse the same values.
+func ParseFormatVersion(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > 2 {
+		return 0, fmt.Errorf("expected a container format version: %s", FormatVersions)
+	}
+	return n, nil
+}
+
+func formatVersion(f func(*Settings) *int) parser {
+	return func(s *Settings, v string) error {
+		n, err := ParseFormatVersion(v)
+		if err != nil {
+			return err
+		}
+		*f(s) = n
+		return nil
+	}
+}

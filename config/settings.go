@@ -34,6 +34,10 @@ type Settings struct {
 	DataDir string
 	Sink    string
 	Backend string
+	// FormatVersion is the container version the codec writes: 1 (the
+	// default) or 2 (docs/FORMAT.md; smaller, read by fzsidecar releases
+	// with version-2 support only).
+	FormatVersion int
 	// GPUs lists device ordinals for --backend gpu: one compression lane
 	// per device. Empty: device 0.
 	GPUs []int
@@ -110,6 +114,7 @@ func Defaults() Settings {
 	s.DataDir = ".fzsidecar"
 	s.Sink = "./fzdata"
 	s.Backend = "auto"
+	s.FormatVersion = 1
 	s.GPUHost = "register"
 	s.GPULanes = 4
 	s.Budget = 4 << 30

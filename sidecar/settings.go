@@ -144,6 +144,11 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, 
 	if s.Pipeline.CodecThreads > 0 {
 		opts = append(opts, fz.WithWorkers(s.Pipeline.CodecThreads))
 	}
+	if s.FormatVersion != 0 {
+		// Both backends take it: pipeline.FZ passes it to fz.Compress, the
+		// GPU lanes to cuda.Streamer.Compress (fz.SettingsOf).
+		opts = append(opts, fz.WithFormatVersion(s.FormatVersion))
+	}
 	cpu := codecChoice{codec: pipeline.FZ(opts...), name: "cpu"}
 	want := strings.ToLower(s.Backend)
 	if want == "cpu" {
