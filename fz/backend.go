@@ -41,14 +41,20 @@ type Settings struct {
 	Workers       int
 	TilesPerChunk uint64
 	Progress      func(done, total uint64)
-	// FormatVersion is the container version to write (0: DefaultVersion).
+	// FormatVersion is the container version to write (0: DefaultVersion),
+	// as WithFormatVersion gave it; 0xFFFF for a value outside 0 … 0xFFFE.
+	// FormatVersionOf checks it.
 	FormatVersion uint16
 }
 
 // SettingsOf resolves opts.
 func SettingsOf(opts ...Option) Settings {
 	o := buildOptions(opts)
-	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: o.version}
+	v := uint16(0xFFFF)
+	if o.version >= 0 && o.version < 0xFFFF {
+		v = uint16(o.version)
+	}
+	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: v}
 }
 
 // Geometry is a field's tiling as docs/FORMAT.md section 3 defines it.
@@ -118,10 +124,11 @@ func FillBits(p Params) (uint64, bool) {
 
 // NewHeader is the header Compress writes for p with the given derived
 // bound, step and range (haveRange false: the range fields are NaN).
-// Chunks are left for the caller to fill in.
+// Chunks are left for the caller to fill in. Its Version is DefaultVersion:
+// a backend writing another version sets h.Version.
 func NewHeader(p Params, g Geometry, absEB, step, lo, hi float64, haveRange bool) *Header {
 	h := &Header{
-		Version: Version, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
+		Version: DefaultVersion, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, AbsEB: absEB, Step: step, Tile: g.Tile, Block: g.Block,
 		TilesPerChunk: uint32(g.TilesPerChunk), RangeMin: notComputed, RangeMax: notComputed,
 		Chunks: make([]Chunk, g.Chunks),

@@ -56,9 +56,9 @@ func CheckContainer(ctx context.Context, h *Header, blob []byte, workers int) ([
 					buf = slices.Grow(buf[:0], int((b1-b0)*uint64(h.DType.Size())))[:(b1-b0)*uint64(h.DType.Size())]
 					b := blob[ch.Offset : ch.Offset+ch.Size]
 					if h.DType == Float32 {
-						err = decodeChunk(s, b, ch.CRC, asFloats[float32](buf), b0, l, c, 0, end, h.Step, fillValue[float32](h))
+						err = decodeChunk(s, b, ch.CRC, asFloats[float32](buf), b0, l, h.Version, c, 0, end, h.Step, fillValue[float32](h))
 					} else {
-						err = decodeChunk(s, b, ch.CRC, asFloats[float64](buf), b0, l, c, 0, end, h.Step, fillValue[float64](h))
+						err = decodeChunk(s, b, ch.CRC, asFloats[float64](buf), b0, l, h.Version, c, 0, end, h.Step, fillValue[float64](h))
 					}
 				}
 				if err != nil {

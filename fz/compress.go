@@ -35,6 +35,9 @@ func Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte
 		return nil, Stats{}, err
 	}
 	o := buildOptions(opts)
+	if _, err := o.formatVersion(); err != nil {
+		return nil, Stats{}, err
+	}
 	if o.backend != nil {
 		return o.backend.Compress(ctx, src, p, opts...)
 	}
@@ -73,8 +76,12 @@ func compressTyped[T float](ctx context.Context, src []T, p Params, o options) (
 	if err != nil {
 		return nil, Stats{}, err
 	}
+	version, err := o.formatVersion()
+	if err != nil {
+		return nil, Stats{}, err
+	}
 	h := &Header{
-		Version: Version, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
+		Version: version, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, Tile: sh.tile, Block: sh.block, TilesPerChunk: uint32(o.tilesPerChunk),
 		RangeMin: notComputed, RangeMax: notComputed,
 		Chunks: make([]Chunk, l.chunks),
@@ -262,7 +269,7 @@ func encodeChunks[T float](ctx context.Context, src []T, l *layout, qz *quantize
 			for j := range jobs {
 				bp := bufPool.Get().(*[]byte)
 				var ts tileStats
-				buf := encodeChunk(s, &ts, src, l, j.c, qz, (*bp)[:0])
+				buf := encodeChunk(s, &ts, src, l, j.c, qz, h.Version, (*bp)[:0])
 				j.ch <- chunkResult{buf: buf, st: ts}
 			}
 		}()
@@ -297,8 +304,9 @@ func encodeChunks[T float](ctx context.Context, src []T, l *layout, qz *quantize
 	return out, nil
 }
 
-// encodeChunk appends chunk c: a table of tile sizes, then the tiles.
-func encodeChunk[T float](s *tileScratch, ts *tileStats, src []T, l *layout, c uint64, qz *quantizer, dst []byte) []byte {
+// encodeChunk appends chunk c: a table of tile sizes, then the tiles in
+// container version ver.
+func encodeChunk[T float](s *tileScratch, ts *tileStats, src []T, l *layout, c uint64, qz *quantizer, ver uint16, dst []byte) []byte {
 	first, end := l.chunkTiles(c)
 	nt := int(end - first)
 	at0 := len(dst)
@@ -306,7 +314,11 @@ func encodeChunk[T float](s *tileScratch, ts *tileStats, src []T, l *layout, c u
 	clear(dst[at0:])
 	for t := first; t < end; t++ {
 		at := len(dst)
-		dst = encodeTile(s, ts, src, l, t, qz, dst)
+		if ver == Version2 {
+			dst = encodeTileV2(s, ts, src, l, t, qz, dst)
+		} else {
+			dst = encodeTile(s, ts, src, l, t, qz, dst)
+		}
 		binary.LittleEndian.PutUint32(dst[at0+4*int(t-first):], uint32(len(dst)-at))
 	}
 	return dst

@@ -102,7 +102,7 @@ func decodeChunks[T float](ctx context.Context, h *Header, l *layout, blob []byt
 				err := ctx.Err()
 				if err == nil {
 					ch := h.Chunks[c]
-					err = decodeChunk(s, blob[ch.Offset:ch.Offset+ch.Size], ch.CRC, dst, 0, l, c, 0, math.MaxUint64, h.Step, fillValue[T](h))
+					err = decodeChunk(s, blob[ch.Offset:ch.Offset+ch.Size], ch.CRC, dst, 0, l, h.Version, c, 0, math.MaxUint64, h.Step, fillValue[T](h))
 				}
 				if err != nil {
 					mu.Lock()
@@ -126,9 +126,10 @@ func decodeChunks[T float](ctx context.Context, h *Header, l *layout, blob []byt
 	return firstErr
 }
 
-// decodeChunk checks chunk c (its bytes only) and decodes its tiles that
-// fall in [t0, t1) into dst, which starts at field element base.
-func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, base uint64, l *layout, c, t0, t1 uint64, step float64, fill T) error {
+// decodeChunk checks chunk c (its bytes only) of a container of version ver
+// and decodes its tiles that fall in [t0, t1) into dst, which starts at
+// field element base.
+func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, base uint64, l *layout, ver uint16, c, t0, t1 uint64, step float64, fill T) error {
 	if got := crc32c(b); got != crc {
 		return formatErr("chunk %d: checksum mismatch (index says %08x, data has %08x): chunk corrupted", c, crc, got)
 	}
@@ -144,7 +145,13 @@ func decodeChunk[T float](s *tileScratch, b []byte, crc uint32, dst []T, base ui
 			return formatErr("chunk %d, tile %d: size %d invalid (multiple of 4, at least 8, at most the %d bytes left)", c, i, sz, len(b)-pos)
 		}
 		if t := first + uint64(i); t >= t0 && t < t1 {
-			if err := decodeTile(s, b[pos:pos+sz], dst, base, l, t, step, fill); err != nil {
+			var err error
+			if ver == Version2 {
+				err = decodeTileV2(s, b[pos:pos+sz], dst, base, l, t, step, fill)
+			} else {
+				err = decodeTile(s, b[pos:pos+sz], dst, base, l, t, step, fill)
+			}
+			if err != nil {
 				return formatErr("chunk %d, tile %d: %v", c, i, err)
 			}
 		}

@@ -2,14 +2,21 @@ package fz
 
 import "math"
 
-// Format constants of the FZSC container, version 1. docs/FORMAT.md is the
-// normative description; every number here appears there.
+// Format constants of the FZSC container, versions 1 and 2. docs/FORMAT.md
+// is the normative description; every number here appears there.
 
 const (
 	// Magic opens every container.
 	Magic = "FZSC"
-	// Version is the only container version this package writes and reads.
-	Version = 1
+	// Version1 is the container version of docs/FORMAT.md §5.1: bit planes
+	// of 128-slot zero-blocks.
+	Version1 = 1
+	// Version2 is the container version of docs/FORMAT.md §5.2: 16-slot
+	// groups with a rate each ("group rates"). Every reader reads both.
+	Version2 = 2
+	// DefaultVersion is the version Compress writes unless
+	// WithFormatVersion says otherwise.
+	DefaultVersion = Version1
 
 	// TileElems is the number of code slots of a tile; tiles at the field's
 	// edges hold fewer values and the remaining slots are zero.

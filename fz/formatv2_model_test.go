@@ -194,8 +194,8 @@ func TestPeerFieldRatiosV1(t *testing.T) {
 
 var _ = fmt.Sprint
 
-// tileCodes are one tile's residual codes in slot order under a predictor.
-type tileCodes struct {
+// predictedCodes are one tile's residual codes in slot order under a predictor.
+type predictedCodes struct {
 	mag  [TileElems]uint16 // |d| (0 for escapes and unused slots)
 	neg  [TileElems]bool
 	nesc int
@@ -205,7 +205,7 @@ type tileCodes struct {
 // lz·ly·lx, zero outside the box) under predictor pred: 0 = v1's Lorenzo
 // over the folded rank; 1 = 1-D along x, with the first value of each row
 // predicted by the lower-rank Lorenzo over the x = 0 face.
-func predictResiduals(c *tileCodes, q []int32, lz, ly, lx int, smap *[TileElems]uint16, pred int) {
+func predictResiduals(c *predictedCodes, q []int32, lz, ly, lx int, smap *[TileElems]uint16, pred int) {
 	clear(c.mag[:])
 	clear(c.neg[:])
 	c.nesc = 0
@@ -251,7 +251,7 @@ func predictResiduals(c *tileCodes, q []int32, lz, ly, lx int, smap *[TileElems]
 
 // planeWords returns the 128 words of 32 slots of plane p (0..14 magnitude
 // bits, 15 sign).
-func planeWords(c *tileCodes, p int) (w [TileElems / 32]uint32) {
+func planeWords(c *predictedCodes, p int) (w [TileElems / 32]uint32) {
 	for s := 0; s < TileElems; s++ {
 		var b bool
 		if p == 15 {
@@ -286,7 +286,7 @@ const (
 
 var costNames = [nCosts]string{"v1", "w32two", "w32full", "rate32", "w32two+cs", "rate32+cs", "rate32+cs sparse", "hybrid", "rate16+cs sparse", "rate64+cs sparse", "rate8+cs sparse", "v1+raw planes", "rate16 sign units"}
 
-func planeCosts(c *tileCodes) (cost [nCosts]int) {
+func planeCosts(c *predictedCodes) (cost [nCosts]int) {
 	var words [16][TileElems / 32]uint32
 	for p := 0; p < 16; p++ {
 		words[p] = planeWords(c, p)
@@ -393,7 +393,7 @@ func TestFormatV2Candidates(t *testing.T) {
 	every := 1
 	fmt.Sscan(os.Getenv("FZ_EXPERIMENT_EVERY"), &every)
 	fields := peerFields(t, sharedData(t))
-	var c tileCodes
+	var c predictedCodes
 	for _, f := range fields {
 		for i, rel := range []float64{1e-2, 1e-3, 1e-4} {
 			var v1, nvals uint64
@@ -472,7 +472,7 @@ func TestFormatV2CandidatesRealFields(t *testing.T) {
 		t.Skip("measurement only; set FZ_EXPERIMENT=1")
 	}
 	dir := sharedData(t)
-	var c tileCodes
+	var c predictedCodes
 	for _, f := range realFields {
 		raw, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {

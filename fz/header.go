@@ -125,8 +125,8 @@ func PeekHeaderSize(prefix []byte) (uint64, error) {
 	if string(prefix[:4]) != Magic {
 		return 0, formatErr("bad magic %q: not an fzsidecar container (expected %q)", prefix[:4], Magic)
 	}
-	if v := binary.LittleEndian.Uint16(prefix[4:]); v != Version {
-		return 0, formatErr("unsupported format version %d (this build reads version %d)", v, Version)
+	if v := binary.LittleEndian.Uint16(prefix[4:]); v != Version1 && v != Version2 {
+		return 0, formatErr("unsupported format version %d (this build reads versions %d and %d)", v, Version1, Version2)
 	}
 	nd := int(prefix[10])
 	nc := binary.LittleEndian.Uint64(prefix[80:])

@@ -1,6 +1,9 @@
 package fz
 
-import "runtime"
+import (
+	"fmt"
+	"runtime"
+)
 
 // Option configures Compress and Decompress.
 type Option func(*options)
@@ -10,7 +13,7 @@ type options struct {
 	tilesPerChunk uint64
 	progress      func(done, total uint64)
 	maxRaw        uint64
-	version       uint16  // container version to write; 0: DefaultVersion
+	version       int     // container version to write as given; 0: DefaultVersion
 	backend       Backend // nil: this package's CPU code
 }
 
@@ -54,10 +57,22 @@ func WithMaxRawSize(n uint64) Option { return func(o *options) { o.maxRaw = n } 
 // (docs/FORMAT.md; 0 means DefaultVersion). Decompress reads every version
 // and ignores this option. Compress rejects any other value.
 func WithFormatVersion(v int) Option {
-	return func(o *options) {
-		if v < 0 || v > 0xFFFF {
-			v = 0xFFFF // rejected by Compress with the value's range in the message
-		}
-		o.version = uint16(v)
+	return func(o *options) { o.version = v }
+}
+
+// FormatVersionOf is the container version opts ask Compress to write
+// (DefaultVersion when none is given), or an error naming a version this
+// package cannot write. Backends outside this package call it.
+func FormatVersionOf(opts ...Option) (uint16, error) {
+	return buildOptions(opts).formatVersion()
+}
+
+func (o options) formatVersion() (uint16, error) {
+	switch o.version {
+	case 0:
+		return DefaultVersion, nil
+	case Version1, Version2:
+		return uint16(o.version), nil
 	}
+	return 0, fmt.Errorf("fz: format version %d is not supported: expected 1, 2 or 0 (the default, %d)", o.version, DefaultVersion)
 }

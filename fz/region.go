@@ -80,9 +80,9 @@ func DecodeRegion(ctx context.Context, h *Header, r Region, fetch func(chunk int
 			return nil, formatErr("chunk %d: fetched %d bytes, index says %d", c, len(b), ch.Size)
 		}
 		if h.DType == Float32 {
-			err = decodeChunk(s, b, ch.CRC, asFloats[float32](buf), b0, l, c, t0, t1, h.Step, fillValue[float32](h))
+			err = decodeChunk(s, b, ch.CRC, asFloats[float32](buf), b0, l, h.Version, c, t0, t1, h.Step, fillValue[float32](h))
 		} else {
-			err = decodeChunk(s, b, ch.CRC, asFloats[float64](buf), b0, l, c, t0, t1, h.Step, fillValue[float64](h))
+			err = decodeChunk(s, b, ch.CRC, asFloats[float64](buf), b0, l, h.Version, c, t0, t1, h.Step, fillValue[float64](h))
 		}
 		if err != nil {
 			return nil, err

@@ -275,7 +275,7 @@ func TestLargeIndexArithmetic(t *testing.T) {
 	if sum == 0 || l.chunkElems(l.chunks-1) == 0 {
 		t.Fatal("chunk element counts are zero")
 	}
-	h := &Header{Version: Version, DType: Float32, Mode: Abs, Dims: dims, Bound: 1, AbsEB: 1, Step: 2,
+	h := &Header{Version: DefaultVersion, DType: Float32, Mode: Abs, Dims: dims, Bound: 1, AbsEB: 1, Step: 2,
 		Tile: [3]int{8, 16, 32}, Block: [3]int{4, 4, 8}, TilesPerChunk: DefaultTilesPerChunk,
 		RangeMin: math.NaN(), RangeMax: math.NaN(), Chunks: make([]Chunk, l.chunks)}
 	if h.RawSize() != 3<<34 {

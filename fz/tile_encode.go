@@ -66,18 +66,27 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 }
 
 // tileBits is what tileCodeBits leaves for the tile coding: the codes are
-// in s.planes (only the planes of planeMask are valid), the escape, fill
-// and raw lists in s.
+// in s.lo and s.hi (slot order) and, after tileCodeBits, in s.planes (only
+// the planes of planeMask are valid); the escape, fill and raw lists in s.
 type tileBits struct {
 	lz, ly, lx int
 	smap       *[TileElems]uint16
 	origin     int32
-	planeMask  uint32 // bit p: plane p has a set bit
+	orLo, orHi byte   // OR of the low and of the high code bytes
+	planeMask  uint32 // bit p: plane p has a set bit (set by shufflePlanes)
 }
 
 // tileCodeBits runs stages 1–4 of encodeTile (quantize, holes, Lorenzo
 // codes, bitshuffle) for tile t.
 func tileCodeBits[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer) tileBits {
+	c := tileCodes(s, st, src, l, t, qz)
+	shufflePlanes(s, &c)
+	return c
+}
+
+// tileCodes runs stages 1–3 of encodeTile (quantize, holes, Lorenzo codes)
+// for tile t: the codes go to s.lo and s.hi.
+func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer) tileBits {
 	z0, y0, x0, lz, ly, lx := l.tileBox(t)
 	n := lz * ly * lx
 	q := s.q[:n]
@@ -111,10 +120,17 @@ func tileCodeBits[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	smap := l.slotMap(s, lz, ly, lx)
 	orLo, orHi := codesTile(s, q, lz, ly, lx, smap, l.mapRuns(s, lz, ly, lx))
 	lo[0], hi[0] = 0, 0
+	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, origin: origin, orLo: orLo, orHi: orHi}
+}
 
-	// 4. Bitshuffle.
+// shufflePlanes runs stage 4 of encodeTile: it turns the codes of s.lo and
+// s.hi into the bit planes of s.planes and sets c.planeMask. Planes outside
+// the mask are left as they were.
+func shufflePlanes(s *tileScratch, c *tileBits) {
 	const ngroups = TileElems / 8
-	planeMask := uint32(orLo) | uint32(orHi)<<8
+	orLo, orHi := c.orLo, c.orHi
+	c.planeMask = uint32(orLo) | uint32(orHi)<<8
+	lo, hi := &s.lo, &s.hi
 	switch {
 	case orLo == 0:
 	case useSIMD:
@@ -133,8 +149,6 @@ func tileCodeBits[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	default:
 		shuffleBytes(hi[:], &s.planes[1], ngroups)
 	}
-
-	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, origin: origin, planeMask: planeMask}
 }
 
 // appendTileTail appends the sections after the codes: escapes, fill mask,
@@ -337,12 +351,13 @@ func codesTile(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint1
 
 // codesScalar is the reference for codesTile.
 func codesScalar(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16) (orLo, orHi byte) {
-	return codesScalarMax(s, q, lz, ly, lx, smap, maxCode)
+	return codesScalarMax(s, q, lz, ly, lx, smap, maxCode, escapeCode)
 }
 
 // codesScalarMax is codesScalar escaping every residual whose magnitude
-// exceeds maxMag.
-func codesScalarMax(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16, maxMag uint32) (orLo, orHi byte) {
+// exceeds maxMag, with code esc in its slot (version 1: 0x8000; version 2:
+// 0x7FFF, magnitude 32767 with sign 0).
+func codesScalarMax(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]uint16, maxMag uint32, esc uint16) (orLo, orHi byte) {
 	lo, hi := &s.lo, &s.hi
 	s.esc = s.esc[:0]
 	zero := s.zeroRow[:lx]
@@ -379,8 +394,9 @@ func codesScalarMax(s *tileScratch, q []int32, lz, ly, lx int, smap *[TileElems]
 				m := uint32((d ^ sg) - sg)
 				if m > maxMag {
 					s.esc = append(s.esc, d)
-					lo[slot], hi[slot] = 0, 0x80
-					orHi |= 0x80
+					lo[slot], hi[slot] = byte(esc), byte(esc>>8)
+					orLo |= byte(esc)
+					orHi |= byte(esc >> 8)
 					continue
 				}
 				b0, b1 := byte(m), byte(m>>8)|byte(sg)&0x80

@@ -55,7 +55,7 @@ func versionString() string {
 		out += ")"
 	}
 	return fmt.Sprintf("%s\ncontainer format v%d, ingest protocol v%d, %s %s/%s",
-		out, fz.Version, ingest.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		out, fz.DefaultVersion, ingest.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func printVersion(w io.Writer) { fmt.Fprintln(w, versionString()) }
