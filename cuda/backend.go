@@ -354,6 +354,10 @@ var decodeReasons = map[uint32]string{
 	9:  "mask marks slots outside the tile's values",
 	10: "raw-value count does not match its mask",
 	11: "tile has trailing bytes",
+	12: "code block mask is 0 or marks blocks past the tile's values",
+	13: "group rates invalid (a rate word 0, a rate on a group past the tile's values, or a top magnitude unit 0)",
+	14: "magnitude bits on slots past the tile's values, or a non-zero padding unit",
+	15: "sign bits invalid (unused bits set, or an escape marked negative)",
 }
 
 // DecompressTo decodes blob on the GPU into dst (h.RawSize() bytes).
@@ -402,7 +406,11 @@ func (b *Backend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...fz
 	if err := b.h2d(b.b, blob); err != nil {
 		return nil, err
 	}
+	if h.Version != 1 && h.Version != 2 {
+		return nil, fz.FormatError("container version %d: the GPU decoder reads versions 1 and 2", h.Version)
+	}
 	f := makeField(h.DType, g)
+	f.version = uint32(h.Version)
 	f.step = h.Step
 	if h.Fill != nil {
 		f.hasFill, f.fillBits = 1, h.FillBits

@@ -23,6 +23,9 @@
 //                                 (tables.cuh).
 // Decompress, per job (decode.cuh):
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
+//   transcode_v2_kernel (x2)      version 2 only (transcode.cuh): the tiles
+//                                 rewritten as version-1 tiles, which the
+//                                 decoders below then take
 //   decode_warp_kernel            one warp per tile (decode_warp.cuh); a tile
 //                                 that does not check out goes on a list for
 //   decode_list_kernel            the block decoder, which rejects it as the
@@ -377,23 +380,28 @@ __device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
-static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0) {
+template <int V>
+static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt) {
     if (dtype == 1) {
         switch (fast) {
-        case 1: return (const void *)encode_warp_kernel<float, 1>;
-        case 2: return (const void *)encode_warp_kernel<float, 2>;
+        case 1: return (const void *)encode_warp_kernel<float, 1, 0, V>;
+        case 2: return (const void *)encode_warp_kernel<float, 2, 0, V>;
         case 3:
-            if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4> : (const void *)encode_warp_kernel<float, 3, 3>;
-            return has_fill ? (const void *)encode_warp_kernel<float, 3, 2> : (const void *)encode_warp_kernel<float, 3, 1>;
-        default: return (const void *)encode_warp_kernel<float, 0>;
+            if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V> : (const void *)encode_warp_kernel<float, 3, 3, V>;
+            return has_fill ? (const void *)encode_warp_kernel<float, 3, 2, V> : (const void *)encode_warp_kernel<float, 3, 1, V>;
+        default: return (const void *)encode_warp_kernel<float, 0, 0, V>;
         }
     }
     switch (fast) {
-    case 1: return (const void *)encode_warp_kernel<double, 1>;
-    case 2: return (const void *)encode_warp_kernel<double, 2>;
-    case 3: return (const void *)encode_warp_kernel<double, 3>;
-    default: return (const void *)encode_warp_kernel<double, 0>;
+    case 1: return (const void *)encode_warp_kernel<double, 1, 0, V>;
+    case 2: return (const void *)encode_warp_kernel<double, 2, 0, V>;
+    case 3: return (const void *)encode_warp_kernel<double, 3, 0, V>;
+    default: return (const void *)encode_warp_kernel<double, 0, 0, V>;
     }
+}
+// ver: the container version the kernel writes (1 or 2).
+static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1) {
+    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt) : enc_kernel_v<1>(dtype, fast, has_fill, opt);
 }
 
 #include "tables.cuh"
@@ -420,6 +428,12 @@ struct fzgpu_ctx {
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
+    // version-2 decode (transcode.cuh): the job's tiles as version-1 tiles,
+    // their sizes and offsets, the total; v2buf grows to the largest job
+    unsigned *v2size;
+    unsigned long long *v2off, *v2total;
+    unsigned char *v2buf;
+    unsigned long long v2cap;
 };
 
 #define CK(x)                                         \
@@ -478,7 +492,10 @@ extern "C" void fzgpu_strerror(int rc, char *buf, uint64_t len) {
 }
 
 extern "C" uint64_t fzgpu_compress_bound(uint32_t dtype, uint64_t tiles) {
-    // word0+origin, 16 planes of mask+32 blocks, escapes, two masks, raw count+values, table entry
+    // word0+origin, 16 planes of mask+32 blocks, escapes, two masks, raw count+values, table entry.
+    // Version 2's code section is up to 68 bytes longer (8324 bytes), but a
+    // tile with raw values for all 4096 slots has no fill mask (516 bytes):
+    // this bound holds for both versions.
     uint64_t per = 8 + 16 * (4 + 512) + (4 + 4 * 4095) + 2 * (4 + 512) + 4 + 4096ull * (dtype == 2 ? 8 : 4) + 4;
     return per * tiles;
 }
@@ -512,6 +529,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(eoff, TILE);
     AL(dlist, max_tiles);
     AL(dcount, 1);
+    AL(v2size, max_tiles);
+    AL(v2off, max_tiles);
+    AL(v2total, 1);
 #undef AL
     // The warp encoder is persistent: as many blocks as fit on the device
     // (or as the largest job needs), each warp with its own scratch.
@@ -521,11 +541,17 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     for (int i = 0; i < 8 && e == cudaSuccess; i++) {
         const void *k = enc_kernel(i >> 2 ? 2 : 1, i & 3, 0);
         int nb = 0;
-        e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-        if (e == cudaSuccess && enc_kernel(i >> 2 ? 2 : 1, i & 3, 1) != k)
-            e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, i & 3, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-        for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
-            e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        // Both container versions' kernels; the grid and scratch are sized
+        // by version 1's (a grid needs no more blocks than fit at once: the
+        // kernels are persistent, tiles taken by ticket).
+        for (unsigned v = 1; v <= 2 && e == cudaSuccess; v++) {
+            const void *kv = enc_kernel(i >> 2 ? 2 : 1, i & 3, 0, 0, v);
+            e = cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            if (e == cudaSuccess && enc_kernel(i >> 2 ? 2 : 1, i & 3, 1, 0, v) != kv)
+                e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, i & 3, 1, 0, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
+                e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        }
         if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, ENC_SMEM);
         unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
         const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
@@ -579,13 +605,17 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->eoff);
     cudaFree(c->dlist);
     cudaFree(c->dcount);
+    cudaFree(c->v2size);
+    cudaFree(c->v2off);
+    cudaFree(c->v2total);
+    cudaFree(c->v2buf);
     cudaFree(c->scratch);
     free(c);
 }
 
 static int make_geo(const fzgpu_field *f, Geo *g) {
     if (!f || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
-    if (f->version != 1 || f->reserved != 0) return FZGPU_E_ARG;  // container versions this build writes and reads
+    if ((f->version != 1 && f->version != 2) || f->reserved != 0) return FZGPU_E_ARG;  // container versions this build writes and reads
     int tz = f->tile[0], ty = f->tile[1], tx = f->tile[2], bz = f->block[0], by = f->block[1], bx = f->block[2];
     if (tz < 1 || ty < 1 || tx < 1 || tz * ty * tx != TILE) return FZGPU_E_ARG;
     if (bz < 1 || by < 1 || bx < 1 || bz * by * bx != 128 || tz % bz || ty % by || tx % bx) return FZGPU_E_ARG;
@@ -706,7 +736,9 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    const bool v5 = use_v5(g);
+    // Version 2 always takes the warp encoder (its generic path takes every
+    // tile); the block encoder writes version 1 only.
+    const bool v5 = f->version == 1 && use_v5(g);
     if (v5) {  // its tables; the warp encoder does not use them
         meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
         CK(cudaGetLastError());
@@ -723,7 +755,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
         if (nb > cap_b) nb = cap_b;
-        const void *k = enc_kernel(f->dtype, fast, f->has_fill);
+        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version);
         const void *src = d_src;
         // The optimistic kernels (no slow path: smaller kernels, PERF.md v19)
         // take the job first where they can: f32 rank-3 tiles, all full, no
@@ -745,7 +777,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             return launch_dependent(kern, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args);
         };
         for (int o = 2; opt && o >= 1; o--)  // the narrow kernel, then the optimistic one
-            CK(launch(enc_kernel(1, 3, 0, o), c->status + (unsigned long long)o * c->max_tiles, c->ticket + o));
+            CK(launch(enc_kernel(1, 3, 0, o, f->version), c->status + (unsigned long long)o * c->max_tiles, c->ticket + o));
         CK(launch(k, c->status, c->ticket));
         status_opt = opt ? c->status + c->max_tiles : nullptr;
         status_opt8 = opt ? c->status + 2 * c->max_tiles : nullptr;
@@ -832,21 +864,56 @@ extern "C" int fzgpu_compress_at(fzgpu_ctx *c, void *stream, const fzgpu_field *
 // The decode kernels of a job for one dtype: the warp decoder for every
 // tile, then the block decoder for the tiles it left on its list (or for
 // every tile of a shape without a warp walk).
+// b, toff, tsize: the job's version-1 tiles (the container's, or the
+// version-2 tiles rewritten by transcode_v2).
 template <typename T>
 static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f, const unsigned char *b,
-                         unsigned long long tile0, unsigned long long nt, T *dst, cudaStream_t st) {
+                         const unsigned long long *toff, const unsigned *tsize, unsigned long long tile0,
+                         unsigned long long nt, T *dst, cudaStream_t st) {
     const int rank = tile_rank(g);
     if (rank) {
         CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         auto k = rank == 3 ? decode_warp_kernel<T, 3> : rank == 2 ? decode_warp_kernel<T, 2> : decode_warp_kernel<T, 1>;
-        k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize, dst, c->dlist, c->dcount,
+        k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,
                                      f->fill_bits);
         CK(cudaGetLastError());
     }
-    decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, c->toff,
-                                                          c->tsize, dst, c->derr, c->emeta, c->eoff,
+    decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, toff,
+                                                          tsize, dst, c->derr, c->emeta, c->eoff,
                                                           rank ? c->dlist : NULL, c->dcount, (unsigned)nt);
+    CK(cudaGetLastError());
+    return 0;
+}
+
+// Version 2: rewrites the job's tiles (chunk_scan_kernel's toff, tsize) as
+// version-1 tiles in c->v2buf (transcode.cuh): sizes, offsets, then the
+// tiles, after growing the buffer to their total, which the host reads
+// (the one wait on the stream of a decompress job).
+static int transcode_v2(fzgpu_ctx *c, const Geo &g, const unsigned char *b, unsigned long long tile0,
+                        unsigned long long nt, cudaStream_t st) {
+    const unsigned blocks = (unsigned)((nt + TC_W - 1) / TC_W);
+    transcode_v2_kernel<false><<<blocks, TC_W * 32, 0, st>>>(g, b, tile0, nt, c->toff, c->tsize, c->v2size, nullptr,
+                                                             nullptr, c->derr);
+    CK(cudaGetLastError());
+    v2_scan_kernel<<<1, NT, 0, st>>>(c->v2size, nt, c->v2off, c->v2total);
+    CK(cudaGetLastError());
+    unsigned long long total = 0;
+    CK(cudaMemcpyAsync(&total, c->v2total, sizeof total, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    if (total == 0) return 0;  // every tile rejected: nothing to write
+    if (total > c->v2cap) {
+        // grow by a quarter at least, in MiB: a field's jobs differ a little
+        unsigned long long cap = total + total / 4;
+        cap = (cap + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+        cudaFree(c->v2buf);
+        c->v2buf = NULL;
+        c->v2cap = 0;
+        CK(cudaMalloc((void **)&c->v2buf, (size_t)cap));
+        c->v2cap = cap;
+    }
+    transcode_v2_kernel<true><<<blocks, TC_W * 32, 0, st>>>(g, b, tile0, nt, c->toff, c->tsize, c->v2size, c->v2off,
+                                                            c->v2buf, c->derr);
     CK(cudaGetLastError());
     return 0;
 }
@@ -856,7 +923,11 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
                                 void *d_dst, fzgpu_result *h_res) {
     Geo g;
     if (!c || !d_blob || !d_dst || !h_res || ((uintptr_t)d_blob & 3)) return FZGPU_E_ARG;
-    int rc = make_geo(f, &g);
+    if (!f || (f->version != 1 && f->version != 2)) return FZGPU_E_ARG;
+    // Versions 1 and 2 share the header, geometry and chunk layout.
+    fzgpu_field f1 = *f;
+    f1.version = 1;
+    int rc = make_geo(&f1, &g);
     if (rc) return rc;
     unsigned long long tile0, nt = job_tiles(g, first_chunk, nchunks, &tile0);
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull || (index_off & 3)) return FZGPU_E_ARG;
@@ -871,8 +942,17 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
                                                         first_chunk, tile0, c->toff, c->tsize, c->derr);
     CK(cudaGetLastError());
     const unsigned char *b = (const unsigned char *)d_blob;
-    rc = f->dtype == 1 ? launch_decode<float>(c, g, f, b, tile0, nt, (float *)d_dst, st)
-                       : launch_decode<double>(c, g, f, b, tile0, nt, (double *)d_dst, st);
+    const unsigned long long *toff = c->toff;
+    const unsigned *tsize = c->tsize;
+    if (f->version == 2) {
+        if ((rc = transcode_v2(c, g, b, tile0, nt, st))) return rc;
+        // with no tile left (v2buf may be unset) the decoders read nothing
+        if (c->v2buf) b = c->v2buf;
+        toff = c->v2off;
+        tsize = c->v2size;
+    }
+    rc = f->dtype == 1 ? launch_decode<float>(c, g, f, b, toff, tsize, tile0, nt, (float *)d_dst, st)
+                       : launch_decode<double>(c, g, f, b, toff, tsize, tile0, nt, (double *)d_dst, st);
     if (rc) return rc;
     decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
     CK(cudaGetLastError());

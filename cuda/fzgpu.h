@@ -51,7 +51,12 @@ enum {
     FZGPU_DE_SLOT0 = 8,       /* non-zero code in slot 0 */
     FZGPU_DE_MASKSLOTS = 9,   /* fill/raw mask marks slots >= n */
     FZGPU_DE_RAWCOUNT = 10,   /* raw count != raw mask */
-    FZGPU_DE_TRAILTILE = 11   /* trailing bytes in a tile */
+    FZGPU_DE_TRAILTILE = 11,  /* trailing bytes in a tile */
+    /* version 2 code sections (docs/FORMAT.md) */
+    FZGPU_DE_V2BLOCKS = 12,   /* code block mask 0, or marking blocks past the tile's values */
+    FZGPU_DE_V2RATES = 13,    /* rate word 0, a rate on a group past the values, or a top unit 0 */
+    FZGPU_DE_V2MAGS = 14,     /* magnitude bits on slots past the values, or a non-zero padding u16 */
+    FZGPU_DE_V2SIGNS = 15     /* unused sign bits set, or an escape with sign 1 */
 };
 
 typedef struct fzgpu_ctx fzgpu_ctx;
@@ -95,7 +100,7 @@ void fzgpu_strerror(int rc, char *buf, uint64_t len);
 
 /* Creates a context on a device with scratch for jobs of up to max_tiles
  * tiles (one chunk must fit: max_tiles >= tiles_per_chunk). The scratch is
- * 44 bytes per tile plus 42 KiB per warp the encoder keeps resident:
+ * 56 bytes per tile plus 42 KiB per warp the encoder keeps resident:
  * min(max_tiles, warps that fit on the device), e.g. 84 MiB for 2048 tiles
  * and at most 130 MiB on an H200 (132 SMs). FZGPU_ENCODER=v5 or v6 in the
  * environment forces one encoder (comparisons); by default v6 runs except
@@ -143,7 +148,12 @@ int fzgpu_compress_at(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const 
 
 /* Decodes chunks [first_chunk, first_chunk+nchunks) of a whole container
  * d_blob (blob_size bytes, 4-byte aligned; the index starts at index_off)
- * into d_dst, the whole field. Chunk checksums are the caller's job. */
+ * into d_dst, the whole field. Chunk checksums are the caller's job.
+ * f->version 2: the job's tiles are first rewritten as version-1 tiles in a
+ * context buffer that grows to the largest job seen (at most about 57 KiB
+ * per tile, in practice the size of the job's chunks plus up to 8 KiB per
+ * tile); this call then waits once on the stream for the buffer's size
+ * (and may allocate), unlike every other job. */
 int fzgpu_decompress(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_blob,
                      uint64_t blob_size, uint64_t index_off, uint64_t first_chunk,
                      uint64_t nchunks, void *d_dst, fzgpu_result *h_res);
