@@ -33,6 +33,7 @@ type evalRow struct {
 	CompressGBps   float64 `json:"compress_gbps"`
 	DecompressGBps float64 `json:"decompress_gbps"`
 	Backend        string  `json:"backend"`
+	FormatVersion  uint16  `json:"format_version"` // of the container measured
 	Violations     uint64  `json:"violations"`
 	// With a value that looks like an undeclared fill (fz.DetectFill): the
 	// value, its share, and the error over the other values against the
@@ -44,7 +45,7 @@ type evalRow struct {
 }
 
 func runEval(ctx context.Context, args []string) error {
-	fs := newFlags("eval", "eval --dtype f32 --dims D [--mode rel] --eb 1e-2,1e-3,1e-4 [--fill V] [--json] [--backend auto|cpu|gpu] FILE...\n       fzsidecar eval --synthetic 256x256x256 [--eb ...]   (a generated smooth float32 field)")
+	fs := newFlags("eval", "eval --dtype f32 --dims D [--mode rel] --eb 1e-2,1e-3,1e-4 [--fill V] [--json] [--backend auto|cpu|gpu] [--format-version 1|2] FILE...\n       fzsidecar eval --synthetic 256x256x256 [--eb ...]   (a generated smooth float32 field)")
 	var ff fieldFlags
 	ff.register(fs)
 	ebs := fs.String("eb", "1e-2,1e-3,1e-4", "error bounds, comma-separated")
@@ -53,6 +54,7 @@ func runEval(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", 0, "CPU worker count (default: all cores)")
 	repeat := fs.Int("repeat", 3, "timed runs per measurement; the median is reported")
 	synthetic := fs.String("synthetic", "", "evaluate a generated smooth float32 field of these dims instead of files")
+	version := formatVersionFlag(fs)
 	fs.Lookup("dtype").Usage = "element type: f32 or f64 (required with FILEs)"
 	fs.Lookup("dims").Usage = "dimensions slowest to fastest, e.g. 100x500x500 (required with FILEs)"
 	pos, err := parseFlags(fs, args)
@@ -116,7 +118,7 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, fz.WithWorkers(*workers))
+	opts = append(opts, fz.WithWorkers(*workers), fz.WithFormatVersion(*version))
 
 	var rows []evalRow
 	enc := json.NewEncoder(os.Stdout)
@@ -190,7 +192,7 @@ func evalOne(ctx context.Context, name string, data []byte, p fz.Params, suspect
 	}
 	n := float64(h.Elements())
 	r := evalRow{
-		File: name, Mode: p.Mode.String(), EB: p.Bound, AbsEB: st.AbsEB, Ratio: st.Ratio(),
+		File: name, Mode: p.Mode.String(), EB: p.Bound, AbsEB: st.AbsEB, Ratio: st.Ratio(), FormatVersion: h.Version,
 		PSNR: q.PSNR, MaxAbsErr: q.MaxAbsErr, Violations: q.Violations,
 		CompressGBps: float64(len(data)) / median(ct) / 1e9, DecompressGBps: float64(len(data)) / median(dt) / 1e9,
 	}

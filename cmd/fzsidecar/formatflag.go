@@ -1,0 +1,26 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/fzsidecar/fzsidecar/config"
+)
+
+// formatVersionFlag registers --format-version, the container version a
+// command writes. It accepts what serve's format_version accepts
+// (config.ParseFormatVersion), so a bad value is refused while the flags
+// are parsed, with the accepted versions in the message.
+func formatVersionFlag(fs *flag.FlagSet) *int {
+	v := 1
+	fs.Func("format-version", "container format version to write: "+config.FormatVersions+
+		" (smaller files; opt-in: every fzsidecar build that lists it in `fzsidecar version` reads it; docs/FORMAT.md) (default 1)",
+		func(s string) error {
+			n, err := config.ParseFormatVersion(s)
+			if err != nil {
+				return err
+			}
+			v = n
+			return nil
+		})
+	return &v
+}
