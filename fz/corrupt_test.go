@@ -131,6 +131,9 @@ func FuzzDecompress(f *testing.F) {
 	f.Add(blob[:300], false)
 	small, _, _ := Compress(context.Background(), asBytes([]float64{1, 2, 3, math.Inf(1)}), Params{DType: Float64, Dims: []uint64{4}, Mode: Abs, Bound: 0.1})
 	f.Add(small, true)
+	f.Add(sampleContainerV2(f), true)
+	small2, _, _ := Compress(context.Background(), asBytes([]float64{1, 2, 3, math.Inf(1)}), Params{DType: Float64, Dims: []uint64{4}, Mode: Abs, Bound: 0.1}, WithFormatVersion(2))
+	f.Add(small2, true)
 	f.Fuzz(func(t *testing.T, b []byte, fix bool) {
 		if fix {
 			fixCRCs(b)

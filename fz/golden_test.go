@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -63,6 +64,23 @@ func goldenInputs() map[string][]byte {
 		c[i] = 273.15
 	}
 	in["constant"] = asBytes(c)
+	// Residuals (abs 0.5: step 1, q = value) at the escape thresholds of
+	// both versions: |d| = 32766 is a code in both, 32767 an escape only in
+	// version 2, 32768 an escape in both; 5000 values: a clipped last tile.
+	e := make([]float32, 5000)
+	q := int32(0)
+	for i := 1; i < len(e); i++ {
+		d := int32(i%7) - 3
+		switch i % 61 {
+		case 10, 4100 % 61:
+			d = []int32{32766, -32766, 32767, -32767, 32768, -32768}[(i/61)%6]
+		case 11:
+			d = -[]int32{32766, -32766, 32767, -32767, 32768, -32768}[(i/61)%6]
+		}
+		q += d
+		e[i] = float32(q)
+	}
+	in["residuals"] = asBytes(e)
 	return in
 }
 
@@ -71,6 +89,18 @@ var goldenCases = []goldenCase{
 	{"specials", "f64", []uint64{3000}, "abs", 0.01, ptr(-1e34)},
 	{"image2d", "f32", []uint64{70, 90}, "rel", 1e-2, nil},
 	{"constant", "f32", []uint64{5, 5}, "rel", 1e-3, nil},
+	{"residuals", "f32", []uint64{5000}, "abs", 0.5, nil},
+}
+
+// goldenVersions are the container versions with golden files: version v
+// of case c is testdata/golden/c.fz (v = 1) or c.v<v>.fz.
+var goldenVersions = []int{1, 2}
+
+func goldenName(c string, v int) string {
+	if v == 1 {
+		return c + ".fz"
+	}
+	return fmt.Sprintf("%s.v%d.fz", c, v)
 }
 
 func TestGolden(t *testing.T) {
@@ -102,11 +132,22 @@ func TestGolden(t *testing.T) {
 		dt, _ := ParseDType(c.DType)
 		mode, _ := ParseMode(c.Mode)
 		p := Params{DType: dt, Dims: c.Dims, Mode: mode, Bound: c.Bound, Fill: c.Fill}
-		blob, st, err := Compress(context.Background(), raw, p)
+		for _, ver := range goldenVersions {
+			goldenCheck(t, dir, c, p, raw, ver)
+		}
+	}
+}
+
+// goldenCheck compresses raw as version ver and compares the bytes with
+// the committed file (rewriting it with -update).
+func goldenCheck(t *testing.T, dir string, c goldenCase, p Params, raw []byte, ver int) {
+	t.Helper()
+	{
+		blob, st, err := Compress(context.Background(), raw, p, WithFormatVersion(ver))
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
-		path := filepath.Join(dir, c.Name+".fz")
+		path := filepath.Join(dir, goldenName(c.Name, ver))
 		if *updateGolden {
 			if err := os.WriteFile(path, blob, 0o644); err != nil {
 				t.Fatal(err)
@@ -120,10 +161,16 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s: compressed bytes differ from %s (%d vs %d bytes): the format or the encoder changed; if deliberate, run go test ./fz -run Golden -update and say so in docs/FORMAT.md", c.Name, path, len(blob), len(want))
 		}
 		// The committed container decodes within the bound.
-		if dt == Float32 {
-			verify(t, asFloats[float32](raw), want, st.AbsEB, c.Fill)
-		} else {
-			verify(t, asFloats[float64](raw), want, st.AbsEB, c.Fill)
+		if h := verifyGolden(t, p.DType, raw, want, st.AbsEB, c.Fill); int(h.Version) != ver {
+			t.Errorf("%s: version %d, want %d", path, h.Version, ver)
 		}
 	}
+}
+
+func verifyGolden(t *testing.T, dt DType, raw, blob []byte, eb float64, fill *float64) *Header {
+	t.Helper()
+	if dt == Float32 {
+		return verify(t, asFloats[float32](raw), blob, eb, fill)
+	}
+	return verify(t, asFloats[float64](raw), blob, eb, fill)
 }

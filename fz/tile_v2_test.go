@@ -344,63 +344,103 @@ func escapeField(res []int32) []float32 {
 	return v
 }
 
+// tileEscapes encodes every tile of a 1-D float32 field under abs 0.5
+// (step 1, q = value) with one version and returns each tile's escape
+// list length (the escape count the tile stores).
+func tileEscapes(t *testing.T, v []float32, v2 bool) []int {
+	t.Helper()
+	l, err := newLayout([]uint64{uint64(len(v))}, defaultShape(1), DefaultTilesPerChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qz := &quantizer{step: 1, eb: 0.5, inv: 1}
+	s := new(tileScratch)
+	var st tileStats
+	var out []int
+	for tt := uint64(0); tt < l.tiles; tt++ {
+		if v2 {
+			encodeTileV2(s, &st, v, l, tt, qz, nil)
+		} else {
+			encodeTile(s, &st, v, l, tt, qz, nil)
+		}
+		out = append(out, len(s.esc))
+	}
+	return out
+}
+
+// wantEscapes counts, per tile of 4096 values, the residuals of v (q =
+// value) at or above the escape threshold, origins left out.
+func wantEscapes(v []float32, threshold int32) []int {
+	var out []int
+	for i := range v {
+		if i%TileElems == 0 {
+			out = append(out, 0)
+			continue
+		}
+		d := int32(v[i]) - int32(v[i-1])
+		if d >= threshold || d <= -threshold {
+			out[len(out)-1]++
+		}
+	}
+	return out
+}
+
 // TestTileV2EscapeThreshold: |d| ≤ 32766 is a code in both versions,
 // |d| = 32767 a code in v1 and an escape in v2, |d| ≥ 32768 an escape in
-// both. The escape count of each tile is read from its bytes.
+// both; the tiles' escape counts are exactly those, and v2 decodes to v1's
+// values.
 func TestTileV2EscapeThreshold(t *testing.T) {
-	escCount := func(b []byte) int {
-		// The escape section is the first tail section: find it by decoding
-		// what precedes it (word0 bit 16 says whether it exists).
-		if binary.LittleEndian.Uint32(b)&tileHasEscapes == 0 {
-			return 0
-		}
-		return -1 // present; the count is checked through decoding below
-	}
 	for _, simd := range []bool{true, false} {
 		setSIMD(t, simd)
-		for _, c := range []struct {
-			d            int32
-			v1Esc, v2Esc bool
-		}{
-			{32765, false, false}, {32766, false, false}, {-32766, false, false},
-			{32767, false, true}, {-32767, false, true},
-			{32768, true, true}, {-32768, true, true}, {1 << 20, true, true},
-		} {
+		for _, d := range []int32{32765, 32766, -32766, 32767, -32767, 32768, -32768, 1 << 20} {
 			// The residual alone, then d and −d alternating (so q stays
-			// small), on a tile of 300 values and on a full one.
-			for _, n := range []int{300, 5000} {
+			// small), on a tile of 300 values and on a full one and a half.
+			for _, n := range []int{300, 6000} {
 				res := make([]int32, n-1)
-				res[40] = c.d
-				res[41] = -c.d
+				res[40] = d
+				res[41] = -d
 				for i := 200; i+1 < len(res) && i < 260; i += 2 {
-					res[i], res[i+1] = c.d, -c.d
+					res[i], res[i+1] = d, -d
 				}
 				v := escapeField(res)
-				f := checkV2MatchesV1(t, v, Params{DType: Float32, Dims: []uint64{uint64(len(v))}, Mode: Abs, Bound: 0.5})
-				if got := escCount(f.v1[0]) != 0; got != c.v1Esc {
-					t.Errorf("d = %d, n = %d: v1 tile has escapes: %v, want %v", c.d, n, got, c.v1Esc)
-				}
-				if got := escCount(f.v2[0]) != 0; got != c.v2Esc {
-					t.Errorf("d = %d, n = %d: v2 tile has escapes: %v, want %v", c.d, n, got, c.v2Esc)
-				}
-				if c.v2Esc {
-					// 2 + 2·30 escapes, all in the v2 tile's escape list.
-					b := f.v2[0]
-					blocks := binary.LittleEndian.Uint32(b[8:])
-					w := 0
-					for k := 0; k < bits.OnesCount32(blocks); k++ {
-						x := binary.LittleEndian.Uint32(b[12+4*k:])
-						for j := 0; j < 8; j++ {
-							w += int(x >> (4 * j) & 15)
-						}
-					}
-					// Rate 15 appears, so some group has 15 units.
-					if w < 15 {
-						t.Errorf("d = %d: the escapes' groups have only %d units, want rate 15", c.d, w)
+				checkV2MatchesV1(t, v, Params{DType: Float32, Dims: []uint64{uint64(len(v))}, Mode: Abs, Bound: 0.5})
+				for k, c := range []struct {
+					v2  bool
+					thr int32
+				}{{false, 32768}, {true, 32767}} {
+					got, want := tileEscapes(t, v, c.v2), wantEscapes(v, c.thr)
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("d = %d, n = %d, version %d: escapes per tile %v, want %v", d, n, k+1, got, want)
 					}
 				}
 			}
 		}
+	}
+}
+
+// TestGoldenResidualsEscapes: the "residuals" golden input has residuals
+// of exactly ±32766, ±32767 and ±32768, and its tiles escape exactly the
+// ones each version must.
+func TestGoldenResidualsEscapes(t *testing.T) {
+	v := asFloats[float32](goldenInputs()["residuals"])
+	seen := map[int32]bool{}
+	for i := 1; i < len(v); i++ {
+		seen[int32(v[i])-int32(v[i-1])] = true
+	}
+	for _, d := range []int32{32766, -32766, 32767, -32767, 32768, -32768} {
+		if !seen[d] {
+			t.Fatalf("the golden input has no residual %d", d)
+		}
+	}
+	got1, got2 := tileEscapes(t, v, false), tileEscapes(t, v, true)
+	if want := wantEscapes(v, 32768); fmt.Sprint(got1) != fmt.Sprint(want) {
+		t.Fatalf("v1 escapes %v, want %v", got1, want)
+	}
+	if want := wantEscapes(v, 32767); fmt.Sprint(got2) != fmt.Sprint(want) {
+		t.Fatalf("v2 escapes %v, want %v", got2, want)
+	}
+	if fmt.Sprint(got1) == fmt.Sprint(got2) {
+		t.Fatal("both versions escape the same residuals: the input lost its point")
 	}
 }
 
