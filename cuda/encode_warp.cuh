@@ -63,6 +63,16 @@
 // that every walked tile parks.
 #define HOT_RV_MAX 876
 static_assert(4 * (2 + 16 * 129 + 130 + HOT_RV_MAX) <= 12288, "a walked tile must fit the park (SC_PARK_BYTES)");
+// Container version 2's code section is up to 2081 words (block mask, 32
+// rate words, 1920 of magnitude units, 128 of signs), 17 more than version
+// 1's 16 planes: its hot walks leave tiles with more than 859 raw values.
+#define HOT_RV_MAX_V2 859
+static_assert(4 * (2 + 2081 + 130 + HOT_RV_MAX_V2) <= 12288, "a walked v2 tile must fit the park (SC_PARK_BYTES)");
+// The largest residual magnitude a code carries in container version V:
+// |d| above it is an escape (version 1: |d| >= 32768, code 0x8000; version
+// 2: |d| >= 32767, magnitude 32767). The walks code escapes as 0x8000 in
+// both; encode_v2.cuh turns them into version 2's at the write.
+__host__ __device__ constexpr unsigned esc_max(int V) { return V == 2 ? 32766u : 32767u; }
 // Each tile the v9 walk does not stage is prefetched into L2 at its start.
 // Measured (v6, smooth3d 1 GiB, 1e-2): 594 / 597 GB/s without / with.
 // Taking the next ticket early (to prefetch it, or to stage its first plane
@@ -121,11 +131,12 @@ __device__ __forceinline__ bool quant1(T v, double inv, double step, double eb, 
     return hole;
 }
 
-// The 16-bit code of a residual; sets esc for |d| > 32767.
+// The 16-bit code of a residual; sets esc for |d| > esc_max(V).
+template <int V>
 __device__ __forceinline__ unsigned code_of(int d, bool &esc) {
     const int sg = d >> 31;
     const unsigned mag = (unsigned)((d ^ sg) - sg);
-    esc = mag > 32767u;
+    esc = mag > esc_max(V);
     return esc ? 0x8000u : (mag | ((unsigned)sg & 0x8000u));
 }
 
@@ -162,7 +173,7 @@ __device__ __forceinline__ void note_rare(bool esc, bool raw, int d, int e, int 
 // What the three fast walks share per value: the quantize bookkeeping,
 // the code (element 0's is 0 and its q the tile's origin) and the rare
 // escapes and raw values, plus the tile's totals.
-template <typename T>
+template <typename T, int V>
 struct FastWalk {
     double inv, step, eb;
     int has_fill;
@@ -185,7 +196,7 @@ struct FastWalk {
     // e: the lane's element; first: this step holds element 0 (lane 0).
     __device__ __forceinline__ unsigned code(int d, int q, bool raw, bool first, int e) {
         bool esc;
-        unsigned c = code_of(d, esc);
+        unsigned c = code_of<V>(d, esc);
         if (first) {
             origin = __shfl_sync(0xffffffffu, q, 0);
             if (lane == 0) {
@@ -415,7 +426,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 // the slow path (false), so that a walked tile always parks and has no
 // escape list. NO16: also tiles with a z-plane of 16-bit codes (ts.wide
 // says so), and no 16-bit coder (the narrow optimistic kernel).
-template <bool HF, bool HOT = false, bool NO16 = false>
+template <bool HF, bool HOT = false, bool NO16 = false, int V = 1>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
@@ -537,11 +548,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto code_plane = [&](int z, unsigned mabs) {
         int *const db = (int *)xcol + (z & 1) * STG_PLANE;
         // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
-        if (!HOT && mabs > 32767u) {
+        if (!HOT && mabs > esc_max(V)) {
 #pragma unroll 1
             for (int y = 0; y < 16; y++) {
                 const int d = db[STG_ROW * y];
-                const bool esc = (unsigned)abs(d) > 32767u;  // element 0 holds 0
+                const bool esc = (unsigned)abs(d) > esc_max(V);  // element 0 holds 0
                 const unsigned be = __ballot_sync(F, esc);
                 if (esc) {
                     sq[z * 512 + y * 32 + lane] = d;
@@ -580,7 +591,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     for (int z = 0; z < 8; z++) {
         unsigned mabs;
         if (!quant_plane(z, mabs)) return false;
-        if (HOT && mabs > 32767u) {  // an escape: the slow path takes the tile
+        if (HOT && mabs > esc_max(V)) {  // an escape: the slow path takes the tile
             cp_async_wait<0>();
             return false;
         }
@@ -591,7 +602,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         code_plane(z, mabs);
     }
-    if (HOT && nraw > HOT_RV_MAX) return false;  // it would not fit the park
+    if (HOT && nraw > (V == 2 ? HOT_RV_MAX_V2 : HOT_RV_MAX)) return false;  // it would not fit the park
     ts.nesc = nesc;
     ts.nraw = nraw;
     ts.origin = origin;
@@ -608,7 +619,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 // (unrolled), so the neighbour at x-1 for dx = 0 is the previous k's word
 // (carry cx[j]), at y-1 for dy = 0 the previous j's word (carry cy) and at
 // z-1 the previous z's word (carry cz[j][k]). d = Dz(Dy(Dx q)).
-template <typename T>
+template <typename T, int V>
 __device__ __forceinline__ bool enc_fast3_v6(const T *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, double eb, int has_fill,
                                           unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw,
@@ -624,7 +635,7 @@ __device__ __forceinline__ bool enc_fast3_v6(const T *__restrict__ src, const Ge
 #pragma unroll
         for (int k = 0; k < 4; k++) cz[j][k] = 0;
     }
-    FastWalk<T> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
+    FastWalk<T, V> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         // rows 4j + dy of this z: k and the lane add immediate offsets
@@ -661,7 +672,7 @@ __device__ __forceinline__ bool enc_fast3_v6(const T *__restrict__ src, const Ge
 // Rank 1: tile 1x1x4096, sub-blocks of 128: slot = element. Word w holds
 // elements 32w..32w+31; d = q - q(x-1), the left neighbour of lane 0 is
 // lane 31 of the previous word (carry).
-template <typename T>
+template <typename T, int V>
 __device__ __forceinline__ bool enc_fast1(const T *__restrict__ src, unsigned long long base, double inv,
                                           double step, double eb, int has_fill, unsigned long long fill_bits,
                                           unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
@@ -669,7 +680,7 @@ __device__ __forceinline__ bool enc_fast1(const T *__restrict__ src, unsigned lo
     const T *p0 = src + base + lane;
     const int srcx = lane ? lane - 1 : 31;
     int carry = 0;
-    FastWalk<T> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
+    FastWalk<T, V> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
 #pragma unroll 1
     for (int w0 = 0; w0 < 128; w0 += 8) {
         T v[8];
@@ -702,7 +713,7 @@ __device__ __forceinline__ bool enc_fast1(const T *__restrict__ src, unsigned lo
 // (runtime), k, then a inner (unrolled). x-1 for dx = 0: the previous k's
 // word (carry cx[a]); y-1 for dy = 0: the previous a's word (cy), or for
 // a = 0 the previous j's last word (cj[k]). d = Dy(Dx q).
-template <typename T>
+template <typename T, int V>
 __device__ __forceinline__ bool enc_fast2(const T *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, double eb, int has_fill,
                                           unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw,
@@ -716,7 +727,7 @@ __device__ __forceinline__ bool enc_fast2(const T *__restrict__ src, const Geo &
     for (int k = 0; k < 8; k++) cj[k] = 0;
 #pragma unroll
     for (int a = 0; a < 4; a++) cx[a] = 0;
-    FastWalk<T> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
+    FastWalk<T, V> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
 #pragma unroll 1
     for (int j = 0; j < 4; j++) {
         const T *pj = p0 + (unsigned long long)(16 * j) * nx;
@@ -773,7 +784,7 @@ __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int
     return i * BZ * ly * lx + ez * j * BY * lx + ez * ey * k * BX + (dz * ey + dy) * ex + dx;
 }
 
-template <typename T, int FAST>
+template <typename T, int FAST, int V>
 __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
                          unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
                          int has_fill, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
@@ -893,7 +904,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
             if (e < n) {
                 sq[e] = d[u];
                 bool esc;
-                unsigned c = code_of(d[u], esc);
+                unsigned c = code_of<V>(d[u], esc);
                 if (e == 0) {
                     c = 0;
                     esc = false;
@@ -1030,6 +1041,13 @@ struct TileStore {
         else
             *p = v;
     }
+    // a u16 (container version 2's magnitude units)
+    __device__ __forceinline__ void st16(unsigned short *p, unsigned short v) const {
+        if (HINT)
+            asm volatile("st.global.L2::cache_hint.b16 [%0], %1, %2;" ::"l"(p), "h"(v), "l"(pol) : "memory");
+        else
+            *p = v;
+    }
 };
 
 // Writes a zero-block coded bitmap (mask word, then the non-zero blocks).
@@ -1136,34 +1154,28 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
     return out + off / 4;
 }
 
-// Writes the tile's bytes (FORMAT.md section 5). WALKED: a tile of a hot
-// walk (enc_fast3's HOT: no escapes, its raw values listed), for which the
-// escape list and the raw fallback are not compiled.
+// Writes the tile's bytes after its code section (FORMAT.md section 5:
+// escapes, fill mask, raw mask and values), the same in both container
+// versions. WALKED: a tile of a hot walk (enc_fast3's HOT: no escapes, its
+// raw values listed), for which the escape list and the raw fallback are
+// not compiled.
 template <typename T, int LU, bool WALKED, typename ST>
-__device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
-                                           const unsigned char *sc, const T *src, const Geo &g,
-                                           unsigned long long z0, unsigned long long y0, unsigned long long x0,
-                                           int ly, int lx, bool listed, int lane) {
+__device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsigned esc_at, unsigned fill_at,
+                                                unsigned raw_at, unsigned fbm, unsigned rbm, const TileSum &ts,
+                                                const unsigned char *sc, const T *src, const Geo &g,
+                                                unsigned long long z0, unsigned long long y0, unsigned long long x0,
+                                                int ly, int lx, bool listed, int lane) {
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
-    if (lane == 0) {
-        st(o, L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
-        st(o + 1, (unsigned)ts.origin);
-    }
-    for (unsigned rest = L.pm; rest; rest &= rest - 1) {
-        const int p = __ffs(rest) - 1;
-        const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
-        put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
-    }
     if (!WALKED && E) {
         const int *sq = (const int *)(sc + SC_Q);
-        if (lane == 0) st(o + L.esc_at, E);
-        put_listed<LU>(o + L.esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
+        if (lane == 0) st(o + esc_at, E);
+        put_listed<LU>(o + esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
                    [&](int e, unsigned *dst) { st(dst, (unsigned)sq[e]); });
     }
-    if (NF) put_blocks(st, o, L.fill_at, L.fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (NF) put_blocks(st, o, fill_at, fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
     if (NR) {
-        put_blocks(st, o, L.raw_at, L.rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
-        const unsigned rv = L.raw_at + 1 + 4 * __popc(L.rbm);
+        put_blocks(st, o, raw_at, rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
+        const unsigned rv = raw_at + 1 + 4 * __popc(rbm);
         if (lane == 0) st(o + rv, NR);
         if (sizeof(T) == 4 && listed && NR <= SC_RV_MAX) {  // the v9 walk listed them
             const unsigned *srv = (const unsigned *)(sc + SC_RV);
@@ -1183,6 +1195,28 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
     }
 }
 
+// Writes the tile's bytes (FORMAT.md section 5), container version 1.
+template <typename T, int LU, bool WALKED, typename ST>
+__device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
+                                           const unsigned char *sc, const T *src, const Geo &g,
+                                           unsigned long long z0, unsigned long long y0, unsigned long long x0,
+                                           int ly, int lx, bool listed, int lane) {
+    const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
+    if (lane == 0) {
+        st(o, L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
+        st(o + 1, (unsigned)ts.origin);
+    }
+    for (unsigned rest = L.pm; rest; rest &= rest - 1) {
+        const int p = __ffs(rest) - 1;
+        const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
+        put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
+    }
+    tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
+                                   lx, listed, lane);
+}
+
+#include "encode_v2.cuh"
+
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
 // HF: 0 has_fill read at run time; 1 no fill, 2 fill, known at compile
@@ -1193,7 +1227,10 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // up: at the first tile its walk cannot take, a kernel sets its bit in
 // *abortf and stops (4: bit 0 for 16-bit codes, bit 1 for anything else;
 // 3: bit 1), and every kernel of the job gets abortf.
-template <typename T, int FAST, int HF = 0>
+// V: the container version written (1 or 2; encode_v2.cuh): a template
+// parameter, so that version 1's kernels hold no code of version 2's (and
+// their machine code is what it was before version 2).
+template <typename T, int FAST, int HF = 0, int V = 1>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
@@ -1354,24 +1391,24 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = opt8 ? enc_fast3<false, true, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : hot ? enc_fast3<false, true>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : has_fill ? enc_fast3<true>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
+                done = opt8 ? enc_fast3<false, true, true, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                       : hot ? enc_fast3<false, true, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                       : has_fill ? enc_fast3<true, false, false, V>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
                                                   sesc, sraw, lane, ts)
-                                : enc_fast3<false>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
+                                : enc_fast3<false, false, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
-                done = enc_fast3_v6<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+                done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full)
-            done = enc_fast2<T>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+            done = enc_fast2<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         else if (FAST == 1 && full)
-            done = enc_fast1<T>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+            done = enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
         if (opt && !done) {  // a tile the walk cannot take: a kernel after this one redoes the job
             if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);
             return;
         }
         if (!done)
-            enc_slow<T, FAST>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+            enc_slow<T, FAST, V>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         else if (ts.nraw) {
             if (FAST == 3)  // the fast paths take full tiles only
                 raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
@@ -1383,7 +1420,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         auto tail = [&]() -> unsigned {
             Parked P;
             if (scan) unpark_issue(P);
-            const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
+            const auto L = tile_layout_v<T, V>(pw, sc, ts, lane);
             publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
             double M = ts.merr;
             if (!(staged && done))  // enc_fast3 folds its own

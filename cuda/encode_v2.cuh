@@ -1,0 +1,223 @@
+// Container version 2's code section ("group rates", docs/FORMAT.md; the
+// normative layout of the session plan, units group-major), written by the
+// warp encoder from the tile's 16 bit planes in shared memory (included by
+// encode_warp.cuh; only the kernels instantiated with V = 2 use it).
+//
+// The walks are version 1's: they leave v1 codes in the planes (escape =
+// 0x8000: sign set, magnitude 0), with version 2's escape threshold
+// (esc_max(2): |d| >= 32767 is an escape). Here, per lane k (block k,
+// groups 8k .. 8k+7, the uint4 at word 4k of each plane):
+//   layout: the rates of the lane's 8 groups (the highest magnitude plane
+//     with a bit in the group's 16-bit half word), escapes turned into
+//     magnitude 32767 sign 0 (in the planes: rows 0..14 |= escape bits), the
+//     block mask by a ballot, the packed signs (a 32-bit compress of each
+//     sign word by its non-zero-magnitude mask), and one warp scan of the
+//     lane's unit count and sign-bit count together: group-major units make
+//     each lane's units one contiguous u16 run, and its sign bits one
+//     contiguous bit run.
+//   write: the rate words, the lane's u16 units straight to the tile's place
+//     (u16 stores: lanes never share a u16, so no merging), and the sign
+//     words: ORed into plane row 15 of the shared buffer (read by the layout
+//     already; words shared by neighbouring lanes merge there), then stored
+//     as whole words. The tail (escapes, masks, raw values) is version 1's.
+
+// Where a version-2 tile's bytes go. Per lane: rw, uo, sbit, cnt, pk.
+struct TileLayoutV2 {
+    unsigned rw;          // rates of the lane's groups 8k+j in bits 4j .. 4j+3
+    unsigned uo;          // the lane's first magnitude unit, in u16 from the tile's start
+    unsigned sbit;        // the lane's first sign bit, from the sign section's start
+    unsigned cnt;         // sign bits of the lane's words 0..3, a byte each
+    unsigned pk[4];       // those sign bits, packed from bit 0
+    unsigned bm, W;       // block mask; number of magnitude units
+    unsigned sign_at, nsw;  // the sign section's word offset and length
+    unsigned esc_at, fill_at, raw_at, fbm, rbm, size;
+};
+
+// Bits of x selected by m, packed to the low end in order (pext; Hacker's
+// Delight 7-4, branch-free: the GPU has no PEXT).
+__device__ __forceinline__ unsigned compress32(unsigned x, unsigned m) {
+    x &= m;
+    unsigned mk = ~m << 1;
+#pragma unroll
+    for (int i = 0; i < 5; i++) {
+        unsigned mp = mk ^ (mk << 1);
+        mp ^= mp << 2;
+        mp ^= mp << 4;
+        mp ^= mp << 8;
+        mp ^= mp << 16;
+        const unsigned mv = mp & m;
+        m = (m ^ mv) | (mv >> (1 << i));
+        const unsigned t = x & mv;
+        x = (x ^ t) | (t >> (1 << i));
+        mk &= ~mp;
+    }
+    return x;
+}
+
+// Stores block `lane` of plane p given in word order (the inverse of
+// pw_block: the swizzle XORs the word index, so it is its own inverse).
+__device__ __forceinline__ void pw_put_block(unsigned *pw, int p, int lane, uint4 b) {
+    const int f = (p >> 2) & 3;
+    if (f & 1) b = make_uint4(b.y, b.x, b.w, b.z);
+    if (f & 2) b = make_uint4(b.z, b.w, b.x, b.y);
+    *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = b;
+}
+
+template <typename T>
+__device__ __forceinline__ TileLayoutV2 tile_layout_v2(unsigned *pw, const unsigned char *sc, const TileSum &ts,
+                                                       int lane) {
+    const unsigned F = 0xffffffffu;
+    TileLayoutV2 L;
+    // r[j]: the rates of word j's two groups, one per 16-bit half (the
+    // highest plane p + 1 whose half is non-zero); nz[j]: the non-zero
+    // magnitudes of word j
+    unsigned r[4] = {0, 0, 0, 0}, nz[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int p = 0; p < 15; p++) {
+        const uint4 b = pw_block(pw, p, lane);
+        const unsigned w[4] = {b.x, b.y, b.z, b.w}, pp = (unsigned)(p + 1) * 0x10001u;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const unsigned m = __vcmpne2(w[j], 0u);
+            r[j] = bitsel(pp, r[j], m);
+            nz[j] |= w[j];
+        }
+    }
+    const uint4 sb = pw_block(pw, 15, lane);
+    unsigned s[4] = {sb.x, sb.y, sb.z, sb.w};
+    if (ts.nesc) {
+        // Escapes (rare): v1's code 0x8000 (sign set, magnitude 0: no other
+        // code has a sign without a magnitude) becomes magnitude 32767
+        // (rate 15, every magnitude plane) with sign 0.
+        unsigned e[4], any = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            e[j] = s[j] & ~nz[j];
+            any |= e[j];
+        }
+        if (any) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                r[j] = bitsel(0x000F000Fu, r[j], __vcmpne2(e[j], 0u));
+                nz[j] |= e[j];
+                s[j] &= ~e[j];
+            }
+#pragma unroll 1
+            for (int p = 0; p < 15; p++) {
+                uint4 b = pw_block(pw, p, lane);
+                b.x |= e[0];
+                b.y |= e[1];
+                b.z |= e[2];
+                b.w |= e[3];
+                pw_put_block(pw, p, lane, b);
+            }
+        }
+        __syncwarp();
+    }
+    unsigned rw = 0, sum = 0, cnt = 0, tot = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        rw |= (r[j] & 0xFu) << (8 * j) | (r[j] >> 16) << (8 * j + 4);
+        sum += (r[j] & 0xFu) + (r[j] >> 16);
+        const unsigned c = __popc(nz[j]);
+        cnt |= c << (8 * j);
+        tot += c;
+        L.pk[j] = compress32(s[j], nz[j]);
+    }
+    const unsigned bm = __ballot_sync(F, rw != 0);
+    // one scan for both: units (<= 3840 in all) low, sign bits (<= 4096) high
+    const unsigned both = sum | tot << 16, inc = warp_incl_scan<32>(both, lane), ex = inc - both;
+    const unsigned all = __shfl_sync(F, inc, 31), W = all & 0xFFFFu, N = all >> 16;
+    const unsigned nb = __popc(bm);
+    L.rw = rw;
+    L.cnt = cnt;
+    L.bm = bm;
+    L.W = W;
+    L.uo = 2 * (3 + nb) + (ex & 0xFFFFu);
+    L.sbit = ex >> 16;
+    L.sign_at = 3 + nb + (W + 1) / 2;
+    L.nsw = (N + 31) / 32;
+    unsigned at = bm ? L.sign_at + L.nsw : 2;  // bm = 0: no magnitude, so no sign either
+    L.esc_at = at;
+    if (ts.nesc) at += 1 + ts.nesc;
+    L.fill_at = at;
+    L.fbm = L.rbm = 0;
+    if (ts.nfill) {
+        L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
+        at += 1 + 4 * __popc(L.fbm);
+    }
+    L.raw_at = at;
+    if (ts.nraw) {
+        L.rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
+        at += 1 + 4 * __popc(L.rbm) + 1 + ts.nraw * (sizeof(T) / 4);
+    }
+    L.size = at * 4;
+    return L;
+}
+
+// The layout of container version V.
+template <typename T, int V>
+__device__ __forceinline__ auto tile_layout_v(unsigned *pw, const unsigned char *sc, const TileSum &ts, int lane) {
+    if constexpr (V == 2)
+        return tile_layout_v2<T>(pw, sc, ts, lane);
+    else
+        return tile_layout<T>(pw, sc, ts, lane);
+}
+
+// Writes a version-2 tile's bytes. Plane row 15 of pw is overwritten (the
+// sign words are merged there): the walks rewrite it for every tile.
+template <typename T, int LU, bool WALKED, typename ST>
+__device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayoutV2 &L, const TileSum &ts,
+                                           unsigned *pw, const unsigned char *sc, const T *src, const Geo &g,
+                                           unsigned long long z0, unsigned long long y0, unsigned long long x0,
+                                           int ly, int lx, bool listed, int lane) {
+    const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
+    if (lane == 0) {
+        st(o, (L.bm ? 1u : 0u) | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
+        st(o + 1, (unsigned)ts.origin);
+    }
+    if (L.bm) {
+        if (lane == 0) st(o + 2, L.bm);
+        if (L.rw) st(o + 3 + __popc(L.bm & ((1u << lane) - 1)), L.rw);
+        // Magnitude units: group 8k + 2jw + h is half h of word jw; unit p
+        // of a group is that half of plane p (its word at 4k + jw, swizzled
+        // as put_planes stores it).
+        unsigned short *const o16 = (unsigned short *)o;
+        const unsigned *const col = pw + 4 * lane;
+        unsigned u = L.uo;
+#pragma unroll
+        for (int jw = 0; jw < 4; jw++) {
+            const unsigned rlo = (L.rw >> (8 * jw)) & 15u, rhi = (L.rw >> (8 * jw + 4)) & 15u;
+            const unsigned rm = max(rlo, rhi);
+#pragma unroll 1
+            for (unsigned p = 0; p < rm; p++) {
+                const unsigned w = col[p * PW_STRIDE + (jw ^ ((p >> 2) & 3))];
+                if (p < rlo) st.st16(o16 + u + p, (unsigned short)w);
+                if (p < rhi) st.st16(o16 + u + rlo + p, (unsigned short)(w >> 16));
+            }
+            u += rlo + rhi;
+        }
+        if (lane == 0 && (L.W & 1)) st.st16(o16 + 2 * L.sign_at - 1, (unsigned short)0);  // padding
+        // Signs: the lane's bits run from bit L.sbit of the section; merged
+        // in plane row 15 (up to 128 words), then stored whole.
+        unsigned *const sw = pw + 15 * PW_STRIDE;
+        __syncwarp();
+        *(uint4 *)&sw[4 * lane] = make_uint4(0, 0, 0, 0);
+        __syncwarp();
+        unsigned bit = L.sbit;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const unsigned c = (L.cnt >> (8 * j)) & 0xFFu;
+            if (c) {
+                const unsigned wi = bit >> 5, sh = bit & 31;
+                atomicOr(&sw[wi], L.pk[j] << sh);
+                if (sh + c > 32) atomicOr(&sw[wi + 1], L.pk[j] >> (32 - sh));
+            }
+            bit += c;
+        }
+        __syncwarp();
+        for (unsigned i = lane; i < L.nsw; i += 32) st(o + L.sign_at + i, sw[i]);
+    }
+    tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
+                                   lx, listed, lane);
+}
