@@ -36,6 +36,13 @@ func codecOptions(o *C.fzgo_copts) ([]fz.Option, uint64, error) {
 	if o.max_raw_bytes > 0 {
 		opts = append(opts, fz.WithMaxRawSize(uint64(o.max_raw_bytes)))
 	}
+	// Checked for decompress too (which reads every version and ignores
+	// it), so a bad value is an error wherever it is passed.
+	if v := uint32(o.format_version); v > 2 {
+		return nil, 0, invalid("fz_options.format_version = %d: expected 1 or 2 (0: the default, 1)", v)
+	} else if v > 0 {
+		opts = append(opts, fz.WithFormatVersion(int(v)))
+	}
 	return opts, uint64(o.max_raw_bytes), nil
 }
 

@@ -35,7 +35,8 @@
 extern "C" {
 #endif
 
-#define FZ_ABI_VERSION 1
+/* 2: fz_options.format_version (was a reserved word that version 1 ignored). */
+#define FZ_ABI_VERSION 2
 #define FZ_MAX_DIMS 16
 
 /* Status codes. */
@@ -72,7 +73,9 @@ typedef struct fz_options {
     uint32_t struct_size;
     int32_t workers;          /* parallel workers; 0: all cores. Output bytes never depend on it */
     uint32_t tiles_per_chunk; /* compress: chunk size in tiles of 4096 values; 0: 256 (the CLI's). Changes the bytes */
-    uint32_t reserved;
+    uint32_t format_version;  /* compress: container version to write, 1 or 2 (docs/FORMAT.md); 0: 1, the default.
+                                 2 is smaller and opt-in; decompress reads every version and ignores this.
+                                 Since FZ_ABI_VERSION 2 (version 1 ignored this word) */
     uint64_t max_raw_bytes;   /* decompress: refuse containers decoding to more; 0: no limit */
 } fz_options;
 

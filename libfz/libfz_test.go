@@ -96,6 +96,18 @@ func TestCSmoke(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the C ABI's container (%d bytes) differs from fz.Compress's (%d bytes)", len(got), len(want))
 	}
+	// fz_options.format_version = 2 is fz.WithFormatVersion(2).
+	got, err = os.ReadFile(filepath.Join(dir, "field-v2.fz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err = fz.Compress(context.Background(), raw, fz.Params{DType: fz.Float32, Dims: []uint64{20, 30, 40}, Mode: fz.Abs, Bound: 1e-3}, fz.WithFormatVersion(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the C ABI's version-2 container (%d bytes) differs from fz.Compress's (%d bytes)", len(got), len(want))
+	}
 }
 
 // TestCStore runs test/store.c on a store written through the sinks

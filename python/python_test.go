@@ -154,9 +154,17 @@ func TestPython(t *testing.T) {
 		t.Fatalf("demo: exit %d\n%s%s", rc, stdout, stderr)
 	}
 
+	// A store written by serve with format_version 2.
+	sc2 := nativetest.Serve(t, "--format-version", "2")
+	if _, stderr, rc := sc2.CLI(t, "simulate", "--run", "v2run", "--vars", "temp", "--steps", "2", "--dims", "8x32x32",
+		"--interval", "0", "--eb", "1e-3", "--nats-url", sc2.URL, "--shm-dir", sc2.ShmDir); rc != 0 {
+		t.Fatalf("simulate (format_version 2): exit %d\n%s", rc, stderr)
+	}
+
 	pytest(t, py, []string{"FZ_TEST_FZSIDECAR=" + sc.Bin, "FZ_TEST_SERVE_STORE=" + sc.Sink,
-		"FZ_TEST_SERVE_RUN=" + runName, "FZ_TEST_DEMO_STORE=" + demoSink, "FZ_TEST_DEMO_RUN=demo1"},
-		"test_codec.py", "test_store.py", "test_xarray.py", "test_numcodecs.py")
+		"FZ_TEST_SERVE_RUN=" + runName, "FZ_TEST_DEMO_STORE=" + demoSink, "FZ_TEST_DEMO_RUN=demo1",
+		"FZ_TEST_SERVE_V2_STORE=" + sc2.Sink, "FZ_TEST_SERVE_V2_RUN=v2run"},
+		"test_codec.py", "test_store.py", "test_xarray.py", "test_numcodecs.py", "test_format_version.py")
 }
 
 // TestPythonS3 opens a run that demo stored in S3 (a real MinIO server)

@@ -144,6 +144,7 @@ typedef struct params {
     double bound;
     int has_fill;
     double fill;
+    unsigned format_version; /* container version written: 1 or 2 */
     int dtype;
     int rank;
     uint64_t dims[H5Z_FZ_MAX_RANK];
@@ -157,13 +158,29 @@ static double f64_of(const unsigned *cd) {
     return v;
 }
 
-/* Checks what the user gives: cd[0..n) with n = 3 or >= 6. */
+/* A container format version to write: 1 (0 means 1) or 2; 0 if bad (error pushed). */
+static unsigned format_version_of(unsigned v, const char *where) {
+    if (v == 0) {
+        return 1;
+    }
+    if (v > 2) {
+        FZ_H5_ERROR(H5E_BADVALUE, "%s format version %u: expected 1 (the default) or 2", where, v);
+        return 0;
+    }
+    return v;
+}
+
+/* Checks what the user gives: cd[0..n) with n = 3 or >= 6 (the first 6 are
+   checked; the 7th, the format version, by the caller). */
 static int parse_user(size_t n, const unsigned *cd, params *p) {
     if (n < H5Z_FZ_CD_USER_MIN || (n > H5Z_FZ_CD_USER_MIN && n < H5Z_FZ_CD_USER)) {
-        FZ_H5_ERROR(H5E_BADVALUE, "%zu cd_values: expected 3 (mode, bound low/high 32 bits) or 6 (plus has_fill, fill low/high 32 bits)",
+        FZ_H5_ERROR(H5E_BADVALUE,
+                    "%zu cd_values: expected 3 (mode, bound low/high 32 bits), 6 (plus has_fill, fill low/high 32 bits) "
+                    "or 7 (plus the format version)",
                     n);
         return 0;
     }
+    p->format_version = 1;
     p->mode = (int)cd[H5Z_FZ_CD_MODE];
     if (p->mode != H5Z_FZ_ABS && p->mode != H5Z_FZ_REL) {
         FZ_H5_ERROR(H5E_BADVALUE, "cd_values[0] mode %u: expected 1 (abs) or 2 (rel)", cd[H5Z_FZ_CD_MODE]);
@@ -206,9 +223,10 @@ static int parse_all(size_t n, const unsigned *cd, params *p) {
                     p->has_fill);
         return 0;
     }
-    if (cd[H5Z_FZ_CD_LAYOUT] != H5Z_FZ_LAYOUT_VERSION) {
-        FZ_H5_ERROR(H5E_BADVALUE, "cd_values[6] layout version %u: this plugin reads version %d (a newer plugin wrote the file?)",
-                    cd[H5Z_FZ_CD_LAYOUT], H5Z_FZ_LAYOUT_VERSION);
+    unsigned layout = cd[H5Z_FZ_CD_LAYOUT];
+    if (layout < 1 || layout > H5Z_FZ_LAYOUT_VERSION_MAX) {
+        FZ_H5_ERROR(H5E_BADVALUE, "cd_values[6] layout version %u: this plugin reads versions 1 to %d (a newer plugin wrote the file?)",
+                    layout, H5Z_FZ_LAYOUT_VERSION_MAX);
         return 0;
     }
     p->dtype = (int)cd[H5Z_FZ_CD_DTYPE];
@@ -217,10 +235,18 @@ static int parse_all(size_t n, const unsigned *cd, params *p) {
         return 0;
     }
     p->rank = (int)cd[H5Z_FZ_CD_RANK];
-    if (p->rank < 1 || p->rank > H5Z_FZ_MAX_RANK || n != (size_t)(H5Z_FZ_CD_DIMS + p->rank)) {
-        FZ_H5_ERROR(H5E_BADVALUE, "cd_values[8] rank %u with %zu cd_values: expected rank 1..%d and 9 + rank values",
-                    cd[H5Z_FZ_CD_RANK], n, H5Z_FZ_MAX_RANK);
+    size_t want = (size_t)(H5Z_FZ_CD_DIMS + p->rank) + (layout == 2);
+    if (p->rank < 1 || p->rank > H5Z_FZ_MAX_RANK || n != want) {
+        FZ_H5_ERROR(H5E_BADVALUE, "cd_values[8] rank %u with %zu cd_values: expected rank 1..%d and %s values",
+                    cd[H5Z_FZ_CD_RANK], n, H5Z_FZ_MAX_RANK, layout == 2 ? "10 + rank (layout 2)" : "9 + rank");
         return 0;
+    }
+    if (layout == 2) {
+        char where[32];
+        snprintf(where, sizeof where, "cd_values[%d]", H5Z_FZ_CD_DIMS + p->rank);
+        if ((p->format_version = format_version_of(cd[H5Z_FZ_CD_DIMS + p->rank], where)) == 0) {
+            return 0;
+        }
     }
     uint64_t bytes = p->dtype == FZ_F32 ? 4 : 8;
     for (int i = 0; i < p->rank; i++) {
@@ -298,8 +324,24 @@ static herr_t set_local(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
         return -1;
     }
     params p;
-    /* A copied dataset (h5repack, H5Ocopy) brings its old local values: keep the user's part only. */
+    /* A copied dataset (h5repack, H5Ocopy) brings its old local values (9 or
+       more): keep the user's part and, from layout 2, the format version. */
     if (!parse_user(n > H5Z_FZ_CD_USER ? H5Z_FZ_CD_USER : n, cd, &p)) {
+        return -1;
+    }
+    if (n == H5Z_FZ_CD_USER_MAX) {
+        if ((p.format_version = format_version_of(cd[H5Z_FZ_CD_USER_FORMAT], "cd_values[6]")) == 0) {
+            return -1;
+        }
+    } else if (n > H5Z_FZ_CD_USER_MAX && cd[H5Z_FZ_CD_LAYOUT] == 2) {
+        params old;
+        if (!parse_all(n, cd, &old)) {
+            return -1;
+        }
+        p.format_version = old.format_version;
+    } else if (n > H5Z_FZ_CD_USER_MAX && cd[H5Z_FZ_CD_LAYOUT] != 1) {
+        FZ_H5_ERROR(H5E_BADVALUE, "%zu cd_values: expected 3, 6 or 7 (a copied dataset's: layout version 1 or 2 in cd_values[6], not %u)",
+                    n, cd[H5Z_FZ_CD_LAYOUT]);
         return -1;
     }
     int dtype = dtype_of(type_id);
@@ -337,7 +379,8 @@ static herr_t set_local(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
         cd[H5Z_FZ_CD_FILL] = (unsigned)(bits & 0xffffffffu);
         cd[H5Z_FZ_CD_FILL + 1] = (unsigned)(bits >> 32);
     }
-    cd[H5Z_FZ_CD_LAYOUT] = H5Z_FZ_LAYOUT_VERSION;
+    /* Layout 1 for format version 1: what plugins before version 2 wrote and read. */
+    cd[H5Z_FZ_CD_LAYOUT] = p.format_version == 1 ? H5Z_FZ_LAYOUT_VERSION : 2;
     cd[H5Z_FZ_CD_DTYPE] = (unsigned)dtype;
     cd[H5Z_FZ_CD_RANK] = (unsigned)rank;
     for (int i = 0; i < rank; i++) {
@@ -347,7 +390,11 @@ static herr_t set_local(hid_t dcpl_id, hid_t type_id, hid_t space_id) {
         }
         cd[H5Z_FZ_CD_DIMS + i] = (unsigned)dims[i];
     }
-    if (H5Pmodify_filter(dcpl_id, H5Z_FILTER_FZ, flags, (size_t)(H5Z_FZ_CD_DIMS + rank), cd) < 0) {
+    size_t stored = (size_t)(H5Z_FZ_CD_DIMS + rank);
+    if (p.format_version != 1) {
+        cd[stored++] = p.format_version;
+    }
+    if (H5Pmodify_filter(dcpl_id, H5Z_FILTER_FZ, flags, stored, cd) < 0) {
         FZ_H5_ERROR(H5E_CANTSET, "cannot store the filter's cd_values in the dataset creation property list");
         return -1;
     }
@@ -362,8 +409,12 @@ static size_t compress_chunk(const params *p, size_t nbytes, size_t *buf_size, v
     }
     void *out = NULL;
     uint64_t out_len = 0;
+    fz_options opts;
+    memset(&opts, 0, sizeof opts);
+    opts.struct_size = sizeof opts;
+    opts.format_version = p->format_version;
     fz_status st = libfz.compress(*buf, (uint64_t)nbytes, p->dtype, p->dims, p->rank, p->mode, p->bound,
-                                  p->has_fill ? &p->fill : NULL, NULL, &out, &out_len, NULL);
+                                  p->has_fill ? &p->fill : NULL, &opts, &out, &out_len, NULL);
     if (st != FZ_OK) {
         FZ_H5_ERROR(H5E_CANTFILTER, "compressing a chunk: %s", libfz.last_error());
         return 0;

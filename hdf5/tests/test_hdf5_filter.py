@@ -328,3 +328,63 @@ def test_chunk_of_another_shape_is_refused(tmp_path):
         with pytest.raises(OSError, match="fz filter: .*chunk shape"):
             d[16:]
         assert max_err(x[:16], d[:16]) <= 0.01
+
+
+def test_format_version_2(tmp_path):
+    """FZ(..., format_version=2): chunks are version-2 containers (the bytes of
+    `fzsidecar compress --format-version 2`), read back within the bound; the
+    stored cd_values are layout 2 with the version after the chunk dims."""
+    import fzsidecar.codec as fzc
+
+    shape, chunks, rel = (30, 64, 100), (10, 64, 100), 1e-3
+    x = smooth(shape)
+    path = tmp_path / "v2.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("v", data=x, chunks=chunks, **FZ(rel, "rel", format_version=2))
+        raw_cd = d.id.get_create_plist().get_filter_by_id(FILTER_ID)[1]
+        mask, stored = d.id.read_direct_chunk((0, 0, 0))
+    assert len(raw_cd) == 10 + 3 and raw_cd[6] == 2 and raw_cd[-1] == 2, raw_cd
+    cd = decode_cd_values(raw_cd)
+    assert cd["format_version"] == 2 and cd["layout"] == 2 and cd["chunks"] == chunks
+    assert mask == 0 and fzc.inspect(stored).version == 2
+    first = x[:10].astype("<f4")
+    raw, ref = tmp_path / "c.raw", tmp_path / "c.fz"
+    first.tofile(raw)
+    subprocess.run([FZSIDECAR, "compress", "--dtype", "f32", "--dims", "10x64x100", "--mode", "rel", "--eb", repr(rel),
+                    "--format-version", "2", "-o", str(ref), str(raw)], check=True, capture_output=True)
+    assert stored == ref.read_bytes(), "the stored chunk differs from `fzsidecar compress --format-version 2`"
+    with h5py.File(path, "r") as f:
+        y = f["v"][...]
+    for sl in chunk_slices(shape, chunks):
+        c = x[sl].astype(np.float64)
+        assert max_err(x[sl], y[sl]) <= rel * (c.max() - c.min())
+
+    # h5repack to another chunk shape runs set_local on the copied values: the version stays 2
+    repacked = str(tmp_path / "re.h5")
+    r = subprocess.run(["h5repack", "-l", "v:CHUNK=5x64x100", str(path), repacked], env=h5dump_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(repacked, "r") as f:
+        cd = decode_cd_values(f["v"].id.get_create_plist().get_filter_by_id(FILTER_ID)[1])
+        assert cd["format_version"] == 2 and cd["chunks"] == (5, 64, 100)
+        assert fzc.inspect(f["v"].id.read_direct_chunk((0, 0, 0))[1]).version == 2
+        assert max_err(y, f["v"][...]) <= rel * float(x.max() - x.min())
+
+    # the default stays version 1: the 6 user values, layout 1
+    assert cd_values(rel, "rel") == cd_values(rel, "rel", format_version=1) and len(cd_values(rel)) == 6
+    with h5py.File(tmp_path / "v1.h5", "w") as f:
+        d = f.create_dataset("v", data=x, chunks=chunks, **FZ(rel, "rel"))
+        assert decode_cd_values(d.id.get_create_plist().get_filter_by_id(FILTER_ID)[1])["layout"] == 1
+        assert fzc.inspect(d.id.read_direct_chunk((0, 0, 0))[1]).version == 1
+
+
+@pytest.mark.parametrize("opts,msg", [(cd_values(1) + (3,), r"cd_values\[6\] format version 3: expected 1 \(the default\) or 2"),
+                                      (cd_values(1) + (2, 0), "8 cd_values")])
+def test_bad_format_version_is_an_hdf5_error(tmp_path, opts, msg):
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        with pytest.raises(ValueError, match="fz filter: .*" + msg):
+            f.create_dataset("v", data=np.ones((10, 10), "f4"), chunks=(5, 5), compression=FILTER_ID,
+                             compression_opts=opts)
+    for bad in (0, 3, "2", True):
+        with pytest.raises(ValueError, match="format_version"):
+            cd_values(1, format_version=bad)

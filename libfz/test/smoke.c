@@ -139,6 +139,35 @@ int main(int argc, char **argv) {
 	      "success clears the message");
 	free(bad);
 
+	/* format_version: 0 and 1 write version 1 (the same bytes as no options), 2 writes version 2, which
+	 * decodes within the bound; field-v2.fz is compared with fz.Compress by the Go test; 3 is refused */
+	for (uint32_t v = 0; v <= 2; v++) {
+		fz_options fv = {sizeof(fz_options), 0, 0, v, 0};
+		void *bv = NULL;
+		uint64_t lv = 0;
+		CHECK(fz_compress(field, sizeof field, FZ_F32, dims, 3, FZ_ABS, 1e-3, NULL, &fv, &bv, &lv, NULL) == FZ_OK,
+		      "compress format_version %u", v);
+		CHECK(fz_read_header(bv, lv, &pre) == FZ_OK && pre.version == (v ? v : 1), "format_version %u wrote version %u", v,
+		      pre.version);
+		if (v < 2) {
+			CHECK(lv == blen && memcmp(bv, blob, blen) == 0, "format_version %u differs from the default container", v);
+		} else {
+			CHECK(fz_decompress(bv, lv, out, sizeof field, NULL, &pre) == FZ_OK && pre.version == 2, "decompress version 2");
+			double e2 = 0;
+			for (int i = 0; i < N; i++) e2 = fmax(e2, fabs((double)out[i] - field[i]));
+			CHECK(e2 <= 1e-3, "version 2 max error %g", e2);
+			snprintf(path, sizeof path, "%s/field-v2.fz", argv[1]);
+			f = fopen(path, "wb");
+			CHECK(f && fwrite(bv, 1, lv, f) == lv && fclose(f) == 0, "writing %s", path);
+			printf("format version 2: %llu bytes (version 1: %llu)\n", (unsigned long long)lv, (unsigned long long)blen);
+		}
+		fz_free(bv);
+	}
+	fz_options v3 = {sizeof(fz_options), 0, 0, 3, 0};
+	CHECK(fz_compress(field, sizeof field, FZ_F32, dims, 3, FZ_ABS, 1e-3, NULL, &v3, &b2, &l2, NULL) == FZ_EINVAL &&
+	          strstr(fz_last_error(), "format_version = 3: expected 1 or 2"), "format_version 3");
+	CHECK(b2 == NULL && l2 == 0, "refused format_version leaves no output");
+
 	/* f64 with a fill value, relative bound, rank 1: fill round-trips exactly */
 	enum { M = 10000 };
 	double *d = malloc(M * sizeof(double)), *dd = malloc(M * sizeof(double));

@@ -8,7 +8,7 @@ from ctypes import POINTER, c_char_p, c_double, c_int, c_int32, c_int64, c_uint3
 
 from . import _native
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_DIMS = 16
 
 OK, EINVAL, EFORMAT, ECHECKSUM, ESIZE, ENOTFOUND, EIO, EINTERNAL = range(8)
@@ -59,7 +59,7 @@ class Options(ctypes.Structure):
         ("struct_size", c_uint32),
         ("workers", c_int32),
         ("tiles_per_chunk", c_uint32),
-        ("reserved", c_uint32),
+        ("format_version", c_uint32),
         ("max_raw_bytes", c_uint64),
     ]
 

@@ -99,10 +99,25 @@ def _view(data: Buffer) -> np.ndarray:
         raise TypeError(f"expected the container as bytes, bytearray, memoryview or a numpy array, got {type(data).__name__}: {e}") from None
 
 
-def _options(workers: int = 0, max_raw_bytes: int = 0) -> L.Options:
+# Container versions compress writes (docs/FORMAT.md): 1 is the default; 2
+# ("group rates") is smaller and opt-in. decompress reads every version.
+FORMAT_VERSIONS = (1, 2)
+DEFAULT_FORMAT_VERSION = 1
+
+
+def check_format_version(format_version) -> int:
+    """format_version as an int, or ValueError/TypeError saying what is accepted."""
+    if isinstance(format_version, bool) or not isinstance(format_version, (int, np.integer)):
+        raise TypeError(f"format_version={format_version!r}: expected 1 (the default) or 2")
+    if int(format_version) not in FORMAT_VERSIONS:
+        raise ValueError(f"format_version={format_version!r}: expected 1 (the default) or 2")
+    return int(format_version)
+
+
+def _options(workers: int = 0, max_raw_bytes: int = 0, format_version: int = 0) -> L.Options:
     if workers < 0:
         raise ValueError(f"workers={workers}: expected >= 0 (0: all cores)")
-    return L.Options(ctypes.sizeof(L.Options), workers, 0, 0, max_raw_bytes)
+    return L.Options(ctypes.sizeof(L.Options), workers, 0, format_version, max_raw_bytes)
 
 
 def _region(region, n0: int) -> Tuple[int, int]:
@@ -122,12 +137,14 @@ def _region(region, n0: int) -> Tuple[int, int]:
 
 
 def compress(array, eb: float, mode: str = "abs", fill: Optional[float] = None, *, workers: int = 0,
-             stats: bool = False):
+             stats: bool = False, format_version: int = DEFAULT_FORMAT_VERSION):
     """Compress a float32 or float64 array (any shape of 1 to 16 dims).
 
     eb is the error bound: absolute (mode="abs") or relative to the value
     range (mode="rel"). Elements equal to fill (compared in the array's dtype,
     as NetCDF's _FillValue) round-trip exactly and are left out of the range.
+    format_version is the container version written: 1 (the default) or 2
+    (smaller; opt-in, readable by fzsidecar builds with version-2 support).
     The bytes equal ``fzsidecar compress`` with the same parameters.
 
     Returns the container as bytes; with stats=True, (bytes, Info) where
@@ -140,11 +157,12 @@ def compress(array, eb: float, mode: str = "abs", fill: Optional[float] = None, 
         raise ValueError(f"array has {a.ndim} dims: expected 1 to {L.MAX_DIMS}")
     if mode not in _modes:
         raise ValueError(f"mode {mode!r}: expected 'abs' or 'rel'")
+    format_version = check_format_version(format_version)
     a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
     dims = (ctypes.c_uint64 * a.ndim)(*a.shape)
     fillp = ctypes.byref(ctypes.c_double(float(fill))) if fill is not None else None
     out, n, st = ctypes.c_void_p(), ctypes.c_uint64(), L.Stats()
-    opts = _options(workers)
+    opts = _options(workers, format_version=format_version)
     L.check(L.lib().fz_compress(a.ctypes.data, a.nbytes, _codes[a.dtype], dims, a.ndim, _modes[mode], float(eb),
                                 fillp, ctypes.byref(opts), ctypes.byref(out), ctypes.byref(n), ctypes.byref(st)))
     blob = L.take_bytes(out, n.value)

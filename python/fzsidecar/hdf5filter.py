@@ -25,11 +25,16 @@ def _words(v: float) -> Tuple[int, int]:
     return lo, hi
 
 
-def cd_values(eb: float, mode: str = "abs", fill: Union[None, float, str] = None) -> Tuple[int, ...]:
-    """The user part of cd_values: (mode, bound low, bound high, has_fill, fill low, fill high).
+def cd_values(eb: float, mode: str = "abs", fill: Union[None, float, str] = None,
+              format_version: int = 1) -> Tuple[int, ...]:
+    """The user part of cd_values: (mode, bound low, bound high, has_fill, fill low, fill high),
+    plus the format version when it is not 1.
 
     fill: None (no fill value), a number, or "dataset" (the dataset's own fill
     value, e.g. NetCDF's _FillValue; HDF5 pads edge chunks with it).
+    format_version: the container version chunks are written in: 1 (the
+    default: the 6 values every plugin knows) or 2 (smaller; opt-in: reading
+    needs a plugin and libfz with version-2 support).
     """
     if mode not in _MODES:
         raise ValueError(f"mode={mode!r}: expected 'abs' or 'rel'")
@@ -44,17 +49,20 @@ def cd_values(eb: float, mode: str = "abs", fill: Union[None, float, str] = None
         has, fv = 2, 0.0
     else:
         has, fv = 1, float(fill)
-    return (_MODES[mode], *_words(eb), has, *_words(fv))
+    if isinstance(format_version, bool) or format_version not in (1, 2):
+        raise ValueError(f"format_version={format_version!r}: expected 1 (the default) or 2")
+    out = (_MODES[mode], *_words(eb), has, *_words(fv))
+    return out if format_version == 1 else out + (int(format_version),)
 
 
 class FZ(Mapping):
-    """``**FZ(eb, mode, fill)`` gives create_dataset its compression arguments
-    (as hdf5plugin's filter classes do)."""
+    """``**FZ(eb, mode, fill, format_version)`` gives create_dataset its
+    compression arguments (as hdf5plugin's filter classes do)."""
 
     filter_id = FILTER_ID
 
-    def __init__(self, eb: float, mode: str = "abs", fill: Union[None, float, str] = None):
-        self._kw = {"compression": FILTER_ID, "compression_opts": cd_values(eb, mode, fill)}
+    def __init__(self, eb: float, mode: str = "abs", fill: Union[None, float, str] = None, format_version: int = 1):
+        self._kw = {"compression": FILTER_ID, "compression_opts": cd_values(eb, mode, fill, format_version)}
 
     def __getitem__(self, k):
         return self._kw[k]
@@ -80,9 +88,14 @@ def decode_cd_values(values) -> dict:
         out["fill"] = struct.unpack("<d", struct.pack("<II", v[4], v[5]))[0]
     elif len(v) >= 6 and v[3] == 2:
         out["fill"] = "dataset"
+    out["format_version"] = 1
+    if len(v) == 7:  # the user's form
+        out["format_version"] = v[6] or 1
     if len(v) >= 9:
         out["layout"], out["dtype"] = v[6], {1: "float32", 2: "float64"}.get(v[7], v[7])
         out["chunks"] = tuple(v[9:9 + v[8]])
+        if v[6] == 2 and len(v) == 10 + v[8]:
+            out["format_version"] = v[9 + v[8]]
     return out
 
 

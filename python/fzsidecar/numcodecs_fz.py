@@ -25,7 +25,7 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
 from numcodecs.registry import register_codec
 
-from .codec import compress, decompress
+from .codec import DEFAULT_FORMAT_VERSION, check_format_version, compress, decompress
 
 CODEC_ID = "fzsidecar"
 
@@ -39,11 +39,16 @@ class FZ(Codec):
     mode  "abs" (default) or "rel".
     fill  a missing-value marker (Zarr's fill_value, NetCDF's _FillValue):
           values equal to it come back exactly and do not stretch the range.
+    format_version
+          the container version each chunk is written in: 1 (default) or 2
+          (smaller; opt-in: decoding needs an fzsidecar with version-2
+          support). Decoding reads either, whatever this says.
     """
 
     codec_id = CODEC_ID
 
-    def __init__(self, eb: float, mode: str = "abs", fill: Optional[float] = None):
+    def __init__(self, eb: float, mode: str = "abs", fill: Optional[float] = None,
+                 format_version: int = DEFAULT_FORMAT_VERSION):
         try:
             eb = float(eb)
         except (TypeError, ValueError):
@@ -60,6 +65,7 @@ class FZ(Codec):
         self.eb = eb
         self.mode = mode
         self.fill = fill
+        self.format_version = check_format_version(format_version)
 
     def encode(self, buf):
         a = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_contiguous_ndarray(buf)
@@ -78,7 +84,7 @@ class FZ(Codec):
         # back into memory order, which is what zarr reshapes with order="F".
         if a.flags.f_contiguous and not a.flags.c_contiguous:
             a = a.T
-        return compress(a, self.eb, mode=self.mode, fill=self.fill)
+        return compress(a, self.eb, mode=self.mode, fill=self.fill, format_version=self.format_version)
 
     def decode(self, buf, out=None):
         data = buf if isinstance(buf, (bytes, bytearray, memoryview, np.ndarray)) else ensure_contiguous_ndarray(buf)
@@ -97,11 +103,17 @@ class FZ(Codec):
         return ndarray_copy(dec, out)
 
     def get_config(self):
-        return {"id": self.codec_id, "eb": self.eb, "mode": self.mode, "fill": self.fill}
+        config = {"id": self.codec_id, "eb": self.eb, "mode": self.mode, "fill": self.fill}
+        if self.format_version != DEFAULT_FORMAT_VERSION:
+            # Only when set: the configs of existing arrays (and of arrays
+            # written at the default) stay what older releases wrote.
+            config["format_version"] = self.format_version
+        return config
 
     def __repr__(self):
         fill = "" if self.fill is None else f", fill={self.fill!r}"
-        return f"FZ(eb={self.eb!r}, mode={self.mode!r}{fill})"
+        fv = "" if self.format_version == DEFAULT_FORMAT_VERSION else f", format_version={self.format_version!r}"
+        return f"FZ(eb={self.eb!r}, mode={self.mode!r}{fill}{fv})"
 
 
 register_codec(FZ)

@@ -4,6 +4,8 @@ runs them against real `fzsidecar` processes and sets:
   FZ_TEST_FZSIDECAR     the fzsidecar binary (CLI parity checks)
   FZ_TEST_SERVE_STORE   a store written by `fzsidecar serve` (simulate + publish)
   FZ_TEST_SERVE_RUN     its run
+  FZ_TEST_SERVE_V2_STORE  a store written by `fzsidecar serve --format-version 2` (simulate)
+  FZ_TEST_SERVE_V2_RUN    its run
   FZ_TEST_DEMO_STORE    a store written by `fzsidecar demo`
   FZ_TEST_DEMO_RUN      its run
 
@@ -30,6 +32,11 @@ def fzsidecar_bin():
 @pytest.fixture
 def serve_store():
     return _env("FZ_TEST_SERVE_STORE"), _env("FZ_TEST_SERVE_RUN")
+
+
+@pytest.fixture
+def serve_v2_store():
+    return _env("FZ_TEST_SERVE_V2_STORE"), _env("FZ_TEST_SERVE_V2_RUN")
 
 
 @pytest.fixture
