@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fzsidecar/fzsidecar/fz"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -230,6 +232,17 @@ func TestFormatVersion(t *testing.T) {
 		if n, err := ParseFormatVersion(v); err != nil || strconv.Itoa(n) != v {
 			t.Errorf("ParseFormatVersion(%q) = %d, %v", v, n, err)
 		}
+	}
+	// The same versions the codec writes (fz.FormatVersionOf), 0 (the
+	// codec's "default") aside: a setting says a version.
+	for v := 1; v <= 4; v++ {
+		_, cerr := fz.FormatVersionOf(fz.WithFormatVersion(v))
+		if _, err := ParseFormatVersion(strconv.Itoa(v)); (err == nil) != (cerr == nil) {
+			t.Errorf("version %d: config says %v, the codec %v", v, err, cerr)
+		}
+	}
+	if d := Defaults(); d.FormatVersion != fz.DefaultVersion {
+		t.Errorf("default format_version %d, the codec's default %d", d.FormatVersion, fz.DefaultVersion)
 	}
 	for _, v := range []string{"0", "3", "-1", "x", "", "1.5", "65537"} {
 		if _, err := ParseFormatVersion(v); err == nil || !strings.Contains(err.Error(), "1 (the default) or 2") {
