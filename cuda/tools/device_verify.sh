@@ -6,8 +6,10 @@
 #            cuda package's GPU tests (identity with the CPU on real fields,
 #            adversarial inputs, corrupted streams, chunk tables, the
 #            optimistic fallback, bounds, the streamer, CUDA IPC), the
-#            > 4 GiB field, and compute-sanitizer memcheck + racecheck on the
-#            short cases.
+#            > 4 GiB field, container version 2 (V2: decode identity,
+#            corrupt-stream and per-rule agreement with the CPU), and
+#            compute-sanitizer memcheck + racecheck on the short cases (v2
+#            decode included).
 #   compare  the peers (../shared/peers/compare.sh: cuSZp plain/outlier and
 #            FZ-GPU, timed with Nsight Compute) and `fzsidecar bench` on the
 #            same fields in the same run.
@@ -47,12 +49,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 case $mode in
 tests)
   ( cd cuda && FZ_GPU_BIG=1 timeout 420 "../$R/cuda.test" -test.v -test.count=1 \
-      -test.run 'RealFields|Adversarial|Corrupted|ChunkTables|Optimistic|Bound|Range|Streamer|Huge|IPC' ) \
+      -test.run 'RealFields|Adversarial|Corrupted|ChunkTables|Optimistic|Bound|Range|Streamer|Huge|IPC|V2' ) \
       >"$OUT/tests.log" 2>&1
   echo "tests rc=$?"; grep -E "^(--- |ok|FAIL|PASS)|SKIP" "$OUT/tests.log" | head -60
   for tool in memcheck racecheck; do
     ( cd cuda && FZ_GPU_SHORT=1 timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 \
-        "../$R/cuda.test" -test.count=1 -test.run 'Adversarial|ChunkTables' ) >"$OUT/$tool.log" 2>&1
+        "../$R/cuda.test" -test.count=1 -test.run 'Adversarial|ChunkTables|V2DecodeMatches|V2RuleCasesAgree' ) >"$OUT/$tool.log" 2>&1
     echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
   done
   ;;
