@@ -186,6 +186,10 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 		return nil, fz.Stats{}, err
 	}
 	set := fz.SettingsOf(opts...)
+	ver, err := fz.FormatVersionOf(opts...)
+	if err != nil {
+		return nil, fz.Stats{}, err
+	}
 	g, err := fz.PlanGeometry(p.Dims, set.TilesPerChunk)
 	if err != nil {
 		return nil, fz.Stats{}, err
@@ -199,6 +203,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 		return nil, fz.Stats{}, err
 	}
 	f := makeField(p.DType, g)
+	f.version = uint32(ver)
 	f.mode, f.bound = uint32(p.Mode), p.Bound
 	if bits, ok := fz.FillBits(p); ok {
 		f.hasFill, f.fillBits = 1, bits
@@ -247,7 +252,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 			set.Progress(uint64(len(src))*end/g.Tiles, uint64(len(src)))
 		}
 	}
-	if err := finishContainer(p, g, res, out, hsz, set.Workers, &st); errors.Is(err, errBoundOnHost) {
+	if err := finishContainer(p, g, ver, res, out, hsz, set.Workers, &st); errors.Is(err, errBoundOnHost) {
 		return fz.CPU().Compress(ctx, src, p, opts...)
 	} else if err != nil {
 		return nil, fz.Stats{}, err
@@ -265,10 +270,10 @@ func headerSize(p fz.Params, g fz.Geometry) uint64 {
 	return uint64(92+8*len(p.Dims)) + g.Chunks*24 + 4
 }
 
-// finishContainer writes the header and chunk index into out[:hsz] for
-// the chunks the device wrote after it (res is the last job's result) and
-// completes st.
-func finishContainer(p fz.Params, g fz.Geometry, res result, out []byte, hsz uint64, workers int, st *fz.Stats) error {
+// finishContainer writes the header (container version ver) and chunk
+// index into out[:hsz] for the chunks the device wrote after it (res is
+// the last job's result) and completes st.
+func finishContainer(p fz.Params, g fz.Geometry, ver uint16, res result, out []byte, hsz uint64, workers int, st *fz.Stats) error {
 	// The bound rule lives in fz.DeriveBound; the device computes it too
 	// (its range is there) but not past the float64 range (then it has
 	// +Inf): such a field is refused, or redone on the CPU.
@@ -280,6 +285,7 @@ func finishContainer(p fz.Params, g fz.Geometry, res result, out []byte, hsz uin
 		return errBoundOnHost
 	}
 	h := fz.NewHeader(p, g, absEB, step, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	h.Version = ver
 	if err := indexChunks(h, g, out, hsz, workers); err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ type BenchConfig struct {
 	Rels    []float64 // relative bounds
 	Fields  []string  // only fields whose name starts with one of these ("smooth3d", "hyg"); nil: all
 	Log     io.Writer // progress lines; nil for none
+	// FormatVersion is the container version written and read (1 or 2;
+	// 0: fz.DefaultVersion).
+	FormatVersion uint16
 }
 
 // BenchCase is one field at one bound.
@@ -40,6 +43,7 @@ type BenchCase struct {
 	CompressX     float64  `json:"compress_vs_memcpy"`
 	DecompressX   float64  `json:"decompress_vs_memcpy"`
 	Violations    int      `json:"bound_violations"`
+	FormatVersion uint16   `json:"format_version"`
 }
 
 // BenchReport is the whole run.
@@ -113,6 +117,11 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if cfg.Reps < 1 {
 		cfg.Reps = 20
 	}
+	ver, err := fz.FormatVersionOf(fz.WithFormatVersion(int(cfg.FormatVersion)))
+	if err != nil {
+		return nil, err
+	}
+	cfg.FormatVersion = ver
 	logf := func(format string, a ...any) {
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, format+"\n", a...)
@@ -235,7 +244,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 			return nil, err
 		}
 		for _, rel := range cfg.Rels {
-			c, err := b.benchOne(tm, in.name, in.dt, in.dims, in.raw, rel, cfg.Reps, rep.D2DBps)
+			c, err := b.benchOne(tm, in.name, in.dt, in.dims, in.raw, rel, cfg.Reps, rep.D2DBps, cfg.FormatVersion)
 			if err != nil {
 				return nil, fmt.Errorf("%s rel %g: %w", in.name, rel, err)
 			}
@@ -268,7 +277,7 @@ var benchFields = []struct {
 }
 
 // benchOne times compress and decompress of one field already on the host.
-func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, raw []byte, rel float64, reps int, d2d float64) (BenchCase, error) {
+func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, raw []byte, rel float64, reps int, d2d float64, ver uint16) (BenchCase, error) {
 	l := b.lib
 	p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: rel}
 	g, err := fz.PlanGeometry(dims, fz.DefaultTilesPerChunk)
@@ -281,6 +290,7 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, r
 		}
 	}
 	f := makeField(dt, g)
+	f.version = uint32(ver)
 	f.mode, f.bound = uint32(fz.Rel), rel
 	if err := b.grow(&b.a, &b.aCap, uint64(len(raw))); err != nil {
 		return BenchCase{}, err
@@ -314,6 +324,7 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, r
 		return BenchCase{}, err
 	}
 	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
+	h.Version = ver
 	if err := indexChunks(h, g, blob, hsz, 0); err != nil {
 		return BenchCase{}, err
 	}
@@ -323,6 +334,7 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, r
 		return BenchCase{}, err
 	}
 	fd := makeField(dt, g)
+	fd.version = uint32(ver)
 	fd.step = h.Step
 	dms, err := tm.median(reps, func() error {
 		return l.cerr(l.decompress(b.ctx, b.stream, &fd, b.b, uint64(len(blob)), h.IndexOffset(), 0, g.Chunks, b.a, b.res), "decompress")
@@ -351,5 +363,6 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, r
 		Ratio: in / float64(len(blob)), CompressMs: cms, DecompressMs: dms,
 		CompressBps: in / (cms / 1e3), DecompressBps: in / (dms / 1e3),
 		CompressX: in / (cms / 1e3) / d2d, DecompressX: in / (dms / 1e3) / d2d, Violations: viol,
+		FormatVersion: ver,
 	}, nil
 }

@@ -639,6 +639,10 @@ func (s *Streamer) compressOn(ctx context.Context, pool chan *lane, jobTiles uin
 		return nil, fz.Stats{}, err
 	}
 	set := fz.SettingsOf(opts...)
+	ver, err := fz.FormatVersionOf(opts...)
+	if err != nil {
+		return nil, fz.Stats{}, err
+	}
 	g, err := fz.PlanGeometry(p.Dims, set.TilesPerChunk)
 	if err != nil {
 		return nil, fz.Stats{}, err
@@ -656,7 +660,7 @@ func (s *Streamer) compressOn(ctx context.Context, pool chan *lane, jobTiles uin
 		return nil, fz.Stats{}, fmt.Errorf("compress: waiting for a GPU lane: %w", context.Cause(ctx))
 	}
 	defer func() { pool <- ln }()
-	out, st, err := ln.compress(ctx, src, p, g, set)
+	out, st, err := ln.compress(ctx, src, p, g, ver, set)
 	if errors.Is(err, errBoundOnHost) {
 		// Redo it on the CPU, from a private copy made as the device's
 		// uploads are (Bytes may map a producer's segment: Source.Copy).
@@ -737,11 +741,13 @@ type run struct {
 	shortBack  int
 }
 
-func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, set fz.Settings) (out []byte, st fz.Stats, err error) {
+// ver is the container version written (1 or 2, fz.FormatVersionOf).
+func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, ver uint16, set fz.Settings) (out []byte, st fz.Stats, err error) {
 	s, l := ln.s, ln.s.lib
 	t0 := time.Now()
 	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1},
 		exact: ln.exact || exactCopyBack}
+	r.f.version = uint32(ver)
 	r.f.mode, r.f.bound = uint32(p.Mode), p.Bound
 	if bits, ok := fz.FillBits(p); ok {
 		r.f.hasFill, r.f.fillBits = 1, bits
@@ -881,7 +887,7 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		set.Progress(N, N)
 	}
 	res := r.last
-	if err := finishContainer(p, g, res, r.out, hsz, set.Workers, &r.st); err != nil {
+	if err := finishContainer(p, g, ver, res, r.out, hsz, set.Workers, &r.st); err != nil {
 		return nil, st, err
 	}
 	if trace {

@@ -20,7 +20,7 @@ func init() {
 }
 
 func runBench(ctx context.Context, args []string) error {
-	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--fields P1,P2] [--json FILE]")
+	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--fields P1,P2] [--json FILE] [--format-version 1|2]")
 	be := fs.String("backend", "gpu", "backend to measure (only gpu is supported)")
 	size := fs.String("size", "1GiB", "bytes per field (real fields are tiled up to this)")
 	reps := fs.Int("reps", 20, "timed runs per measurement; the median is reported")
@@ -28,6 +28,7 @@ func runBench(ctx context.Context, args []string) error {
 	rels := fs.String("rel", "1e-2,1e-3,1e-4", "comma-separated relative error bounds")
 	fields := fs.String("fields", "", "comma-separated name prefixes of the fields to measure (e.g. smooth3d,hyg); empty: all")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	version := formatVersionFlag(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -54,7 +55,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		rs = append(rs, v)
 	}
-	rep, err := cuda.RunBench(ctx, cuda.BenchConfig{Bytes: n, Reps: *reps, DataDir: *data, Rels: rs, Fields: splitList(*fields), Log: os.Stderr})
+	rep, err := cuda.RunBench(ctx, cuda.BenchConfig{Bytes: n, Reps: *reps, DataDir: *data, Rels: rs, Fields: splitList(*fields), Log: os.Stderr, FormatVersion: uint16(*version)})
 	if err != nil {
 		return fmt.Errorf("--backend gpu: %w", err)
 	}
