@@ -62,7 +62,7 @@ var table = []entry{
 		parse: nonEmpty(func(s *Settings) *string { return &s.Sink }, "a path, file:///path or s3://bucket/prefix"), show: sp(func(s *Settings) *string { return &s.Sink })},
 	{key: "backend", flag: "backend", help: "codec backend: auto (GPU if present), cpu or gpu",
 		parse: oneOf(func(s *Settings) *string { return &s.Backend }, "auto", "cpu", "gpu"), show: sp(func(s *Settings) *string { return &s.Backend })},
-	{key: "format_version", flag: "format-version", help: "container format version written: 1 (default; every release reads it) or 2 (group rates: smaller files, opt-in; fzsidecar builds that read it say so in `fzsidecar version`; docs/FORMAT.md)",
+	{key: "format_version", flag: "format-version", help: "container format version written: 1 (default; every release reads it) or 2 (group rates: smaller files, opt-in; readers need a build that lists v2 in 'fzsidecar version'; docs/FORMAT.md)",
 		parse: formatVersion(func(s *Settings) *int { return &s.FormatVersion }), show: func(s *Settings) string { return itoa64(int64(s.FormatVersion)) }},
 	{key: "gpus", flag: "gpus", help: "GPU devices for backend gpu/auto: one compression lane per device, e.g. 0,1 or all (default device 0)",
 		parse: gpuList, show: func(s *Settings) string { return formatGPUs(s.GPUs) }},

@@ -12,8 +12,8 @@ import (
 // are parsed, with the accepted versions in the message.
 func formatVersionFlag(fs *flag.FlagSet) *int {
 	v := 1
-	fs.Func("format-version", "container format version to write: "+config.FormatVersions+
-		" (smaller files; opt-in: every fzsidecar build that lists it in `fzsidecar version` reads it; docs/FORMAT.md) (default 1)",
+	fs.Func("format-version", "container format `version` to write: "+config.FormatVersions+
+		" (2: smaller files, opt-in; readers need a build that lists v2 in 'fzsidecar version'; docs/FORMAT.md) (default 1)",
 		func(s string) error {
 			n, err := config.ParseFormatVersion(s)
 			if err != nil {

@@ -54,8 +54,10 @@ func versionString() string {
 		}
 		out += ")"
 	}
-	return fmt.Sprintf("%s\ncontainer format v%d, ingest protocol v%d, %s %s/%s",
-		out, fz.DefaultVersion, ingest.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	// Reads every version up to fz.Version2; writes DefaultVersion unless
+	// --format-version / format_version ask for another.
+	return fmt.Sprintf("%s\ncontainer format v%d (default) and v%d (--format-version %d), reads both; ingest protocol v%d, %s %s/%s",
+		out, fz.DefaultVersion, fz.Version2, fz.Version2, ingest.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func printVersion(w io.Writer) { fmt.Fprintln(w, versionString()) }
