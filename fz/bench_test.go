@@ -35,11 +35,11 @@ func smoothField(nz, ny, nx int) []float32 {
 	return v
 }
 
-func benchField(b *testing.B, workers int) {
+func benchField(b *testing.B, workers, version int) {
 	src := asBytes(benchSrc)
 	p := Params{DType: Float32, Dims: []uint64{128, 256, 256}, Mode: Rel, Bound: 1e-3}
 	ctx := context.Background()
-	blob, st, err := Compress(ctx, src, p, WithWorkers(workers))
+	blob, st, err := Compress(ctx, src, p, WithWorkers(workers), WithFormatVersion(version))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func benchField(b *testing.B, workers int) {
 		best := time.Duration(math.MaxInt64)
 		for b.Loop() {
 			t0 := time.Now()
-			if _, _, err := Compress(ctx, src, p, WithWorkers(workers)); err != nil {
+			if _, _, err := Compress(ctx, src, p, WithWorkers(workers), WithFormatVersion(version)); err != nil {
 				b.Fatal(err)
 			}
 			best = min(best, time.Since(t0))
@@ -76,7 +76,14 @@ func benchField(b *testing.B, workers int) {
 }
 
 // BenchmarkSmooth3D1Core measures per-core throughput (one worker).
-func BenchmarkSmooth3D1Core(b *testing.B) { benchField(b, 1) }
+func BenchmarkSmooth3D1Core(b *testing.B) { benchField(b, 1, 1) }
 
 // BenchmarkSmooth3DAllCores uses every core.
-func BenchmarkSmooth3DAllCores(b *testing.B) { benchField(b, 0) }
+func BenchmarkSmooth3DAllCores(b *testing.B) { benchField(b, 0, 1) }
+
+// BenchmarkSmooth3D1CoreV2 is BenchmarkSmooth3D1Core writing container
+// version 2.
+func BenchmarkSmooth3D1CoreV2(b *testing.B) { benchField(b, 1, 2) }
+
+// BenchmarkSmooth3DAllCoresV2 is BenchmarkSmooth3DAllCores with version 2.
+func BenchmarkSmooth3DAllCoresV2(b *testing.B) { benchField(b, 0, 2) }

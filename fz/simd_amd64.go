@@ -46,3 +46,18 @@ func rangeF32AVX2(src *float32, n int, fill uint64, hasFill bool) (lo, hi float3
 
 //go:noescape
 func rangeF64AVX2(src *float64, n int, fill uint64, hasFill bool) (lo, hi float64)
+
+// haveBMI2 selects the PEXT/PDEP kernels of signs_amd64.s (with useSIMD).
+var haveBMI2 = cpu.X86.HasBMI2
+
+//go:noescape
+func packSignsBMI2(nz *[v2Groups]uint16, sign *[planeBytes]byte, out *[signBufWords]uint32)
+
+//go:noescape
+func expandSignsBMI2(nz *[v2Groups]uint16, in *[signBufWords + 1]uint32, sign *[planeBytes]byte)
+
+//go:noescape
+func gatherUnitsAsm(pf *[Planes * planeBytes]byte, rates *[v2Groups]uint16, out *byte)
+
+//go:noescape
+func scatterUnitsAsm(units *byte, rw *[v2Blocks]uint32, pf *[Planes * planeBytes]byte, nz, esc *[v2Groups]uint16) (nsign, badGroup int)

@@ -42,3 +42,21 @@ func rangeF32AVX2(src *float32, n int, fill uint64, hasFill bool) (lo, hi float3
 func rangeF64AVX2(src *float64, n int, fill uint64, hasFill bool) (lo, hi float64) {
 	panic("unreachable")
 }
+
+const haveBMI2 = false
+
+func packSignsBMI2(nz *[v2Groups]uint16, sign *[planeBytes]byte, out *[signBufWords]uint32) {
+	panic("unreachable")
+}
+
+func expandSignsBMI2(nz *[v2Groups]uint16, in *[signBufWords + 1]uint32, sign *[planeBytes]byte) {
+	panic("unreachable")
+}
+
+func gatherUnitsAsm(pf *[Planes * planeBytes]byte, rates *[v2Groups]uint16, out *byte) {
+	panic("unreachable")
+}
+
+func scatterUnitsAsm(units *byte, rw *[v2Blocks]uint32, pf *[Planes * planeBytes]byte, nz, esc *[v2Groups]uint16) (nsign, badGroup int) {
+	panic("unreachable")
+}

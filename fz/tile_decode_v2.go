@@ -86,85 +86,56 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 	// Every plane the unshuffle reads starts at zero; the units overwrite
 	// their groups' bytes.
 	if maxRate > 8 {
-		clear(pf[:])
+		clear(pf[:signPlane*planeBytes])
 	} else {
 		clear(pf[:8*planeBytes])
-		clear(pf[signPlane*planeBytes:])
 	}
-	var nz [v2Groups]uint16 // non-zero magnitudes per group (slot bits)
-	var escGroups [v2Groups]uint16
-	nesc := 0 // groups with escapes (magnitude 32767)
-	u := 0
-	for bm := blocks; bm != 0; bm &= bm - 1 {
-		k := bits.TrailingZeros32(bm)
-		v := rw[k]
-		for j := 0; j < v2PerBlock; j++ {
-			rt := int(v >> (4 * j) & 15)
-			if rt == 0 {
-				continue
-			}
-			g := v2PerBlock*k + j
-			var or uint16
-			and := uint16(0xFFFF)
-			var unit uint16
-			for p := 0; p < rt; p++ {
-				unit = uint16(units[u]) | uint16(units[u+1])<<8
-				u += 2
-				pf[p*planeBytes+2*g], pf[p*planeBytes+2*g+1] = byte(unit), byte(unit>>8)
-				or |= unit
-				and &= unit
-			}
-			if unit == 0 {
-				return fmt.Errorf("group %d has rate %d but its unit %d (top magnitude bits) is 0", g, rt, rt-1)
-			}
-			if v2Group*g+v2Group > n && or>>(n-v2Group*g) != 0 {
-				return fmt.Errorf("group %d has magnitude bits in slots %#04x at or past the tile's %d values", g, or>>(n-v2Group*g)<<(n-v2Group*g), n)
-			}
-			if g == 0 && or&1 != 0 {
-				return fmt.Errorf("slot 0 (the origin) has a non-zero magnitude")
-			}
-			nz[g] = or
-			if rt == 15 && and != 0 {
-				escGroups[g] = and
+	var nz, escGroups [v2Groups]uint16 // per group: non-zero magnitudes, escapes (slot bits)
+	nsign, bad := scatterUnits(units[:2*w], &rw, pf, &nz, &escGroups)
+	if bad >= 0 {
+		rt := rw[bad/v2PerBlock] >> (4 * (bad % v2PerBlock)) & 15
+		return fmt.Errorf("group %d has rate %d but its unit %d (top magnitude bits) is 0", bad, rt, rt-1)
+	}
+	if rest := n % v2Group; rest != 0 {
+		// The last group is partly past n (the rates reject the rest).
+		if g := n / v2Group; nz[g]>>rest != 0 {
+			return fmt.Errorf("group %d has magnitude bits in slots %#04x at or past the tile's %d values", g, nz[g]>>rest<<rest, n)
+		}
+	}
+	if nz[0]&1 != 0 {
+		return fmt.Errorf("slot 0 (the origin) has a non-zero magnitude")
+	}
+
+	// Signs of the non-zero magnitudes, packed in slot order.
+	nsw := (nsign + 31) / 32
+	if len(r.b) < 4*nsw {
+		return fmt.Errorf("sign bits: need %d bytes, only %d left", 4*nsw, len(r.b))
+	}
+	var sbuf [signBufWords + 1]uint32
+	for i := range sbuf[:nsw] {
+		sbuf[i] = binary.LittleEndian.Uint32(r.b[4*i:])
+	}
+	r.b = r.b[4*nsw:]
+	if rest := nsign % 32; rest != 0 && sbuf[nsw-1]>>rest != 0 {
+		return fmt.Errorf("sign bits: unused bits of the last word are %#x, expected 0", sbuf[nsw-1]>>rest)
+	}
+	sp := (*[planeBytes]byte)(pf[signPlane*planeBytes:])
+	expandSigns(&nz, &sbuf, sp)
+	nesc := 0 // groups with escapes (magnitude 32767, rate 15)
+	if maxRate == 15 {
+		for _, e := range escGroups {
+			if e != 0 {
 				nesc++
 			}
 		}
 	}
-
-	// Signs of the non-zero magnitudes, packed in slot order.
-	var acc uint64 // bits not yet used, nacc of them
-	var nacc uint
-	sb := r.b
-	si := 0
-	for bm := blocks; bm != 0; bm &= bm - 1 {
-		k := bits.TrailingZeros32(bm)
-		for g := v2PerBlock * k; g < v2PerBlock*(k+1); g++ {
-			m := nz[g]
-			if m == 0 {
-				continue
-			}
-			c := uint(bits.OnesCount16(m))
-			if nacc < c {
-				if si+4 > len(sb) {
-					return fmt.Errorf("sign bits: need at least %d bytes, only %d left", si+4, len(sb))
-				}
-				acc |= uint64(binary.LittleEndian.Uint32(sb[si:])) << nacc
-				si += 4
-				nacc += 32
-			}
-			sg := pdep16(uint16(acc), m)
-			acc >>= c
-			nacc -= c
-			if e := escGroups[g] & sg; e != 0 {
+	if nesc > 0 {
+		for g, e := range escGroups {
+			if e &= uint16(sp[2*g]) | uint16(sp[2*g+1])<<8; e != 0 {
 				return fmt.Errorf("slot %d holds an escape (magnitude 32767) with sign 1", v2Group*g+bits.TrailingZeros16(e))
 			}
-			pf[signPlane*planeBytes+2*g], pf[signPlane*planeBytes+2*g+1] = byte(sg), byte(sg>>8)
 		}
 	}
-	if acc != 0 {
-		return fmt.Errorf("sign bits: unused bits of the last word are %#x, expected 0", acc)
-	}
-	r.b = sb[si:]
 
 	// Back to code bytes (escapes as version 1's 0x8000), then version 1's
 	// tail.
@@ -191,4 +162,44 @@ func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *
 		}
 	}
 	return decodeTileTail(s, &r, word0, int32(origin), dst, base, l, t, step, fill)
+}
+
+// scatterUnits reads the units of every group (rates: nibble g%8 of
+// rw[g/8]; units holds exactly their sum) into the planes of pf and sets,
+// per group, nz (OR of its units: its non-zero magnitudes) and esc (AND of
+// its units where the rate is 15: its escapes, else 0). It returns the
+// number of non-zero magnitudes and the first group whose top unit is 0
+// (−1: none).
+func scatterUnits(units []byte, rw *[v2Blocks]uint32, pf *[Planes * planeBytes]byte, nz, esc *[v2Groups]uint16) (nsign, badGroup int) {
+	if useSIMD {
+		return scatterUnitsAsm(&units[0], rw, pf, nz, esc)
+	}
+	return scatterUnitsGo(units, rw, pf, nz, esc)
+}
+
+// scatterUnitsGo is the reference for scatterUnits.
+func scatterUnitsGo(units []byte, rw *[v2Blocks]uint32, pf *[Planes * planeBytes]byte, nz, esc *[v2Groups]uint16) (nsign, badGroup int) {
+	badGroup = -1
+	u := 0
+	for g := range nz {
+		rt := int(rw[g/v2PerBlock] >> (4 * (g % v2PerBlock)) & 15)
+		var or, unit uint16
+		and := uint16(0xFFFF)
+		for p := 0; p < rt; p++ {
+			unit = uint16(units[u]) | uint16(units[u+1])<<8
+			u += 2
+			pf[p*planeBytes+2*g], pf[p*planeBytes+2*g+1] = byte(unit), byte(unit>>8)
+			or |= unit
+			and &= unit
+		}
+		if rt > 0 && unit == 0 && badGroup < 0 {
+			badGroup = g
+		}
+		if rt != 15 {
+			and = 0
+		}
+		nz[g], esc[g] = or, and
+		nsign += bits.OnesCount16(or)
+	}
+	return nsign, badGroup
 }

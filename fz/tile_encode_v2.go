@@ -124,50 +124,101 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 	if w%2 != 0 {
 		units[2*w], units[2*w+1] = 0, 0
 	}
-	hasSign := c.planeMask&(1<<signPlane) != 0
-	var acc uint64 // sign bits not yet written, nacc of them
-	var nacc uint
-	si := 0
-	u := 0
 	for bm := blocks; bm != 0; bm &= bm - 1 {
 		k := bits.TrailingZeros32(bm)
 		binary.LittleEndian.PutUint32(out[ri:], rateWord(rl[2*k], rl[2*k+1]))
 		ri += 4
-		for half := 0; half < 2; half++ {
-			h := 2*k + half
-			rw, nw := rl[h], nzl[h]
-			for j := 0; j < 4; j++ {
-				r := int(rw >> (16 * j) & 15)
-				if r == 0 {
-					continue
-				}
-				g := 4*h + j
-				// The group's units, then its packed signs.
-				for p := 0; p < r; p++ {
-					units[u], units[u+1] = pf[p*planeBytes+2*g], pf[p*planeBytes+2*g+1]
-					u += 2
-				}
-				nz := uint16(nw >> (16 * j))
-				var packed uint32
-				if hasSign {
-					sg := uint16(pf[signPlane*planeBytes+2*g]) | uint16(pf[signPlane*planeBytes+2*g+1])<<8
-					packed = pext16(sg, nz)
-				}
-				acc |= uint64(packed) << nacc
-				nacc += uint(bits.OnesCount16(nz))
-				if nacc >= 32 {
-					binary.LittleEndian.PutUint32(signs[si:], uint32(acc))
-					si += 4
-					acc >>= 32
-					nacc -= 32
-				}
-			}
-		}
 	}
-	if nacc > 0 {
-		binary.LittleEndian.PutUint32(signs[si:], uint32(acc))
+	// rl's lanes are the groups' rates in group order.
+	gatherUnits(pf, (*[v2Groups]uint16)(unsafe.Pointer(&rl)), units[:2*w])
+	// Signs of the non-zero magnitudes (nzl's lanes are the groups in
+	// order), packed.
+	nsw := (nsign + 31) / 32
+	if c.planeMask&(1<<signPlane) != 0 {
+		var buf [signBufWords]uint32
+		packSigns((*[v2Groups]uint16)(unsafe.Pointer(&nzl)), (*[planeBytes]byte)(pf[signPlane*planeBytes:]), &buf)
+		for i, x := range buf[:nsw] {
+			binary.LittleEndian.PutUint32(signs[4*i:], x)
+		}
+	} else {
+		clear(signs[:4*nsw])
 	}
 	return appendTileTail[T](s, &c, dst)
+}
+
+// gatherUnits writes the units of every group, group after group: unit p
+// of group g (p < rates[g] ≤ 15) is bytes 2g, 2g+1 of plane p. out holds
+// exactly Σ rates units.
+func gatherUnits(pf *[Planes * planeBytes]byte, rates *[v2Groups]uint16, out []byte) {
+	if useSIMD {
+		gatherUnitsAsm(pf, rates, &out[0])
+		return
+	}
+	gatherUnitsGo(pf, rates, out)
+}
+
+// gatherUnitsGo is the reference for gatherUnits.
+func gatherUnitsGo(pf *[Planes * planeBytes]byte, rates *[v2Groups]uint16, out []byte) {
+	u := 0
+	for g, r := range rates {
+		for p := 0; p < int(r); p++ {
+			out[u], out[u+1] = pf[p*planeBytes+2*g], pf[p*planeBytes+2*g+1]
+			u += 2
+		}
+	}
+}
+
+// signBufWords is a tile's sign stream in u32 words (at most 4096 bits)
+// plus one, so that a kernel may access 8 bytes at any word.
+const signBufWords = TileElems/32 + 1
+
+// packSigns ORs into out (zero on entry) the sign bits of the slots of nz
+// (bit j of nz[g]: slot 16g+j), in slot order, from bit 0 of out[0].
+func packSigns(nz *[v2Groups]uint16, sign *[planeBytes]byte, out *[signBufWords]uint32) {
+	if useSIMD && haveBMI2 {
+		packSignsBMI2(nz, sign, out)
+		return
+	}
+	packSignsGo(nz, sign, out)
+}
+
+// packSignsGo is the reference for packSigns.
+func packSignsGo(nz *[v2Groups]uint16, sign *[planeBytes]byte, out *[signBufWords]uint32) {
+	pos := 0
+	for g, m := range nz {
+		if m == 0 {
+			continue
+		}
+		sg := uint16(sign[2*g]) | uint16(sign[2*g+1])<<8
+		x := uint64(pext16(sg, m)) << (pos % 32)
+		out[pos/32] |= uint32(x)
+		out[pos/32+1] |= uint32(x >> 32)
+		pos += bits.OnesCount16(m)
+	}
+}
+
+// expandSigns is the inverse of packSigns: it writes the sign unit of
+// every group (0 where nz is 0) from the stream in.
+func expandSigns(nz *[v2Groups]uint16, in *[signBufWords + 1]uint32, sign *[planeBytes]byte) {
+	if useSIMD && haveBMI2 {
+		expandSignsBMI2(nz, in, sign)
+		return
+	}
+	expandSignsGo(nz, in, sign)
+}
+
+// expandSignsGo is the reference for expandSigns.
+func expandSignsGo(nz *[v2Groups]uint16, in *[signBufWords + 1]uint32, sign *[planeBytes]byte) {
+	pos := 0
+	for g, m := range nz {
+		var sg uint16
+		if m != 0 {
+			w := uint64(in[pos/32]) | uint64(in[pos/32+1])<<32
+			sg = pdep16(uint16(w>>(pos%32)), m)
+			pos += bits.OnesCount16(m)
+		}
+		sign[2*g], sign[2*g+1] = byte(sg), byte(sg>>8)
+	}
 }
 
 // rateWord packs the rates of groups 8k … 8k+7, lanes of a (groups 8k …

@@ -157,7 +157,7 @@ func TestTileV2Rejects(t *testing.T) {
 		}), "slot 0 (the origin) has a non-zero magnitude"},
 		{"unused sign bits", 4096, mod(func(r *rawTileV2) { r.signs[0] |= 1 << 2 }), "unused bits of the last word are 0x1"},
 		{"unused sign bits high", 4096, mod(func(r *rawTileV2) { r.signs[0] |= 1 << 31 }), "unused bits of the last word are 0x20000000"},
-		{"sign words missing", 4096, mod(func(r *rawTileV2) { r.signs = nil }), "sign bits: need at least 4 bytes, only 0 left"},
+		{"sign words missing", 4096, mod(func(r *rawTileV2) { r.signs = nil }), "sign bits: need 4 bytes, only 0 left"},
 		{"extra sign word", 4096, mod(func(r *rawTileV2) { r.signs = append(r.signs, 0) }), "trailing bytes"},
 		{"units truncated", 4096, func() []byte { return validRawV2().bytes()[:18] }, "magnitude units: need 4 bytes, only 2 left"},
 		{"rates truncated", 4096, func() []byte { return validRawV2().bytes()[:13] }, "group rates: need 4 bytes, only 1 left"},

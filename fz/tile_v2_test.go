@@ -501,3 +501,99 @@ func TestWithFormatVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestSignKernels: the BMI2 sign kernels write exactly what their pure-Go
+// references write, on random masks of every density.
+func TestSignKernels(t *testing.T) {
+	if !haveBMI2 {
+		t.Skip("no BMI2 on this machine: only the pure-Go sign path exists")
+	}
+	r := rand.New(rand.NewPCG(3, 33))
+	for it := 0; it < 300; it++ {
+		var nz [v2Groups]uint16
+		var sign [planeBytes]byte
+		density := r.IntN(5)
+		for g := range nz {
+			switch density {
+			case 0:
+				nz[g] = 0xFFFF
+			case 1:
+				if r.IntN(8) == 0 {
+					nz[g] = uint16(r.Uint32())
+				}
+			default:
+				nz[g] = uint16(r.Uint32()) & uint16(r.Uint32())
+			}
+			sg := uint16(r.Uint32())
+			sign[2*g], sign[2*g+1] = byte(sg), byte(sg>>8)
+		}
+		var a, b [signBufWords]uint32
+		packSignsGo(&nz, &sign, &a)
+		packSignsBMI2(&nz, &sign, &b)
+		if a != b {
+			t.Fatalf("pack: BMI2 %x, Go %x", b, a)
+		}
+		var in [signBufWords + 1]uint32
+		copy(in[:], a[:])
+		var ea, eb [planeBytes]byte
+		expandSignsGo(&nz, &in, &ea)
+		expandSignsBMI2(&nz, &in, &eb)
+		if ea != eb {
+			t.Fatalf("expand: BMI2 %x, Go %x", eb, ea)
+		}
+		// The round trip gives back the signs of the selected slots.
+		for g, m := range nz {
+			want := (uint16(sign[2*g]) | uint16(sign[2*g+1])<<8) & m
+			if got := uint16(ea[2*g]) | uint16(ea[2*g+1])<<8; got != want {
+				t.Fatalf("group %d: %#x, want %#x", g, got, want)
+			}
+		}
+	}
+}
+
+// TestUnitKernels: the unit kernels write exactly what their pure-Go
+// references write, top units of 0 and escapes included.
+func TestUnitKernels(t *testing.T) {
+	if !haveAVX2 {
+		t.Skip("no AVX2 on this machine: the unit kernels are not used")
+	}
+	r := rand.New(rand.NewPCG(5, 55))
+	for it := 0; it < 300; it++ {
+		var rw [v2Blocks]uint32
+		var rates [v2Groups]uint16
+		w := 0
+		for g := range rates {
+			if r.IntN(3) > 0 {
+				rates[g] = uint16(r.IntN(16))
+				if it%5 == 0 {
+					rates[g] = 15
+				}
+			}
+			rw[g/8] |= uint32(rates[g]) << (4 * (g % 8))
+			w += int(rates[g])
+		}
+		units := make([]byte, 2*w+2)
+		for i := range units {
+			units[i] = byte(r.Uint32())
+			if it%3 == 0 && r.IntN(4) == 0 {
+				units[i] = 0 // some top units 0
+			}
+			if it%5 == 0 && r.IntN(2) == 0 {
+				units[i] = 0xFF // escapes
+			}
+		}
+		var pa, pb [Planes * planeBytes]byte
+		var nza, nzb, ea, eb [v2Groups]uint16
+		na, ba := scatterUnitsGo(units[:2*w], &rw, &pa, &nza, &ea)
+		nb, bb := scatterUnitsAsm(&units[0], &rw, &pb, &nzb, &eb)
+		if na != nb || ba != bb || pa != pb || nza != nzb || ea != eb {
+			t.Fatalf("scatter: asm (%d, %d), Go (%d, %d); planes equal %v, nz %v, esc %v", nb, bb, na, ba, pa == pb, nza == nzb, ea == eb)
+		}
+		ga, gb := make([]byte, 2*w+2), make([]byte, 2*w+2)
+		gatherUnitsGo(&pa, &rates, ga)
+		gatherUnitsAsm(&pa, &rates, &gb[0])
+		if !bytes.Equal(ga, gb) || !bytes.Equal(ga[:2*w], units[:2*w]) {
+			t.Fatalf("gather: asm and Go differ (%v) or do not give back the units (%v)", !bytes.Equal(ga, gb), !bytes.Equal(ga[:2*w], units[:2*w]))
+		}
+	}
+}
