@@ -113,6 +113,10 @@ func TestFormatVersionRefused(t *testing.T) {
 	if _, stderr, code := run(t, "bench-e2e", "--format-version", "3"); code != 2 || !strings.Contains(stderr, "format_version") || !strings.Contains(stderr, wantVersions) {
 		t.Errorf("bench-e2e --format-version 3: exit %d: %s", code, stderr)
 	}
+	// bench refuses it before looking for a GPU.
+	if _, stderr, code := run(t, "bench", "--format-version", "x"); code != 2 || !strings.Contains(stderr, wantVersions) {
+		t.Errorf("bench --format-version x: exit %d: %s", code, stderr)
+	}
 
 	e := newServeEnv(t)
 	cfg := filepath.Join(dir, "sidecar.yaml")
