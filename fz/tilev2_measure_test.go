@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// TestTileV2PrototypeRatios prints the version-2 prototype's ratio beside
-// version 1's and cuSZp's on the compare.sh fields tiled to 1 GiB (every
-// tile encoded, container header and index as version 1's), and on every
-// real field of ../shared/data, where it also checks that the prototype
-// decodes to exactly version 1's values.
-func TestTileV2PrototypeRatios(t *testing.T) {
+// TestTileV2Ratios prints version 2's ratio beside version 1's and cuSZp's
+// on the compare.sh fields tiled to 1 GiB (every tile encoded, container
+// header and index as in both versions), and on every real field of
+// ../shared/data, where it also checks that version 2 decodes to exactly
+// version 1's values (FZ_EXPERIMENT_PEERS=0 leaves the tiled fields out).
+func TestTileV2Ratios(t *testing.T) {
 	if os.Getenv("FZ_EXPERIMENT") == "" {
 		t.Skip("measurement only; set FZ_EXPERIMENT=1")
 	}
@@ -55,10 +55,10 @@ func TestTileV2PrototypeRatios(t *testing.T) {
 	}
 }
 
-// TestTileV2PrototypeSpeed prints single-goroutine tile encode and decode
-// rates of both codings (MB/s of input) on the real fields and a 128 MiB
-// slab of the smooth field, best of 3.
-func TestTileV2PrototypeSpeed(t *testing.T) {
+// TestTileV2Speed prints single-goroutine tile encode and decode rates of
+// both versions (MB/s of input) on the real fields and a 128 MiB slab of
+// the smooth field, best of 3.
+func TestTileV2Speed(t *testing.T) {
 	if os.Getenv("FZ_EXPERIMENT") == "" {
 		t.Skip("measurement only; set FZ_EXPERIMENT=1")
 	}
@@ -156,7 +156,7 @@ func TestTileV2MaxRates(t *testing.T) {
 	}
 }
 
-// TestTileV2Shapes prints the v2 prototype's ratio on the real fields of
+// TestTileV2Shapes prints version 2's ratio on the real fields of
 // rank 2 and 3 under other tile and sub-block shapes (v1's are first).
 func TestTileV2Shapes(t *testing.T) {
 	if os.Getenv("FZ_EXPERIMENT") == "" {
