@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <hdf5.h>
 
@@ -93,6 +94,40 @@ int main(int argc, char **argv) {
     }
     printf("a negative bound is refused at H5Dcreate2, as expected\n");
     H5Pclose(bad);
+
+    /* The same data as container format version 2 (opt-in): smaller, same bound; read back as any dataset. */
+    hid_t v2 = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(v2, 3, chunk);
+    h5z_fz_set_format(v2, H5Z_FLAG_MANDATORY, H5Z_FZ_ABS, eb, NULL, 2);
+    dset = H5Dcreate2(file, "t2", H5T_IEEE_F32LE, space, H5P_DEFAULT, v2, H5P_DEFAULT);
+    if (dset < 0 || H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) {
+        fprintf(stderr, "writing format version 2 failed\n");
+        return 1;
+    }
+    H5Dclose(dset);
+    H5Fclose(file); /* reopened, so the read decodes the stored chunks instead of HDF5's chunk cache */
+    file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    dset = file < 0 ? -1 : H5Dopen2(file, "t2", H5P_DEFAULT);
+    memset(y, 0, n * sizeof *y);
+    if (dset < 0 || H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, y) < 0) {
+        fprintf(stderr, "reading format version 2 failed\n");
+        return 1;
+    }
+    double maxerr2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)x[i] - (double)y[i]);
+        maxerr2 = e > maxerr2 ? e : maxerr2;
+    }
+    hsize_t stored2 = H5Dget_storage_size(dset);
+    printf("format version 2: %llu bytes stored (version 1: %llu), max error %.6g\n", (unsigned long long)stored2,
+           (unsigned long long)stored, maxerr2);
+    if (!(maxerr2 <= eb) || maxerr2 == 0 || stored2 >= stored) {
+        fprintf(stderr, "format version 2: max error %g (bound %g), %llu bytes (version 1: %llu)\n", maxerr2, eb,
+                (unsigned long long)stored2, (unsigned long long)stored);
+        return 1;
+    }
+    H5Dclose(dset);
+    H5Pclose(v2);
     H5Pclose(dcpl);
     H5Sclose(space);
     H5Fclose(file);
