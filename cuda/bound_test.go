@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -46,21 +47,24 @@ func TestRangeOverflowMatchesCPU(t *testing.T) {
 	raw := f64bytes(v)
 	s := newStreamer(t, 0, StreamOptions{JobTiles: 16, ArenaBytes: 64 << 20, StageBytes: 4 << 20})
 	for _, rel := range []float64{1e-3, 0.5, 3} {
-		p := fz.Params{DType: fz.Float64, Dims: []uint64{uint64(len(v))}, Mode: fz.Rel, Bound: rel}
-		check(t, g, "range overflow", raw, p, fz.WithTilesPerChunk(4))
-		want, wst, err := fz.Compress(context.Background(), raw, p, fz.WithTilesPerChunk(4))
-		if err != nil {
-			if _, _, serr := s.Compress(context.Background(), Source{Bytes: raw}, p, fz.WithTilesPerChunk(4)); serr == nil {
-				t.Fatalf("rel %g: CPU refused (%v), streamer did not", rel, err)
+		for _, ver := range formatVersions {
+			opts := withVersion(ver, fz.WithTilesPerChunk(4))
+			p := fz.Params{DType: fz.Float64, Dims: []uint64{uint64(len(v))}, Mode: fz.Rel, Bound: rel}
+			check(t, g, fmt.Sprintf("range overflow v%d", ver), raw, p, opts...)
+			want, wst, err := fz.Compress(context.Background(), raw, p, opts...)
+			if err != nil {
+				if _, _, serr := s.Compress(context.Background(), Source{Bytes: raw}, p, opts...); serr == nil {
+					t.Fatalf("rel %g v%d: CPU refused (%v), streamer did not", rel, ver, err)
+				}
+				continue
 			}
-			continue
-		}
-		checkStreamed(t, s, "range overflow streamed", Source{Bytes: raw}, p, want, wst, fz.WithTilesPerChunk(4))
-		copied := 0
-		guarded := func(dst, src []byte) error { copied++; copy(dst, src); return nil }
-		checkStreamed(t, s, "range overflow streamed, guarded copy", Source{Bytes: raw, Copy: guarded}, p, want, wst, fz.WithTilesPerChunk(4))
-		if copied == 0 {
-			t.Fatalf("rel %g: the guarded copy was never used", rel)
+			checkStreamed(t, s, fmt.Sprintf("range overflow streamed v%d", ver), Source{Bytes: raw}, p, want, wst, opts...)
+			copied := 0
+			guarded := func(dst, src []byte) error { copied++; copy(dst, src); return nil }
+			checkStreamed(t, s, fmt.Sprintf("range overflow streamed, guarded copy v%d", ver), Source{Bytes: raw, Copy: guarded}, p, want, wst, opts...)
+			if copied == 0 {
+				t.Fatalf("rel %g: the guarded copy was never used", rel)
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"unsafe"
 
@@ -136,15 +137,23 @@ func TestAdversarialEscapeEdgesMatchCPU(t *testing.T) {
 		{"mixed", []float64{32766, 32767, 32768, -32767, 0}, -1, -1},
 	}
 	s := newStreamer(t, 0, StreamOptions{JobTiles: 64, ArenaBytes: 64 << 20, StageBytes: 4 << 20})
+	// FZ_GPU_SHORT (compute-sanitizer runs): the mixed spikes in f32, one job
+	short := os.Getenv("FZ_GPU_SHORT") != ""
 	cases := 0
 	for si, dims := range shapes {
 		for _, set := range sets {
+			if short && set.name != "mixed" {
+				continue
+			}
 			v64 := spikeField(dims, set.spikes, uint64(si))
 			v32 := make([]float32, len(v64))
 			for i, x := range v64 {
 				v32[i] = float32(x)
 			}
 			for _, dt := range []fz.DType{fz.Float32, fz.Float64} {
+				if short && dt == fz.Float64 {
+					continue
+				}
 				raw := f32bytes(v32)
 				if dt == fz.Float64 {
 					raw = f64bytes(v64)
@@ -177,7 +186,7 @@ func TestAdversarialEscapeEdgesMatchCPU(t *testing.T) {
 							t.Fatalf("%s: %v", name, err)
 						}
 						esc[ver] = escapeTiles(t, want)
-						if si == 0 || si == 2 || si == 4 { // full tiles: streamed too
+						if !short && (si == 0 || si == 2 || si == 4) { // full tiles: streamed too
 							checkStreamed(t, s, name+", streamed", Source{Bytes: fraw}, p, want, wst, opts...)
 							checkDeviceSource(t, s, name+", device-resident", fraw, p, want, wst, opts...)
 							cases += 2

@@ -161,13 +161,18 @@ func TestRealFieldsMatchCPU(t *testing.T) {
 			for _, mode := range []fz.Mode{fz.Abs, fz.Rel} {
 				for _, eb := range []float64{1e-2, 1e-3, 1e-4} {
 					p := fz.Params{DType: v.dt, Dims: f.dims, Mode: mode, Bound: eb, Fill: f.fill}
-					check(t, g, fmt.Sprintf("%s %v %v %g", f.name, v.dt, mode, eb), v.raw, p)
-					n++
+					for _, ver := range formatVersions {
+						if ver != 1 && v.dt != f.dtype { // version 2: the field's own dtype only
+							continue
+						}
+						check(t, g, fmt.Sprintf("%s %v %v %g v%d", f.name, v.dt, mode, eb, ver), v.raw, p, fz.WithFormatVersion(ver))
+						n++
+					}
 				}
 			}
 		}
 	}
-	t.Logf("%d real-field cases byte-identical to the CPU, 0 bound violations", n)
+	t.Logf("%d real-field cases byte-identical to the CPU (container versions 1 and 2), 0 bound violations", n)
 }
 
 func f32bytes(v []float32) []byte {
@@ -281,14 +286,16 @@ func TestAdversarialMatchCPU(t *testing.T) {
 						if si%3 == 1 {
 							opts = append(opts, fz.WithTilesPerChunk(1+si%5))
 						}
-						check(t, g, fmt.Sprintf("%s %v %v %v %g", name, dims, dt, mode, eb), raw, p, opts...)
-						n++
+						for _, ver := range formatVersions {
+							check(t, g, fmt.Sprintf("%s %v %v %v %g v%d", name, dims, dt, mode, eb, ver), raw, p, withVersion(ver, opts...)...)
+							n++
+						}
 					}
 				}
 			}
 		}
 	}
-	t.Logf("%d adversarial cases byte-identical to the CPU", n)
+	t.Logf("%d adversarial cases byte-identical to the CPU (container versions 1 and 2)", n)
 }
 
 // TestDecodeShapesMatchCPU: each walk of the warp decoder
@@ -455,26 +462,29 @@ func TestHugeField(t *testing.T) {
 		}
 	})
 	p := fz.Params{DType: fz.Float32, Dims: []uint64{nz, ny, nx}, Mode: fz.Rel, Bound: 1e-3}
-	blob, st, err := g.Compress(ctx, raw, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cblob, _, err := fz.Compress(ctx, raw, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(blob, cblob) {
-		t.Fatalf("4.3 GiB field: GPU container differs from CPU at byte %d", firstDiff(blob, cblob))
-	}
 	out := make([]byte, len(raw))
-	h, err := g.DecompressTo(ctx, blob, out)
-	if err != nil {
-		t.Fatal(err)
+	for _, ver := range formatVersions {
+		opt := fz.WithFormatVersion(ver)
+		blob, st, err := g.Compress(ctx, raw, p, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cblob, _, err := fz.Compress(ctx, raw, p, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(blob, cblob) {
+			t.Fatalf("4.3 GiB field, version %d: GPU container differs from CPU at byte %d", ver, firstDiff(blob, cblob))
+		}
+		h, err := g.DecompressTo(ctx, blob, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := violations(raw, out, h); v != "" {
+			t.Fatal(v)
+		}
+		t.Logf("version %d: %d bytes -> %d (ratio %.2f), identical to CPU, 0 violations", ver, len(raw), len(blob), st.Ratio())
 	}
-	if v := violations(raw, out, h); v != "" {
-		t.Fatal(v)
-	}
-	t.Logf("%d bytes -> %d (ratio %.2f), identical to CPU, 0 violations", len(raw), len(blob), st.Ratio())
 }
 
 // TestChunkTablesMatchCPU: chunks of 256 tiles (the default) and more,
@@ -511,18 +521,21 @@ func TestChunkTablesMatchCPU(t *testing.T) {
 			{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-5},
 			{DType: fz.Float32, Dims: dims, Mode: fz.Abs, Bound: 0.5},
 		} {
-			name := fmt.Sprintf("chunks of %d, %v %g", pc, p.Mode, p.Bound)
-			check(t, g, name, raw, p, fz.WithTilesPerChunk(pc))
-			cases++
-			if pc > 1024 {
-				continue // larger than the streamer's job
+			for _, ver := range formatVersions {
+				name := fmt.Sprintf("chunks of %d, %v %g, v%d", pc, p.Mode, p.Bound, ver)
+				opts := withVersion(ver, fz.WithTilesPerChunk(pc))
+				check(t, g, name, raw, p, opts...)
+				cases++
+				if pc > 1024 {
+					continue // larger than the streamer's job
+				}
+				want, wst, err := fz.Compress(ctx, raw, p, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkStreamed(t, s, name+", streamed", Source{Bytes: raw}, p, want, wst, opts...)
+				cases++
 			}
-			want, wst, err := fz.Compress(ctx, raw, p, fz.WithTilesPerChunk(pc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkStreamed(t, s, name+", streamed", Source{Bytes: raw}, p, want, wst, fz.WithTilesPerChunk(pc))
-			cases++
 		}
 	}
 	t.Logf("%d compressions with chunks of 256 tiles or more byte-identical to the CPU (one job and streamed)", cases)

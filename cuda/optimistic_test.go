@@ -100,8 +100,10 @@ func TestOptimisticFallbackMatchCPU(t *testing.T) {
 			for _, mode := range vr.modes {
 				for _, eb := range []float64{1e-2, 1e-4} {
 					p := fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: eb}
-					check(t, g, fmt.Sprintf("%s (amplitude %g) in tile %d %v %g", vr.name, vr.amp, tile, mode, eb), raw, p)
-					cases++
+					for _, ver := range formatVersions {
+						check(t, g, fmt.Sprintf("%s (amplitude %g) in tile %d %v %g v%d", vr.name, vr.amp, tile, mode, eb, ver), raw, p, fz.WithFormatVersion(ver))
+						cases++
+					}
 				}
 			}
 		}
@@ -117,12 +119,14 @@ func TestOptimisticFallbackMatchCPU(t *testing.T) {
 		for _, mode := range []fz.Mode{fz.Abs, fz.Rel} {
 			for _, eb := range []float64{1e-2, 1e-3, 1e-4} {
 				p := fz.Params{DType: fz.Float32, Dims: []uint64{96, 64, 128}, Mode: mode, Bound: eb}
-				check(t, g, fmt.Sprintf("csm_b003 96x64x128 %v %g", mode, eb), raw, p)
-				cases++
+				for _, ver := range formatVersions {
+					check(t, g, fmt.Sprintf("csm_b003 96x64x128 %v %g v%d", mode, eb, ver), raw, p, fz.WithFormatVersion(ver))
+					cases++
+				}
 			}
 		}
 	} else {
 		t.Logf("csm_b003 not found (%v): its cases skipped", err)
 	}
-	t.Logf("%d compressions of whole-tile f32 fields (the optimistic kernels, given up early, halfway, last or never) byte-identical to the CPU", cases)
+	t.Logf("%d compressions of whole-tile f32 fields (the optimistic kernels, given up early, halfway, last or never) byte-identical to the CPU (container versions 1 and 2)", cases)
 }

@@ -109,24 +109,26 @@ func TestStreamerMatchesCPU(t *testing.T) {
 					if si%2 == 1 {
 						p.Fill = ptr(math.NaN())
 					}
-					opts := []fz.Option{fz.WithTilesPerChunk(4)}
-					want, wst, err := fz.Compress(ctx, raw, p, opts...)
-					if err != nil {
-						t.Fatal(err)
-					}
-					// The staged case writes into a reused output buffer full of
-					// garbage: nothing of it may show.
-					garbage := bytes.Repeat([]byte{0xAB}, 2*len(raw)+(1<<20))
-					for _, src := range []Source{{Bytes: pinned, Pinned: true}, {Bytes: raw, Out: garbage[:0]}} {
-						name := fmt.Sprintf("%s %v %v %v pinned=%v", a.name, dims, dt, mode, src.Pinned)
-						checkStreamed(t, s, name, src, p, want, wst, opts...)
-						n++
+					for _, ver := range formatVersions {
+						opts := withVersion(ver, fz.WithTilesPerChunk(4))
+						want, wst, err := fz.Compress(ctx, raw, p, opts...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						// The staged case writes into a reused output buffer full of
+						// garbage: nothing of it may show.
+						garbage := bytes.Repeat([]byte{0xAB}, 2*len(raw)+(1<<20))
+						for _, src := range []Source{{Bytes: pinned, Pinned: true}, {Bytes: raw, Out: garbage[:0]}} {
+							name := fmt.Sprintf("%s %v %v %v pinned=%v v%d", a.name, dims, dt, mode, src.Pinned, ver)
+							checkStreamed(t, s, name, src, p, want, wst, opts...)
+							n++
+						}
 					}
 				}
 			}
 		}
 	}
-	t.Logf("%d streamed compressions byte-identical to the CPU (resident and windowed arenas, pinned and staged sources)", n)
+	t.Logf("%d streamed compressions byte-identical to the CPU (resident and windowed arenas, pinned and staged sources, container versions 1 and 2)", n)
 }
 
 // TestStreamerErrors: a job wider than the window is refused with the
