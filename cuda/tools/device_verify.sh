@@ -49,7 +49,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 case $mode in
 tests)
   ( cd cuda && FZ_GPU_BIG=1 timeout 420 "../$R/cuda.test" -test.v -test.count=1 \
-      -test.run 'RealFields|Adversarial|Corrupted|ChunkTables|Optimistic|Bound|Range|Streamer|Huge|IPC|V2' ) \
+      -test.run 'RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|ChunkTables|Optimistic|Bound|Range|Streamer|Huge|IPC|V2' ) \
       >"$OUT/tests.log" 2>&1
   echo "tests rc=$?"; grep -E "^(--- |ok|FAIL|PASS)|SKIP" "$OUT/tests.log" | head -60
   for tool in memcheck racecheck; do
