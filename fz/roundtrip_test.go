@@ -90,7 +90,7 @@ func adversarial[T float](r *rand.Rand, v []T, kind int) {
 	}
 }
 
-func checkRoundTrip[T float](t *testing.T, r *rand.Rand, dt DType, it int) {
+func checkRoundTrip[T float](t *testing.T, r *rand.Rand, dt DType, it int, ver int) {
 	dims := randomShape(r)
 	n, _ := NumElements(dims)
 	v := make([]T, n)
@@ -104,7 +104,7 @@ func checkRoundTrip[T float](t *testing.T, r *rand.Rand, dt DType, it int) {
 	if kind >= 5 || r.IntN(4) == 0 {
 		p.Fill = ptr(-1e34)
 	}
-	blob, st, err := Compress(context.Background(), asBytes(v), p, WithTilesPerChunk(1+r.IntN(300)))
+	blob, st, err := Compress(context.Background(), asBytes(v), p, WithTilesPerChunk(1+r.IntN(300)), WithFormatVersion(ver))
 	if err != nil {
 		// Only a rel bound whose exact value overflows may be refused.
 		qz := &quantizer{}
@@ -124,11 +124,11 @@ func checkRoundTrip[T float](t *testing.T, r *rand.Rand, dt DType, it int) {
 	if st.MaxAbsErr > st.AbsEB {
 		t.Fatalf("iteration %d: reported max error %g above bound %g", it, st.MaxAbsErr, st.AbsEB)
 	}
-	if h.DType != dt || FormatDims(h.Dims) != FormatDims(dims) {
-		t.Fatalf("header says %v %v, want %v %v", h.DType, h.Dims, dt, dims)
+	if h.DType != dt || FormatDims(h.Dims) != FormatDims(dims) || int(h.Version) != ver {
+		t.Fatalf("header says %v %v version %d, want %v %v version %d", h.DType, h.Dims, h.Version, dt, dims, ver)
 	}
 	// Same bytes whatever the worker count.
-	blob2, _ := compressT(t, v, p, WithTilesPerChunk(int(h.TilesPerChunk)), WithWorkers(1+r.IntN(7)))
+	blob2, _ := compressT(t, v, p, WithTilesPerChunk(int(h.TilesPerChunk)), WithWorkers(1+r.IntN(7)), WithFormatVersion(ver))
 	if !bytes.Equal(blob, blob2) {
 		t.Fatalf("iteration %d (%s kind %d): output depends on the worker count", it, FormatDims(dims), kind)
 	}
@@ -137,23 +137,50 @@ func checkRoundTrip[T float](t *testing.T, r *rand.Rand, dt DType, it int) {
 // TestRoundTripProperty: random shapes, dtypes, modes, bounds, chunk sizes
 // and adversarial values all round-trip within the strict bound, with
 // specials and fill bit-exact, and identical bytes for any worker count.
-func TestRoundTripProperty(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 11))
-	iters := 300
+func TestRoundTripProperty(t *testing.T) { roundTripProperty(t, 1, 300, rand.NewPCG(7, 11)) }
+
+// TestRoundTripPropertyV2 is TestRoundTripProperty writing version 2.
+func TestRoundTripPropertyV2(t *testing.T) { roundTripProperty(t, 2, 200, rand.NewPCG(7, 12)) }
+
+func roundTripProperty(t *testing.T, ver, iters int, src rand.Source) {
+	r := rand.New(src)
 	if testing.Short() {
 		iters = 60
 	}
 	for it := 0; it < iters; it++ {
 		if r.IntN(2) == 0 {
-			checkRoundTrip[float32](t, r, Float32, it)
+			checkRoundTrip[float32](t, r, Float32, it, ver)
 		} else {
-			checkRoundTrip[float64](t, r, Float64, it)
+			checkRoundTrip[float64](t, r, Float64, it, ver)
 		}
 	}
 }
 
-func TestEdgeCases(t *testing.T) {
+func TestEdgeCases(t *testing.T) { edgeCases(t, 1) }
+
+// TestEdgeCasesV2 is TestEdgeCases writing version 2.
+func TestEdgeCasesV2(t *testing.T) { edgeCases(t, 2) }
+
+func edgeCases(t *testing.T, ver int) {
 	ctx := context.Background()
+	compressT := func(t testing.TB, v any, p Params) ([]byte, Stats) {
+		t.Helper()
+		var raw []byte
+		switch v := v.(type) {
+		case []float32:
+			raw = asBytes(v)
+		case []float64:
+			raw = asBytes(v)
+		}
+		blob, st, err := Compress(ctx, raw, p, WithFormatVersion(ver))
+		if err != nil {
+			t.Fatalf("compress %v %s: %v", p.DType, FormatDims(p.Dims), err)
+		}
+		if got := int(blob[4]); got != ver {
+			t.Fatalf("version %d written, want %d", got, ver)
+		}
+		return blob, st
+	}
 	t.Run("constant field rel is exact", func(t *testing.T) {
 		v := make([]float32, 10000)
 		for i := range v {
@@ -176,7 +203,7 @@ func TestEdgeCases(t *testing.T) {
 		verify(t, v, blob, 0.1, nil)
 	})
 	t.Run("empty dims", func(t *testing.T) {
-		blob, st, err := Compress(ctx, nil, Params{DType: Float32, Dims: []uint64{0, 10}, Mode: Rel, Bound: 1e-3})
+		blob, st, err := Compress(ctx, nil, Params{DType: Float32, Dims: []uint64{0, 10}, Mode: Rel, Bound: 1e-3}, WithFormatVersion(ver))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package fz
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -36,6 +37,7 @@ func TestGoldenPureGo(t *testing.T) {
 func TestEdgeCasesPureGo(t *testing.T) {
 	setSIMD(t, false)
 	TestEdgeCases(t)
+	TestEdgeCasesV2(t)
 }
 
 // moreAdversarial adds patterns aimed at the kernels' slow paths: exact
@@ -98,11 +100,18 @@ func moreAdversarial[T float](r *rand.Rand, v []T, kind int) {
 
 func compareCompress[T float](t *testing.T, v []T, p Params, what string) {
 	t.Helper()
+	for _, ver := range []int{1, 2} {
+		compareCompressVersion(t, v, p, fmt.Sprintf("%s, version %d", what, ver), WithFormatVersion(ver))
+	}
+}
+
+func compareCompressVersion[T float](t *testing.T, v []T, p Params, what string, ver Option) {
+	t.Helper()
 	ctx := context.Background()
 	setSIMD(t, false)
-	want, wst, werr := Compress(ctx, asBytes(v), p, WithWorkers(1))
+	want, wst, werr := Compress(ctx, asBytes(v), p, WithWorkers(1), ver)
 	useSIMD = haveAVX2
-	got, gst, gerr := Compress(ctx, asBytes(v), p, WithWorkers(2))
+	got, gst, gerr := Compress(ctx, asBytes(v), p, WithWorkers(2), ver)
 	if (werr == nil) != (gerr == nil) {
 		t.Fatalf("%s: errors differ: scalar %v, simd %v", what, werr, gerr)
 	}
@@ -205,8 +214,18 @@ func fillKind[T float](r *rand.Rand, v []T, kind int) {
 func TestSIMDDecodeHostile(t *testing.T) {
 	needSIMD(t)
 	_, blob := sampleContainer(t)
+	simdDecodeHostile(t, blob, rand.New(rand.NewPCG(31, 32)))
+}
+
+// TestSIMDDecodeHostileV2 is TestSIMDDecodeHostile on a version-2
+// container: the sign and unit kernels against their references.
+func TestSIMDDecodeHostileV2(t *testing.T) {
+	needSIMD(t)
+	simdDecodeHostile(t, sampleContainerV2(t), rand.New(rand.NewPCG(31, 33)))
+}
+
+func simdDecodeHostile(t *testing.T, blob []byte, r *rand.Rand) {
 	ctx := context.Background()
-	r := rand.New(rand.NewPCG(31, 32))
 	for i := 0; i < 1500; i++ {
 		b := append([]byte(nil), blob...)
 		for k := 0; k < 1+r.IntN(4); k++ {
