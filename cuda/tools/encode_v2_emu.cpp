@@ -1,0 +1,220 @@
+// encode_v2_emu: cuda/encode_v2.cuh's tile_layout_v2 and version-2
+// tile_write run on the host, so the GPU encoder's version-2 code section
+// is checked on machines without a GPU (cuda/encv2_emu_test.go builds and
+// drives it). 32 threads play the warp's lanes; shuffles, ballots and
+// __syncwarp go through a barrier (a divergent one deadlocks instead of
+// passing). Built with AddressSanitizer; each output lies in a heap buffer
+// of exactly the tile's size, filled with 0xAB first, so a byte of the code
+// section the writer misses shows as a difference.
+//
+// Input: records {u32 n (the tile's values), u32 bytes, a version-1 tile}:
+// its 16 bit planes go into the shared-memory plane buffer as the walks
+// leave them (escape = code 0x8000), its escape count into TileSum.
+// Output: per tile {u32 bytes, the version-2 tile's first `bytes` bytes:
+// word 0 (bits 0 and 16 only: fill and raw are left to the tail), the
+// origin and the code section}.
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#define __device__
+#define __host__
+#define __forceinline__ inline
+
+struct uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct Geo {
+    int unused;
+};
+
+static std::barrier<> *bar;
+static unsigned xch[32];
+thread_local int my_lane;
+static inline unsigned __popc(unsigned x) { return __builtin_popcount(x); }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static void __syncwarp() { bar->arrive_and_wait(); }
+static unsigned __shfl_sync(unsigned, unsigned v, int src) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    const unsigned r = xch[src];
+    bar->arrive_and_wait();
+    return r;
+}
+static unsigned __shfl_up_sync(unsigned, unsigned v, int d) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    const unsigned r = my_lane >= d ? xch[my_lane - d] : v;
+    bar->arrive_and_wait();
+    return r;
+}
+static unsigned __ballot_sync(unsigned, bool p) {
+    xch[my_lane] = p;
+    bar->arrive_and_wait();
+    unsigned r = 0;
+    for (int i = 0; i < 32; i++) r |= (xch[i] ? 1u : 0u) << i;
+    bar->arrive_and_wait();
+    return r;
+}
+static unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+// per 16-bit half: 0xFFFF where the halves differ
+static unsigned __vcmpne2(unsigned a, unsigned b) {
+    return ((a & 0xFFFFu) != (b & 0xFFFFu) ? 0xFFFFu : 0u) | ((a >> 16) != (b >> 16) ? 0xFFFF0000u : 0u);
+}
+// as fzgpu.cu's
+template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
+    for (int o = 1; o < N; o <<= 1) {
+        const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+static inline unsigned bitsel(unsigned a, unsigned b, unsigned m) { return (a & m) | (b & ~m); }
+
+// as encode_warp.cuh's (the plane buffer's layout and the pieces the
+// version-2 writer shares with version 1; the tail is not run here: the
+// records' tiles have no fill or raw values in TileSum)
+#define PW_STRIDE 132
+#define SC_MF 29696
+#define SC_MR 30208
+struct TileSum {
+    unsigned nesc, nraw, nfill;
+    unsigned wide;
+    int origin;
+    double merr;
+};
+static inline uint4 pw_block(const unsigned *pw, int p, int lane) {
+    uint4 b = *(const uint4 *)&pw[p * PW_STRIDE + 4 * lane];
+    const int f = (p >> 2) & 3;
+    if (f & 1) b = make_uint4(b.y, b.x, b.w, b.z);
+    if (f & 2) b = make_uint4(b.z, b.w, b.x, b.y);
+    return b;
+}
+static unsigned block_mask128(const unsigned *, int) {
+    fprintf(stderr, "block_mask128 called: records carry no fill or raw values\n");
+    abort();
+}
+struct TileLayout {
+    unsigned size;
+};
+template <typename T> TileLayout tile_layout(const unsigned *, const unsigned char *, const TileSum &, int);
+template <typename T, int LU, bool WALKED, typename ST>
+void tile_write_tail(const ST &, unsigned *, unsigned, unsigned, unsigned, unsigned, unsigned, const TileSum &,
+                     const unsigned char *, const T *, const Geo &, unsigned long long, unsigned long long,
+                     unsigned long long, int, int, bool, int) {}
+struct PlainStore {
+    void operator()(unsigned *p, unsigned v) const { *p = v; }
+    void st16(unsigned short *p, unsigned short v) const { *p = v; }
+};
+
+#include "../encode_v2.cuh"
+
+struct Tile {
+    unsigned n;
+    std::vector<unsigned> w;
+};
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: encode_v2_emu in out\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[1], "rb");
+    if (!f) {
+        perror(argv[1]);
+        return 1;
+    }
+    std::vector<Tile> tiles;
+    for (;;) {
+        unsigned hdr[2];
+        if (fread(hdr, 4, 2, f) != 2) break;
+        Tile t;
+        t.n = hdr[0];
+        t.w.resize(hdr[1] / 4);
+        if (hdr[1] < 8 || hdr[1] % 4 || t.n < 1 || t.n > 4096 || fread(t.w.data(), 1, hdr[1], f) != hdr[1]) {
+            fprintf(stderr, "bad record %zu\n", tiles.size());
+            return 1;
+        }
+        tiles.push_back(std::move(t));
+    }
+    fclose(f);
+    static unsigned pw[16 * PW_STRIDE];
+    std::vector<std::vector<unsigned char>> outs(tiles.size());
+    std::vector<unsigned> sizes(tiles.size());
+    int failed = 0;
+    // The planes and TileSum of each v1 tile (lane 0, between barriers).
+    auto load = [&](const Tile &t, TileSum &ts) -> bool {
+        memset(pw, 0, sizeof pw);
+        const unsigned w0 = t.w[0], pm = w0 & 0xFFFF;
+        size_t at = 2;
+        for (int p = 0; p < 16; p++) {
+            if (!((pm >> p) & 1)) continue;
+            if (at >= t.w.size()) return false;
+            const unsigned m = t.w[at++];
+            for (int k = 0; k < 32; k++) {
+                if (!((m >> k) & 1)) continue;
+                if (at + 4 > t.w.size()) return false;
+                for (int i = 0; i < 4; i++) {
+                    const int w = 4 * k + i;
+                    pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))] = t.w[at++];
+                }
+            }
+        }
+        ts = TileSum{};
+        ts.origin = (int)t.w[1];
+        if (w0 & (1u << 16)) {
+            if (at >= t.w.size()) return false;
+            ts.nesc = t.w[at];
+        }
+        return true;
+    };
+    std::barrier<> b(32);
+    bar = &b;
+    static TileSum ts;
+    static bool ok;
+    std::vector<std::thread> th;
+    for (int l = 0; l < 32; l++)
+        th.emplace_back([&, l] {
+            my_lane = l;
+            for (size_t i = 0; i < tiles.size(); i++) {
+                if (l == 0) ok = load(tiles[i], ts);
+                b.arrive_and_wait();
+                if (!ok) {
+                    if (l == 0) {
+                        fprintf(stderr, "tile %zu: malformed version-1 tile\n", i);
+                        failed = 1;
+                    }
+                    b.arrive_and_wait();
+                    continue;
+                }
+                const TileSum tsl = ts;
+                const TileLayoutV2 L = tile_layout_v2<float>(pw, nullptr, tsl, l);
+                const unsigned code_end = L.bm ? L.sign_at + L.nsw : 2;
+                if (l == 0) {
+                    outs[i].assign(L.size, 0xAB);
+                    sizes[i] = 4 * code_end;
+                }
+                b.arrive_and_wait();
+                tile_write<float, 1, false>(PlainStore{}, (unsigned *)outs[i].data(), L, tsl, pw, nullptr, nullptr,
+                                            Geo{}, 0, 0, 0, 0, 0, false, l);
+                b.arrive_and_wait();
+            }
+        });
+    for (auto &x : th) x.join();
+    if (failed) return 1;
+    FILE *o = fopen(argv[2], "wb");
+    if (!o) {
+        perror(argv[2]);
+        return 1;
+    }
+    for (size_t i = 0; i < tiles.size(); i++) {
+        fwrite(&sizes[i], 4, 1, o);
+        fwrite(outs[i].data(), 1, sizes[i], o);
+    }
+    return fclose(o) ? 1 : 0;
+}
