@@ -75,28 +75,39 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     const unsigned short *up = (const unsigned short *)(gp + ms);
 
     // Per group: first unit, union of the magnitudes' bits (non-zero
-    // slots), escapes (all 15 units set); the top unit must be non-zero and
-    // no bit may lie on a slot >= n.
+    // slots), escapes (all 15 units set), the v1 planes 0-14 present in this
+    // lane's block (pres); the top unit must be non-zero and no bit may lie
+    // on a slot >= n. A group's units are loaded at once (15 predicated
+    // loads in flight, not a chain of 15).
     unsigned us[8], nz[8], es[8];
+    unsigned pres = 0;
     bool badtop = false, badslot = false;
     {
         unsigned u = incl - sumr;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const unsigned r = (rw >> (4 * j)) & 15u;
-            unsigned any = 0, all = 0xFFFFu, last = 0;
-            for (unsigned p = 0; p < r; p++) {
-                last = up[u + p];
-                any |= last;
-                all &= last;
+            unsigned v[15];
+#pragma unroll
+            for (int p = 0; p < 15; p++) v[p] = (unsigned)p < r ? up[u + p] : 0u;
+            unsigned any = 0, all = 0xFFFFu, top = 0;
+#pragma unroll
+            for (int p = 0; p < 15; p++) {
+                any |= v[p];
+                all &= v[p];
+                if ((unsigned)p + 1 == r) top = v[p];
             }
-            badtop |= r != 0 && last == 0;
+            const unsigned e = r == 15 ? all : 0u;
+#pragma unroll
+            for (int p = 0; p < 15; p++)
+                if (v[p] & ~e) pres |= 1u << p;
+            badtop |= r != 0 && top == 0;
             const int valid = n - 16 * (8 * lane + j);  // slots of the group below n
             const unsigned vm = valid >= 16 ? 0xFFFFu : valid <= 0 ? 0u : (1u << valid) - 1;
             badslot |= (any & ~vm) != 0;
             us[j] = u;
             nz[j] = any;
-            es[j] = r == 15 ? all : 0u;
+            es[j] = e;
             u += r;
         }
     }
@@ -140,15 +151,10 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     }
     if (__any_sync(F, badsign)) return FZGPU_DE_V2SIGNS;
 
-    // v1 planes present in this lane's block, then each plane's block mask.
-    unsigned pres = 0;
+    // v1 plane 15 (signs and escapes), then each plane's block mask.
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const unsigned r = (rw >> (4 * j)) & 15u;
-        for (unsigned p = 0; p < r; p++)
-            if (up[us[j] + p] & ~es[j]) pres |= 1u << p;
+    for (int j = 0; j < 8; j++)
         if (sg[j] | es[j]) pres |= 1u << 15;
-    }
     unsigned pm = 0, words = 0;
 #pragma unroll
     for (int p = 0; p < 16; p++) {
@@ -220,19 +226,30 @@ __global__ void __launch_bounds__(TC_W * 32)
     }
 }
 
-// Exclusive scan of the job's v1 tile sizes (each < 2^16) into offsets, and
-// their total. One block: a few microseconds per 16 Ki tiles.
+// Exclusive scan of the job's v1 tile sizes into offsets, and their total.
+// One block; thread i takes the i-th run of ceil(nt / NT) tiles: its run's
+// sum, a 64-bit block scan of the sums, then the run's offsets (two passes
+// over the sizes, instead of a block-wide scan per NT tiles).
 __global__ void __launch_bounds__(NT) v2_scan_kernel(const unsigned *v1sz, unsigned long long nt,
                                                      unsigned long long *v1off, unsigned long long *total) {
-    __shared__ unsigned scan[2 * NWARPS + 34];
-    unsigned long long base = 0;
-    for (unsigned long long b = 0; b < nt; b += NT) {
-        const unsigned long long i = b + threadIdx.x;
-        const unsigned v = i < nt ? v1sz[i] : 0u;
-        unsigned tot;
-        const unsigned ex = block_excl_scan(v, &tot, scan);
-        if (i < nt) v1off[i] = base + ex;
-        base += tot;
+    __shared__ unsigned long long wsum[NWARPS];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const unsigned long long per = (nt + NT - 1) / NT, b = threadIdx.x * per, e = min(b + per, nt);
+    unsigned long long s = 0;
+    for (unsigned long long i = b; i < e; i++) s += v1sz[i];
+    unsigned long long x = s;  // inclusive prefix over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
     }
-    if (threadIdx.x == 0) *total = base;
+    if (lane == 31) wsum[w] = x;
+    __syncthreads();
+    unsigned long long run = x - s;
+    for (int i = 0; i < w; i++) run += wsum[i];
+    for (unsigned long long i = b; i < e; i++) {
+        v1off[i] = run;
+        run += v1sz[i];
+    }
+    if (threadIdx.x == NT - 1) *total = run;  // the last run ends at the total (an empty run starts there)
 }

@@ -9,6 +9,7 @@
 //
 // Input: records {u32 n (the tile's values), u32 bytes, the tile}.
 // Output: per tile {u32 code (0 or FZGPU_DE_*), u32 bytes, the v1 tile}.
+#include <algorithm>
 #include <barrier>
 #include <cstdint>
 #include <cstdio>
@@ -71,6 +72,9 @@ template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
     return x;
 }
 // used by the kernels around transcode_tile, which are not run here
+static unsigned long long __shfl_up_sync(unsigned, unsigned long long, int) { abort(); }
+static void __syncthreads() { abort(); }
+using std::min;
 inline void tile_box(const Geo &, unsigned long long, unsigned long long &, unsigned long long &,
                      unsigned long long &, int &, int &, int &) {}
 inline void report(unsigned long long *, unsigned long long, unsigned) {}
