@@ -24,7 +24,10 @@
 //     per-warp scratch in global memory (L1-resident). It must stay fast:
 //     a slow tile holds up the look-back of every later tile.
 //   tail (both): zero-block masks, layout, the tile's size published, then
-//     its output offset and the writes. The offset comes from a decoupled
+//     its output offset and the writes. Container version 2 (the kernels
+//     instantiated with V = 2): the same walks with version 2's escape
+//     threshold, then encode_v2.cuh's layout and write of the group-rate
+//     code section; version 1's kernels hold none of that code. The offset comes from a decoupled
 //     look-back, or (v12, the f32 rank-3 kernel) from the scanner: one warp
 //     turns published sizes into prefixes in tile order while each tile
 //     warp parks its tile's bytes in scratch, walks its next tile, and only
