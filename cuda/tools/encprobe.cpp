@@ -4,6 +4,7 @@
 // Run: ./encprobe 1e-2 path/to/libfzgpu.so [more libraries...]
 // ENCPROBE_FIELD=path/name.f32 (or .f64, at most 16 MiB): that field repeated to 1 GiB as a rank-1 field
 // instead (cuda/PERF.md v12: the rank-1 walks).
+// ENCPROBE_VERSION=2: container version 2 (default 1).
 #include <dlfcn.h>
 #include <algorithm>
 #include <cmath>
@@ -59,7 +60,8 @@ int main(int argc, char **argv) {
         CKR(fzgpu_memcpy_async(0, src, host.data(), n * 4, 1, st));
         CKR(fzgpu_event_create(0, &e0)); CKR(fzgpu_event_create(0, &e1)); CKR(fzgpu_event_create(0, &e2));
         fzgpu_field f = {};
-        f.dtype = 1; f.mode = 2; f.bound = rel; f.tiles_per_chunk = 256; f.nz = nz; f.ny = ny; f.nx = nx; f.version = 1;
+        f.dtype = 1; f.mode = 2; f.bound = rel; f.tiles_per_chunk = 256; f.nz = nz; f.ny = ny; f.nx = nx;
+        f.version = getenv("ENCPROBE_VERSION") ? (uint32_t)atoi(getenv("ENCPROBE_VERSION")) : 1;  // container version written
         f.tile[0] = 8; f.tile[1] = 16; f.tile[2] = 32; f.block[0] = 4; f.block[1] = 4; f.block[2] = 8;
         if (fp) {
             f.dtype = dt; f.nz = 1; f.ny = 1; f.nx = fnx;
