@@ -923,11 +923,7 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
                                 void *d_dst, fzgpu_result *h_res) {
     Geo g;
     if (!c || !d_blob || !d_dst || !h_res || ((uintptr_t)d_blob & 3)) return FZGPU_E_ARG;
-    if (!f || (f->version != 1 && f->version != 2)) return FZGPU_E_ARG;
-    // Versions 1 and 2 share the header, geometry and chunk layout.
-    fzgpu_field f1 = *f;
-    f1.version = 1;
-    int rc = make_geo(&f1, &g);
+    int rc = make_geo(f, &g);  // versions 1 and 2: the same geometry and chunk layout
     if (rc) return rc;
     unsigned long long tile0, nt = job_tiles(g, first_chunk, nchunks, &tile0);
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull || (index_off & 3)) return FZGPU_E_ARG;
