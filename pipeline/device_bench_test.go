@@ -48,6 +48,13 @@ func TestDeviceIngestBench(t *testing.T) {
 	if v := os.Getenv("FZ_DEVBENCH_LANES"); v != "" {
 		s.GPULanes, _ = strconv.Atoi(v)
 	}
+	if v := os.Getenv("FZ_DEVBENCH_FORMAT_VERSION"); v != "" { // container version the sidecar writes
+		fv, err := config.ParseFormatVersion(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.FormatVersion = fv
+	}
 	os.RemoveAll(s.ShmDir) // a fresh credentials file
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("FZ_DEVBENCH_LOG") != "" {
