@@ -23,7 +23,7 @@
 //                                 (tables.cuh).
 // Decompress, per job (decode.cuh):
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
-//   transcode_v2_kernel (x2)      version 2 only (transcode.cuh): the tiles
+//   transcode_v2_kernel           version 2 only (transcode.cuh): the tiles
 //                                 rewritten as version-1 tiles, which the
 //                                 decoders below then take
 //   decode_warp_kernel            one warp per tile (decode_warp.cuh); a tile
@@ -429,9 +429,9 @@ struct fzgpu_ctx {
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
     // version-2 decode (transcode.cuh): the job's tiles as version-1 tiles,
-    // their sizes and offsets, the total; v2buf grows to the largest job
+    // their sizes and offsets; v2buf grows to the largest job's bound
     unsigned *v2size;
-    unsigned long long *v2off, *v2total;
+    unsigned long long *v2off;
     unsigned char *v2buf;
     unsigned long long v2cap;
 };
@@ -531,7 +531,6 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(dcount, 1);
     AL(v2size, max_tiles);
     AL(v2off, max_tiles);
-    AL(v2total, 1);
 #undef AL
     // The warp encoder is persistent: as many blocks as fit on the device
     // (or as the largest job needs), each warp with its own scratch.
@@ -607,7 +606,6 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->dcount);
     cudaFree(c->v2size);
     cudaFree(c->v2off);
-    cudaFree(c->v2total);
     cudaFree(c->v2buf);
     cudaFree(c->scratch);
     free(c);
@@ -887,33 +885,31 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
 }
 
 // Version 2: rewrites the job's tiles (chunk_scan_kernel's toff, tsize) as
-// version-1 tiles in c->v2buf (transcode.cuh): sizes, offsets, then the
-// tiles, after growing the buffer to their total, which the host reads
-// (the one wait on the stream of a decompress job).
-static int transcode_v2(fzgpu_ctx *c, const Geo &g, const unsigned char *b, unsigned long long tile0,
+// version-1 tiles in c->v2buf, with their sizes and offsets (transcode.cuh).
+// The buffer's size is a bound from the blob's size and the job's tiles,
+// so nothing waits on the device (transcode.cuh's header): span bounds the
+// bytes of the job's chunks (all of the blob after the header, and at most
+// V2_TILE_MAX + 4 per tile: a longer chunk holds a tile that is rejected),
+// plus V2_SLACK per tile.
+static int transcode_v2(fzgpu_ctx *c, const Geo &g, const unsigned char *b, unsigned long long blob_size,
+                        unsigned long long index_off, unsigned long long first_chunk, unsigned long long tile0,
                         unsigned long long nt, cudaStream_t st) {
-    const unsigned blocks = (unsigned)((nt + TC_W - 1) / TC_W);
-    transcode_v2_kernel<false><<<blocks, TC_W * 32, 0, st>>>(g, b, tile0, nt, c->toff, c->tsize, c->v2size, nullptr,
-                                                             nullptr, c->derr);
-    CK(cudaGetLastError());
-    v2_scan_kernel<<<1, NT, 0, st>>>(c->v2size, nt, c->v2off, c->v2total);
-    CK(cudaGetLastError());
-    unsigned long long total = 0;
-    CK(cudaMemcpyAsync(&total, c->v2total, sizeof total, cudaMemcpyDeviceToHost, st));
-    CK(cudaStreamSynchronize(st));
-    if (total == 0) return 0;  // every tile rejected: nothing to write
-    if (total > c->v2cap) {
-        // grow by a quarter at least, in MiB: a field's jobs differ a little
-        unsigned long long cap = total + total / 4;
-        cap = (cap + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+    const unsigned long long room = blob_size - index_off, most = nt * (V2_TILE_MAX + 4ull);
+    const unsigned long long span = room < most ? room : most;
+    const unsigned long long need = span + V2_SLACK * nt;
+    if (need > c->v2cap) {
+        // the first version-2 job sizes it (in MiB); jobs of as many tiles
+        // fit then. cudaFree waits for the device, so for the jobs before.
+        const unsigned long long cap = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
         cudaFree(c->v2buf);
         c->v2buf = NULL;
         c->v2cap = 0;
         CK(cudaMalloc((void **)&c->v2buf, (size_t)cap));
         c->v2cap = cap;
     }
-    transcode_v2_kernel<true><<<blocks, TC_W * 32, 0, st>>>(g, b, tile0, nt, c->toff, c->tsize, c->v2size, c->v2off,
-                                                            c->v2buf, c->derr);
+    const unsigned blocks = (unsigned)((nt + TC_W - 1) / TC_W);
+    transcode_v2_kernel<<<blocks, TC_W * 32, 0, st>>>(g, b, index_off, first_chunk, tile0, nt, span, c->toff,
+                                                      c->tsize, c->v2size, c->v2off, c->v2buf, c->derr);
     CK(cudaGetLastError());
     return 0;
 }
@@ -941,9 +937,8 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     const unsigned long long *toff = c->toff;
     const unsigned *tsize = c->tsize;
     if (f->version == 2) {
-        if ((rc = transcode_v2(c, g, b, tile0, nt, st))) return rc;
-        // with no tile left (v2buf may be unset) the decoders read nothing
-        if (c->v2buf) b = c->v2buf;
+        if ((rc = transcode_v2(c, g, b, blob_size, index_off, first_chunk, tile0, nt, st))) return rc;
+        b = c->v2buf;
         toff = c->v2off;
         tsize = c->v2size;
     }

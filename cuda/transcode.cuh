@@ -1,22 +1,26 @@
 // Container version 2 on the decode side (included by decode.cuh): each
 // version-2 tile is rewritten as the version-1 tile that holds the same
 // codes, and the version-1 decoders (decode_warp_kernel, decode_list_kernel)
-// then run unchanged on that copy. Per job:
-//   transcode_v2_kernel<false>  one warp per tile: reads the tile's code
-//                      section, checks every version-2 rule of the code
-//                      section (docs/FORMAT.md; rejects named by
-//                      FZGPU_DE_V2*), and writes the size of the version-1
-//                      tile (0: rejected, reported like the v1 rejects).
-//   v2_scan_kernel     one block: sizes -> offsets in the context's v2
-//                      buffer, and their total (the host grows the buffer
-//                      to it: fzgpu_decompress).
-//   transcode_v2_kernel<true>   the same walk again, writing the v1 tile.
+// then run unchanged on that copy. Per job one kernel, transcode_v2_kernel:
+// one warp per tile reads the tile's code section, checks every version-2
+// rule of it (docs/FORMAT.md; rejects named by FZGPU_DE_V2*) and writes the
+// version-1 tile, its size (0: rejected, reported like the v1 rejects) and
+// its offset in the context's v2 buffer.
+// Offsets without a scan: the version-1 tile of job tile i goes to
+//   (its version-2 offset - the job's first chunk's offset) + V2_SLACK * i,
+// since a version-1 tile is at most V2_SLACK bytes longer than its
+// version-2 tile (transcode_tile), and the version-2 tiles of a job lie in
+// order, each after the one before (chunk_scan_kernel within a chunk; the
+// kernel checks that each chunk starts after the one before ends). So the
+// copies never overlap, and the buffer's size follows from the blob's size
+// and the job's tiles on the host, with no wait on the device
+// (fzgpu_decompress).
 // Why a pre-pass instead of a version-2 head in the warp decoder: the v1
 // decoders stay byte for byte what has been verified against the CPU, and
 // the tail (escapes, fill and raw masks, raw values) is copied verbatim, so
 // every tail rule (and every decode rule after the codes) is checked by the
-// same code for both versions. Its cost is one read of the v2 code section
-// twice and one write of the v1 tile (PERF.md has no number for it yet).
+// same code for both versions. Its cost is one read of the v2 tile and one
+// write of the v1 tile.
 //
 // A v2 code section (bit 0 of word0) against v1's:
 //   block mask, rate words (a nibble per 16-slot group), the magnitudes'
@@ -31,11 +35,43 @@
 
 #define TC_W 4               // warps per block
 #define V2_TAIL_MAX 50188u   // largest valid tail: escapes 4 + 4*4095, two masks 2*(4+512), raw count 4 + 8*4096 bytes
+// A version-1 tile is shorter than its version-2 tile + V2_SLACK: word0,
+// origin and tail are the same bytes in both; a v1 code section is at most
+// 16 planes x (block mask 4 + 32 blocks x 16) = 8256 bytes, a v2 code
+// section at least 16 (block mask, a rate word, a non-zero top unit and
+// its padding u16, and so a sign word); without codes both are the same.
+#define V2_SLACK 8256u
+// Largest valid version-2 tile: word0 and origin 8, block mask 4, 32 rate
+// words, 256 x 15 units, 128 sign words, the tail (a tile without codes is
+// at most 8 + tail); every longer tile is rejected (FZGPU_DE_TRAILTILE).
+#define V2_TILE_MAX (8u + 4u + 4u * 32u + 2u * 3840u + 4u * 128u + V2_TAIL_MAX)
 
-// Checks tile rel's version-2 code section; returns 0 (and *v1sz, the
-// version-1 tile's bytes) or an FZGPU_DE_* code. With WRITE, also writes
-// the version-1 tile at o. Every return is warp-uniform.
-template <bool WRITE>
+// The low popc(m) bits of x laid on the set bits of m, lowest first (a
+// parallel bit deposit, Hacker's Delight 7-5 "expand"): ~75 instructions
+// for 32 bits, where a loop over the set bits takes one round per bit.
+__device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
+    const unsigned m0 = m;
+    unsigned mk = ~m << 1, mv[5];
+#pragma unroll
+    for (int i = 0; i < 5; i++) {
+        unsigned mp = mk ^ (mk << 1);
+        mp ^= mp << 2;
+        mp ^= mp << 4;
+        mp ^= mp << 8;
+        mp ^= mp << 16;
+        mv[i] = mp & m;
+        m = (m ^ mv[i]) | (mv[i] >> (1 << i));
+        mk &= ~mp;
+    }
+#pragma unroll
+    for (int i = 4; i >= 0; i--) x = (x & ~mv[i]) | ((x << (1 << i)) & mv[i]);
+    return x & m0;
+}
+
+// Checks a version-2 tile's code section (gp: its nw words; n: its
+// values); returns 0 after writing the version-1 tile at o and its bytes
+// to *v1sz (at most 4 nw + V2_SLACK - 16), or an FZGPU_DE_* code, with
+// nothing written. Every return is warp-uniform.
 __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ gp, unsigned nw, int n, int lane,
                                                    unsigned *v1sz, unsigned *__restrict__ o) {
     const unsigned F = 0xffffffffu;
@@ -45,8 +81,7 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
         // no codes: the v1 tile is the same bytes (plane mask 0)
         if (nw - 2 > V2_TAIL_MAX / 4) return FZGPU_DE_TRAILTILE;
         *v1sz = 4 * nw;
-        if (WRITE)
-            for (unsigned i = lane; i < nw; i += 32) o[i] = gp[i];
+        for (unsigned i = lane; i < nw; i += 32) o[i] = gp[i];
         return 0;
     }
     if (nw < 3) return FZGPU_DE_TRUNC;
@@ -126,26 +161,28 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     if ((N & 31u) && (gp[ss + sw - 1] >> (N & 31u))) return FZGPU_DE_V2SIGNS;  // unused bits of the last word
     const unsigned te = ss + sw;                                                // first tail word
     if (nw - te > V2_TAIL_MAX / 4) return FZGPU_DE_TRAILTILE;
+    // Two groups at a time: their sign bits (c <= 32, consecutive in the
+    // stream) deposited on their non-zero slots.
     unsigned sg[8];
     bool badsign = false;
     {
         unsigned b = sincl - cnt;
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const unsigned c = __popc(nz[j]);
-            unsigned s = 0;
+        for (int w = 0; w < 4; w++) {
+            const unsigned m = nz[2 * w] | nz[2 * w + 1] << 16;
+            const unsigned c = __popc(m);
+            unsigned bits = 0;
             if (c) {
                 const unsigned i0 = b >> 5, off = b & 31u;
                 unsigned long long win = gp[ss + i0];
                 if (off + c > 32) win |= (unsigned long long)gp[ss + i0 + 1] << 32;  // i0 + 1 < sw: b + c <= N
-                unsigned bits = (unsigned)(win >> off) & ((1u << c) - 1);
-                for (unsigned m = nz[j]; m; m &= m - 1) {
-                    if (bits & 1u) s |= m & (0u - m);
-                    bits >>= 1;
-                }
+                bits = (unsigned)(win >> off);
+                if (c < 32) bits &= (1u << c) - 1;
             }
-            badsign |= (s & es[j]) != 0;  // an escape is magnitude 32767 with sign 0
-            sg[j] = s;
+            const unsigned s = deposit_bits(bits, m);
+            badsign |= (s & (es[2 * w] | es[2 * w + 1] << 16)) != 0;  // an escape is magnitude 32767 with sign 0
+            sg[2 * w] = s & 0xFFFFu;
+            sg[2 * w + 1] = s >> 16;
             b += c;
         }
     }
@@ -165,7 +202,6 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
         }
     }
     *v1sz = 4 * (2 + words + (nw - te));
-    if (!WRITE) return 0;
     if (lane == 0) {
         o[0] = (w0 & 0x70000u) | pm;
         o[1] = gp[1];
@@ -196,60 +232,53 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     return 0;
 }
 
-// WRITE false: v1sz[rel] = the version-1 size of tile rel, or 0 (its size
-// was invalid, or the tile breaks a rule: reported). WRITE true: the tiles
-// with v1sz[rel] != 0 go to out + v1off[rel].
-template <bool WRITE>
+// Tile rel of the job: its version-1 tile at out + v1off[rel] and its size
+// in v1sz[rel] (0: its size was invalid, or it breaks a rule: reported).
+// The offset is (toff[rel] - the job's first chunk's offset) + V2_SLACK *
+// rel, and span bounds the first term: out holds span + V2_SLACK * nt
+// bytes (the header comment says why the tiles cannot overlap there).
 __global__ void __launch_bounds__(TC_W * 32)
-    transcode_v2_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
-                        unsigned long long nt, const unsigned long long *__restrict__ toff,
-                        const unsigned *__restrict__ tsz, unsigned *v1sz, const unsigned long long *v1off,
-                        unsigned char *out, unsigned long long *err) {
+    transcode_v2_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long index_off,
+                        unsigned long long first_chunk, unsigned long long tile0, unsigned long long nt,
+                        unsigned long long span, const unsigned long long *__restrict__ toff,
+                        const unsigned *__restrict__ tsz, unsigned *__restrict__ v1sz,
+                        unsigned long long *__restrict__ v1off, unsigned char *__restrict__ out,
+                        unsigned long long *err) {
     const int lane = threadIdx.x & 31;
     const unsigned long long rel = (unsigned long long)blockIdx.x * TC_W + (threadIdx.x >> 5);
     if (rel >= nt) return;
     const unsigned sz = tsz[rel];
-    if (WRITE ? v1sz[rel] == 0 : sz == 0) {
-        if (!WRITE && lane == 0) v1sz[rel] = 0;
+    if (sz == 0) {
+        if (lane == 0) v1sz[rel] = 0;
         return;
     }
-    unsigned long long z0, y0, x0;
-    int lz, ly, lx;
-    tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
-    const unsigned *gp = (const unsigned *)(blob + toff[rel]);
+    const unsigned long long at = toff[rel];
+    // Index entries (24 bytes, u32-aligned: fzgpu_decompress) of the job's
+    // first chunk, of the tile's chunk c and of chunk c - 1: c must start
+    // where c - 1 ends or later (else two chunks' copies could overlap).
+    const unsigned *ix = (const unsigned *)(blob + index_off);
+    const unsigned long long c = (tile0 + rel) / g.per_chunk;
+    const unsigned long long base = ix[6 * first_chunk] | (unsigned long long)ix[6 * first_chunk + 1] << 32;
+    bool order = true;
+    if (c > first_chunk) {
+        const unsigned *e = ix + 6 * c;
+        const unsigned long long coff = e[0] | (unsigned long long)e[1] << 32;
+        const unsigned long long poff = e[-6] | (unsigned long long)e[-5] << 32;
+        const unsigned long long pend = poff + (e[-4] | (unsigned long long)e[-3] << 32);
+        order = pend >= poff && coff >= pend;
+    }
+    unsigned code = !order || at < base ? FZGPU_DE_INDEX : at - base > span || sz > span - (at - base) ? FZGPU_DE_TRAILTILE : 0u;
     unsigned size = 0;
-    const unsigned code =
-        transcode_tile<WRITE>(gp, sz / 4, lz * ly * lx, lane, &size, WRITE ? (unsigned *)(out + v1off[rel]) : nullptr);
-    if (!WRITE && lane == 0) {
+    const unsigned long long o = at - base + (unsigned long long)V2_SLACK * rel;
+    if (!code) {
+        unsigned long long z0, y0, x0;
+        int lz, ly, lx;
+        tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+        code = transcode_tile((const unsigned *)(blob + at), sz / 4, lz * ly * lx, lane, &size, (unsigned *)(out + o));
+    }
+    if (lane == 0) {
         v1sz[rel] = code ? 0u : size;
+        v1off[rel] = o;
         if (code) report(err, rel, code);
     }
-}
-
-// Exclusive scan of the job's v1 tile sizes into offsets, and their total.
-// One block; thread i takes the i-th run of ceil(nt / NT) tiles: its run's
-// sum, a 64-bit block scan of the sums, then the run's offsets (two passes
-// over the sizes, instead of a block-wide scan per NT tiles).
-__global__ void __launch_bounds__(NT) v2_scan_kernel(const unsigned *v1sz, unsigned long long nt,
-                                                     unsigned long long *v1off, unsigned long long *total) {
-    __shared__ unsigned long long wsum[NWARPS];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const unsigned long long per = (nt + NT - 1) / NT, b = threadIdx.x * per, e = min(b + per, nt);
-    unsigned long long s = 0;
-    for (unsigned long long i = b; i < e; i++) s += v1sz[i];
-    unsigned long long x = s;  // inclusive prefix over the warp
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned long long y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) wsum[w] = x;
-    __syncthreads();
-    unsigned long long run = x - s;
-    for (int i = 0; i < w; i++) run += wsum[i];
-    for (unsigned long long i = b; i < e; i++) {
-        v1off[i] = run;
-        run += v1sz[i];
-    }
-    if (threadIdx.x == NT - 1) *total = run;  // the last run ends at the total (an empty run starts there)
 }

@@ -3,9 +3,11 @@
 // (cuda/transcode_emu_test.go builds and drives it). 32 threads play the
 // warp's lanes; shuffles, ballots and votes go through a barrier, so a
 // return that is not warp-uniform deadlocks instead of passing. Built with
-// AddressSanitizer: each tile lies in a heap buffer of exactly its bytes and
-// each v1 tile is written into one of exactly the size the first pass gave,
-// so any read or write outside them aborts.
+// AddressSanitizer: each tile lies in a heap buffer of exactly its bytes,
+// and each tile is transcoded twice: into a buffer of the bound the GPU's
+// offsets rely on (its bytes + V2_SLACK - 16), then into one of exactly
+// the size the first call gave (the same bytes, or the run fails), so any
+// read or write outside them aborts.
 //
 // Input: records {u32 n (the tile's values), u32 bytes, the tile}.
 // Output: per tile {u32 code (0 or FZGPU_DE_*), u32 bytes, the v1 tile}.
@@ -29,7 +31,7 @@
 #define NT 512
 #define NWARPS 16
 struct Geo {
-    int unused;
+    unsigned long long per_chunk;
 };
 struct U3 {
     unsigned x;
@@ -115,6 +117,7 @@ int main(int argc, char **argv) {
     bar = &b;
     std::vector<unsigned> codes(tiles.size()), sizes(tiles.size());
     std::vector<unsigned *> outs(tiles.size());
+    unsigned *bound[1] = {nullptr};
     int failed = 0;
     std::vector<std::thread> th;
     for (int l = 0; l < 32; l++)
@@ -125,8 +128,10 @@ int main(int argc, char **argv) {
                 const unsigned nw = t.b.size() / 4;
                 unsigned *in = (unsigned *)malloc(t.b.size());
                 memcpy(in, t.b.data(), t.b.size());
+                if (l == 0) bound[0] = (unsigned *)malloc(t.b.size() + V2_SLACK - 16);
+                b.arrive_and_wait();
                 unsigned sz = 0;
-                const unsigned c = transcode_tile<false>(in, nw, (int)t.n, l, &sz, nullptr);
+                const unsigned c = transcode_tile(in, nw, (int)t.n, l, &sz, bound[0]);
                 if (l == 0) {
                     codes[i] = c;
                     sizes[i] = sz;
@@ -136,14 +141,16 @@ int main(int argc, char **argv) {
                     if (l == 0) outs[i] = (unsigned *)malloc(sizes[i]);
                     b.arrive_and_wait();
                     unsigned sz2 = 0;
-                    const unsigned c2 = transcode_tile<true>(in, nw, (int)t.n, l, &sz2, outs[i]);
-                    if (c2 != 0 || sz2 != sizes[i]) {
-                        fprintf(stderr, "tile %zu lane %d: write pass gives code %u size %u, size pass %u\n", i, l, c2,
-                                sz2, sizes[i]);
+                    const unsigned c2 = transcode_tile(in, nw, (int)t.n, l, &sz2, outs[i]);
+                    b.arrive_and_wait();
+                    if (c2 != 0 || sz2 != sizes[i] || memcmp(outs[i], bound[0], sizes[i])) {
+                        fprintf(stderr, "tile %zu lane %d: second call gives code %u size %u (first: size %u)%s\n", i, l,
+                                c2, sz2, sizes[i], c2 == 0 && sz2 == sizes[i] ? ", other bytes" : "");
                         failed = 1;
                     }
                 }
                 b.arrive_and_wait();
+                if (l == 0) free(bound[0]);
                 free(in);
             }
         });
