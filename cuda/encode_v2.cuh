@@ -15,16 +15,21 @@
 //     lane's unit count and sign-bit count together: group-major units make
 //     each lane's units one contiguous u16 run, and its sign bits one
 //     contiguous bit run.
-//   write: the rate words, the lane's u16 units straight to the tile's place
-//     (u16 stores: lanes never share a u16, so no merging), and the sign
-//     words: ORed into plane row 15 of the shared buffer (read by the layout
-//     already; words shared by neighbouring lanes merge there), then stored
-//     as whole words. The tail (escapes, masks, raw values) is version 1's.
+//   write: the rate words; the sign words, ORed into plane row 15 of the
+//     shared buffer (read by the layout already; words shared by
+//     neighbouring lanes merge there), then stored as whole words; the
+//     units, built in shared memory and copied out whole: each lane packs
+//     its units two to a word (PRMT, a funnel shift for odd starts) into
+//     its own column of the plane buffer, in place (v2_compact), and the
+//     warp copies the unit section out 32 consecutive words a round (the
+//     u16 units stored straight to global memory before: each store
+//     instruction touched 32 sectors, 88 of them a lane on hyg at 1e-4).
+//     The tail (escapes, masks, raw values) is version 1's.
 
-// Where a version-2 tile's bytes go. Per lane: rw, uo, sbit, cnt, pk.
+// Where a version-2 tile's bytes go. Per lane: rw, eu, nu, sbit, cnt, pk.
 struct TileLayoutV2 {
     unsigned rw;          // rates of the lane's groups 8k+j in bits 4j .. 4j+3
-    unsigned uo;          // the lane's first magnitude unit, in u16 from the tile's start
+    unsigned eu, nu;      // the lane's first magnitude unit (from the unit section's start) and its units
     unsigned sbit;        // the lane's first sign bit, from the sign section's start
     unsigned cnt;         // sign bits of the lane's words 0..3, a byte each
     unsigned pk[4];       // those sign bits, packed from bit 0
@@ -133,7 +138,8 @@ __device__ __forceinline__ TileLayoutV2 tile_layout_v2(unsigned *pw, const unsig
     L.cnt = cnt;
     L.bm = bm;
     L.W = W;
-    L.uo = 2 * (3 + nb) + (ex & 0xFFFFu);
+    L.eu = ex & 0xFFFFu;
+    L.nu = sum;
     L.sbit = ex >> 16;
     L.sign_at = 3 + nb + (W + 1) / 2;
     L.nsw = (N + 31) / 32;
@@ -164,40 +170,77 @@ __device__ __forceinline__ auto tile_layout_v(unsigned *pw, const unsigned char 
         return tile_layout<T>(pw, sc, ts, lane);
 }
 
-// Writes a version-2 tile's bytes. Plane row 15 of pw is overwritten (the
-// sign words are merged there): the walks rewrite it for every tile.
+// Builds the magnitude units of one lane's blocks in its own column of the
+// plane buffer (column k: words 4k .. 4k+3 of rows 0..14), in place. Its
+// stream starts at its first unit of an even index in the tile's unit
+// section (an odd first unit goes to the lane before: its word's low half)
+// and ends with the next non-empty lane's first unit (nf) or the padding
+// where it ends at an odd index, so each lane holds exactly the section's
+// words ceil(E/2) .. ceil((E+n)/2) - 1 (E: its first unit, n: its units):
+// local word m in row m % 15 of column slot m / 15, swizzled as the planes
+// (byte offsets: the table T, in plane row 15). In place: step jw reads
+// slot jw of rows 0 .. 2 NW - 1 (NW words of 2 units per group: rates up to
+// 2 NW), then writes the units of groups 2jw, 2jw+1: up to 30 (jw + 1)
+// units in all, local words below 15 (jw + 1), all in slots <= jw, whose
+// planes are read already. Each group's units are packed two to a word by
+// PRMT (low or high halves of two planes), shifted by a unit where the run
+// starts at an odd place (a funnel shift), and stored as whole words, NW of
+// them predicated (no per-unit stores, no data-dependent loop).
+template <int NW>
+__device__ __forceinline__ void v2_put_run(unsigned char *colb, const unsigned short *T, const unsigned (&X)[NW + 1],
+                                           unsigned r, int q) {
+    const unsigned s = q & 1;
+    if (s && q >= 0 && r) *(unsigned short *)(colb + T[q >> 1] + 2) = (unsigned short)X[0];
+    const int nw = ((int)r - (int)s + 1) >> 1;
+    const unsigned short *const Tm = T + ((q + 1) >> 1);
+#pragma unroll
+    for (int i = 0; i < NW; i++)
+        if (i < nw) *(unsigned *)(colb + Tm[i]) = __funnelshift_r(X[i], X[i + 1], 16 * s);
+}
+
+template <int NW>
+__device__ __forceinline__ void v2_compact(const unsigned *pw, unsigned char *colb, const unsigned short *T,
+                                           unsigned rw, int q, unsigned nf, int lane) {
+    const unsigned *const col = pw + 4 * lane;
+#pragma unroll 1
+    for (int jw = 0; jw < 4; jw++) {
+        const unsigned rlo = (rw >> (8 * jw)) & 15u, rhi = (rw >> (8 * jw + 4)) & 15u;
+        unsigned X[NW + 1], Y[NW + 1];
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+            const int p0 = 2 * i, p1 = 2 * i + 1;
+            const unsigned a = p0 < 15 ? col[p0 * PW_STRIDE + (jw ^ ((p0 >> 2) & 3))] : 0u;
+            const unsigned b = p1 < 15 ? col[p1 * PW_STRIDE + (jw ^ ((p1 >> 2) & 3))] : 0u;
+            X[i] = __byte_perm(a, b, 0x5410);  // the low halves: group 2jw, units p0, p1
+            Y[i] = __byte_perm(a, b, 0x7632);  // the high halves: group 2jw + 1
+        }
+        X[NW] = Y[NW] = 0;  // planes >= 2 NW: above every rate
+        v2_put_run<NW>(colb, T, X, rlo, q);
+        q += rlo;
+        v2_put_run<NW>(colb, T, Y, rhi, q);
+        q += rhi;
+    }
+    if (rw && (q & 1)) *(unsigned short *)(colb + T[q >> 1] + 2) = (unsigned short)nf;
+}
+
+// Writes a version-2 tile's bytes. Plane rows 0..15 of pw are overwritten
+// (signs merged in row 15, then tables there; units compacted in rows
+// 0..14): every walk rewrites the planes it leaves for each tile.
 template <typename T, int LU, bool WALKED, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayoutV2 &L, const TileSum &ts,
                                            unsigned *pw, const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
                                            int ly, int lx, bool listed, int lane) {
+    const unsigned F = 0xffffffffu;
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
     if (lane == 0) {
         st(o, (L.bm ? 1u : 0u) | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
         st(o + 1, (unsigned)ts.origin);
     }
     if (L.bm) {
+        const unsigned nb = __popc(L.bm), U = 3 + nb;  // the unit section's first word
         if (lane == 0) st(o + 2, L.bm);
         if (L.rw) st(o + 3 + __popc(L.bm & ((1u << lane) - 1)), L.rw);
-        // Magnitude units: group 8k + 2jw + h is half h of word jw; unit p
-        // of a group is that half of plane p (its word at 4k + jw, swizzled
-        // as put_planes stores it).
-        unsigned short *const o16 = (unsigned short *)o;
-        const unsigned *const col = pw + 4 * lane;
-        unsigned u = L.uo;
-#pragma unroll
-        for (int jw = 0; jw < 4; jw++) {
-            const unsigned rlo = (L.rw >> (8 * jw)) & 15u, rhi = (L.rw >> (8 * jw + 4)) & 15u;
-            const unsigned rm = max(rlo, rhi);
-#pragma unroll 1
-            for (unsigned p = 0; p < rm; p++) {
-                const unsigned w = col[p * PW_STRIDE + (jw ^ ((p >> 2) & 3))];
-                if (p < rlo) st.st16(o16 + u + p, (unsigned short)w);
-                if (p < rhi) st.st16(o16 + u + rlo + p, (unsigned short)(w >> 16));
-            }
-            u += rlo + rhi;
-        }
-        if (lane == 0 && (L.W & 1)) st.st16(o16 + 2 * L.sign_at - 1, (unsigned short)0);  // padding
         // Signs: the lane's bits run from bit L.sbit of the section; merged
         // in plane row 15 (up to 128 words), then stored whole.
         unsigned *const sw = pw + 15 * PW_STRIDE;
@@ -217,6 +260,52 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         }
         __syncwarp();
         for (unsigned i = lane; i < L.nsw; i += 32) st(o + L.sign_at + i, sw[i]);
+        // Units. The lane's first unit (plane 0 of its first group with a
+        // rate), for the lane before it; its words [gs, ge) of the section.
+        const unsigned j0 = L.rw ? (__ffs(L.rw) - 1) >> 2 : 0, f0 = pw[4 * lane + (j0 >> 1)] >> (16 * (j0 & 1));
+        const unsigned nxt = __ffs(L.bm & ~((2u << lane) - 1));  // the next lane with units, + 1 (0: none)
+        const unsigned fn = __shfl_sync(F, f0, (nxt - 1) & 31), nf = nxt ? fn & 0xFFFFu : 0u;
+        const unsigned gs = (L.eu + 1) >> 1, ge = (L.eu + L.nu + 1) >> 1;
+        const bool own = ge > gs;
+        const unsigned O = __ballot_sync(F, own);
+        __syncwarp();  // row 15's sign words are read: its first 64 words take the tables
+        // T[m]: the byte offset of local word m in a column (m < 64, u16 each);
+        // then the owners by rank, lane | gs << 5
+        unsigned short *const Tb = (unsigned short *)sw;
+        unsigned *const rk = sw + 32;
+        {
+            const unsigned m0 = 2 * lane, m1 = m0 + 1;
+            const unsigned r0 = m0 % 15, r1 = m1 % 15;
+            const unsigned t0 = 4 * (r0 * PW_STRIDE + ((m0 / 15) ^ ((r0 >> 2) & 3)));
+            const unsigned t1 = 4 * (r1 * PW_STRIDE + ((m1 / 15) ^ ((r1 >> 2) & 3)));
+            sw[lane] = t0 | t1 << 16;
+        }
+        if (own) rk[__popc(O & ((1u << lane) - 1))] = lane | gs << 5;
+        __syncwarp();
+        unsigned char *const colb = (unsigned char *)(pw + 4 * lane);
+        const int q = -(int)(L.eu & 1);
+        // the largest rate of the tile picks how many planes a step reads
+        if (__any_sync(F, (L.rw & 0x88888888u) != 0))
+            v2_compact<8>(pw, colb, Tb, L.rw, q, nf, lane);
+        else if (__any_sync(F, (L.rw & 0xCCCCCCCCu) != 0))
+            v2_compact<4>(pw, colb, Tb, L.rw, q, nf, lane);
+        else
+            v2_compact<2>(pw, colb, Tb, L.rw, q, nf, lane);
+        __syncwarp();
+        // Copy-out, 32 words a round, coalesced: word i's owner is the last
+        // one starting at or before i (the owners' starts increase with rank).
+        const unsigned Wt = (L.W + 1) >> 1;
+#pragma unroll 1
+        for (unsigned c = 0; c < Wt; c += 32) {
+            const unsigned i = c + lane;
+            const unsigned before = __popc(__ballot_sync(F, own && gs <= c));
+            const unsigned M = __reduce_or_sync(F, own && gs - c - 1 < 31u ? 1u << (gs - c) : 0u);
+            if (i < Wt) {
+                const unsigned e = rk[before - 1 + __popc(M & ((2u << lane) - 1))];
+                const unsigned v = *(const unsigned *)((const unsigned char *)(pw + 4 * (e & 31)) + Tb[i - (e >> 5)]);
+                st(o + U + i, v);
+            }
+        }
     }
     tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
                                    lx, listed, lane);

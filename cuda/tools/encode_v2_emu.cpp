@@ -61,6 +61,28 @@ static unsigned __ballot_sync(unsigned, bool p) {
     bar->arrive_and_wait();
     return r;
 }
+static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
+static unsigned __reduce_or_sync(unsigned, unsigned v) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    unsigned r = 0;
+    for (int i = 0; i < 32; i++) r |= xch[i];
+    bar->arrive_and_wait();
+    return r;
+}
+static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+// (hi:lo) >> (s & 31), the low word (PTX shf.r.wrap)
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+    s &= 31;
+    return s ? lo >> s | hi << (32 - s) : lo;
+}
+// PTX prmt, default mode (no sign replication: the writer's selectors have none)
+static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned sel) {
+    const unsigned long long x = (unsigned long long)b << 32 | a;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(x >> (8 * ((sel >> (4 * i)) & 7)) & 0xFFu) << (8 * i);
+    return r;
+}
 static unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 // per 16-bit half: 0xFFFF where the halves differ
 static unsigned __vcmpne2(unsigned a, unsigned b) {
