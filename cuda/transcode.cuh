@@ -34,6 +34,7 @@
 // The warp's lane k owns block k: slots 128k .. 128k+127, groups 8k .. 8k+7.
 
 #define TC_W 4               // warps per block
+#define TC_STAGE 2048u       // words of a warp's stage buffer: tiles up to 8 KiB are read once, into it
 #define V2_TAIL_MAX 50188u   // largest valid tail: escapes 4 + 4*4095, two masks 2*(4+512), raw count 4 + 8*4096 bytes
 // A version-1 tile is shorter than its version-2 tile + V2_SLACK: word0,
 // origin and tail are the same bytes in both; a v1 code section is at most
@@ -244,18 +245,17 @@ __global__ void __launch_bounds__(TC_W * 32)
                         const unsigned *__restrict__ tsz, unsigned *__restrict__ v1sz,
                         unsigned long long *__restrict__ v1off, unsigned char *__restrict__ out,
                         unsigned long long *err) {
+    __shared__ unsigned stage[TC_W][TC_STAGE];
     const int lane = threadIdx.x & 31;
     const unsigned long long rel = (unsigned long long)blockIdx.x * TC_W + (threadIdx.x >> 5);
     if (rel >= nt) return;
-    const unsigned sz = tsz[rel];
-    if (sz == 0) {
-        if (lane == 0) v1sz[rel] = 0;
-        return;
-    }
-    const unsigned long long at = toff[rel];
-    // Index entries (24 bytes, u32-aligned: fzgpu_decompress) of the job's
+    // All of the tile's first loads in one round trip: its size and offset
+    // (the offset is stale when the size is 0, and not used then), and the
+    // index entries (24 bytes, u32-aligned: fzgpu_decompress) of the job's
     // first chunk, of the tile's chunk c and of chunk c - 1: c must start
     // where c - 1 ends or later (else two chunks' copies could overlap).
+    const unsigned sz = tsz[rel];
+    const unsigned long long at = toff[rel];
     const unsigned *ix = (const unsigned *)(blob + index_off);
     const unsigned long long c = (tile0 + rel) / g.per_chunk;
     const unsigned long long base = ix[6 * first_chunk] | (unsigned long long)ix[6 * first_chunk + 1] << 32;
@@ -267,6 +267,10 @@ __global__ void __launch_bounds__(TC_W * 32)
         const unsigned long long pend = poff + (e[-4] | (unsigned long long)e[-3] << 32);
         order = pend >= poff && coff >= pend;
     }
+    if (sz == 0) {
+        if (lane == 0) v1sz[rel] = 0;
+        return;
+    }
     unsigned code = !order || at < base ? FZGPU_DE_INDEX : at - base > span || sz > span - (at - base) ? FZGPU_DE_TRAILTILE : 0u;
     unsigned size = 0;
     const unsigned long long o = at - base + (unsigned long long)V2_SLACK * rel;
@@ -274,7 +278,32 @@ __global__ void __launch_bounds__(TC_W * 32)
         unsigned long long z0, y0, x0;
         int lz, ly, lx;
         tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
-        code = transcode_tile((const unsigned *)(blob + at), sz / 4, lz * ly * lx, lane, &size, (unsigned *)(out + o));
+        // A tile that fits the stage buffer is read in one coalesced round
+        // trip (8 loads in flight per lane) and parsed from shared memory:
+        // read from global memory, the walk is a chain of ~7 dependent
+        // round trips (word0 and block mask, rate words, units, padding,
+        // sign words, tail). transcode_tile reads through a generic pointer.
+        const unsigned nw = sz / 4;
+        const unsigned *gp = (const unsigned *)(blob + at);
+        if (nw <= TC_STAGE) {
+            unsigned *s = stage[threadIdx.x >> 5];
+            for (unsigned i0 = 0; i0 < nw; i0 += 256) {
+                unsigned v[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    const unsigned i = i0 + lane + 32 * k;
+                    v[k] = i < nw ? gp[i] : 0u;
+                }
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    const unsigned i = i0 + lane + 32 * k;
+                    if (i < nw) s[i] = v[k];
+                }
+            }
+            __syncwarp();
+            gp = s;
+        }
+        code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, (unsigned *)(out + o));
     }
     if (lane == 0) {
         v1sz[rel] = code ? 0u : size;

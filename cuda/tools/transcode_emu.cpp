@@ -76,6 +76,7 @@ template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
 // used by the kernels around transcode_tile, which are not run here
 static unsigned long long __shfl_up_sync(unsigned, unsigned long long, int) { abort(); }
 static void __syncthreads() { abort(); }
+static void __syncwarp() { abort(); }
 using std::min;
 inline void tile_box(const Geo &, unsigned long long, unsigned long long &, unsigned long long &,
                      unsigned long long &, int &, int &, int &) {}
