@@ -292,19 +292,23 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         else
             v2_compact<2>(pw, colb, Tb, L.rw, q, nf, lane);
         __syncwarp();
-        // Copy-out, 32 words a round, coalesced: word i's owner is the last
-        // one starting at or before i (the owners' starts increase with rank).
-        const unsigned Wt = (L.W + 1) >> 1;
+        // Copy-out, 64 words a round (two independent halves, so their
+        // loads overlap), coalesced: word i's owner is the last one starting
+        // at or before i (the owners' starts increase with rank): the owners
+        // starting at or before c, then the starts in (c, c + 31] and
+        // [c + 32, c + 63] as bit masks.
+        const unsigned Wt = (L.W + 1) >> 1, le = (2u << lane) - 1;
+        auto put = [&](unsigned i, unsigned rank) {
+            const unsigned e = rk[rank];
+            st(o + U + i, *(const unsigned *)((const unsigned char *)(pw + 4 * (e & 31)) + Tb[i - (e >> 5)]));
+        };
 #pragma unroll 1
-        for (unsigned c = 0; c < Wt; c += 32) {
-            const unsigned i = c + lane;
-            const unsigned before = __popc(__ballot_sync(F, own && gs <= c));
-            const unsigned M = __reduce_or_sync(F, own && gs - c - 1 < 31u ? 1u << (gs - c) : 0u);
-            if (i < Wt) {
-                const unsigned e = rk[before - 1 + __popc(M & ((2u << lane) - 1))];
-                const unsigned v = *(const unsigned *)((const unsigned char *)(pw + 4 * (e & 31)) + Tb[i - (e >> 5)]);
-                st(o + U + i, v);
-            }
+        for (unsigned c = 0; c < Wt; c += 64) {
+            const unsigned before = __popc(__ballot_sync(F, own && gs <= c)) - 1;
+            const unsigned M0 = __reduce_or_sync(F, own && gs - c - 1 < 31u ? 1u << (gs - c) : 0u);
+            const unsigned M1 = __reduce_or_sync(F, own && gs - c - 32 < 32u ? 1u << (gs - c - 32) : 0u);
+            if (c + lane < Wt) put(c + lane, before + __popc(M0 & le));
+            if (c + 32 + lane < Wt) put(c + 32 + lane, before + __popc(M0) + __popc(M1 & le));
         }
     }
     tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,

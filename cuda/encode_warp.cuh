@@ -1044,13 +1044,6 @@ struct TileStore {
         else
             *p = v;
     }
-    // a u16 (container version 2's magnitude units)
-    __device__ __forceinline__ void st16(unsigned short *p, unsigned short v) const {
-        if (HINT)
-            asm volatile("st.global.L2::cache_hint.b16 [%0], %1, %2;" ::"l"(p), "h"(v), "l"(pol) : "memory");
-        else
-            *p = v;
-    }
 };
 
 // Writes a zero-block coded bitmap (mask word, then the non-zero blocks).

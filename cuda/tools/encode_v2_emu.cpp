@@ -131,7 +131,6 @@ void tile_write_tail(const ST &, unsigned *, unsigned, unsigned, unsigned, unsig
                      unsigned long long, int, int, bool, int) {}
 struct PlainStore {
     void operator()(unsigned *p, unsigned v) const { *p = v; }
-    void st16(unsigned short *p, unsigned short v) const { *p = v; }
 };
 
 #include "../encode_v2.cuh"
