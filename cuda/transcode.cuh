@@ -113,8 +113,9 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     // Per group: first unit, union of the magnitudes' bits (non-zero
     // slots), escapes (all 15 units set), the v1 planes 0-14 present in this
     // lane's block (pres); the top unit must be non-zero and no bit may lie
-    // on a slot >= n. A group's units are loaded at once (15 predicated
-    // loads in flight, not a chain of 15).
+    // on a slot >= n. A loop over the group's r units (the tile is in
+    // shared memory when it fits the stage buffer: short latency), so a low
+    // rate costs little; escapes, rare, take a second look at the units.
     unsigned us[8], nz[8], es[8];
     unsigned pres = 0;
     bool badtop = false, badslot = false;
@@ -123,20 +124,22 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const unsigned r = (rw >> (4 * j)) & 15u;
-            unsigned v[15];
-#pragma unroll
-            for (int p = 0; p < 15; p++) v[p] = (unsigned)p < r ? up[u + p] : 0u;
-            unsigned any = 0, all = 0xFFFFu, top = 0;
-#pragma unroll
-            for (int p = 0; p < 15; p++) {
-                any |= v[p];
-                all &= v[p];
-                if ((unsigned)p + 1 == r) top = v[p];
+            unsigned any = 0, all = 0xFFFFu, top = 0, pz = 0;  // pz: the non-zero units
+#pragma unroll 4
+            for (unsigned p = 0; p < r; p++) {
+                const unsigned v = up[u + p];
+                any |= v;
+                all &= v;
+                top = v;
+                pz |= (v != 0u) << p;
             }
             const unsigned e = r == 15 ? all : 0u;
-#pragma unroll
-            for (int p = 0; p < 15; p++)
-                if (v[p] & ~e) pres |= 1u << p;
+            if (e) {
+                // v1 planes 0-14 leave the escape slots out
+                pz = 0;
+                for (int p = 0; p < 15; p++) pz |= ((up[u + p] & ~e) != 0u) << p;
+            }
+            pres |= pz;
             badtop |= r != 0 && top == 0;
             const int valid = n - 16 * (8 * lane + j);  // slots of the group below n
             const unsigned vm = valid >= 16 ? 0xFFFFu : valid <= 0 ? 0u : (1u << valid) - 1;
@@ -238,7 +241,7 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
 // The offset is (toff[rel] - the job's first chunk's offset) + V2_SLACK *
 // rel, and span bounds the first term: out holds span + V2_SLACK * nt
 // bytes (the header comment says why the tiles cannot overlap there).
-__global__ void __launch_bounds__(TC_W * 32)
+__global__ void __launch_bounds__(TC_W * 32, 6)
     transcode_v2_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long index_off,
                         unsigned long long first_chunk, unsigned long long tile0, unsigned long long nt,
                         unsigned long long span, const unsigned long long *__restrict__ toff,
