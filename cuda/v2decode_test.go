@@ -120,6 +120,61 @@ func TestV2DecodeMatchesCPU(t *testing.T) {
 	t.Logf("%d v2 streams decode on the GPU as on the CPU", cases)
 }
 
+// TestV2DecodeJobs: a backend whose jobs hold 7 tiles (2 chunks of 3)
+// decodes v2 fields in several jobs, the last one short: each job's v1
+// copies are placed from its own first chunk's offset (transcode.cuh), and
+// the context's v2 buffer grows between the fields (the second one's
+// chunks are longer). Then damaged streams of both, decoded in jobs, are
+// rejected or accepted as the CPU does.
+func TestV2DecodeJobs(t *testing.T) {
+	gpu(t)
+	g, err := OpenDevice(0, 7)
+	if err != nil {
+		t.Fatalf("GPU backend with 7-tile jobs: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 6))
+	var blobs [][]byte
+	var lens []int
+	for _, c := range []struct {
+		dims  []uint64
+		dt    fz.DType
+		bound float64
+	}{{[]uint64{13 * 4096}, fz.Float32, 1e-2}, {[]uint64{40, 64, 96}, fz.Float64, 1e-5}} {
+		n, _ := fz.NumElements(c.dims)
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = math.Sin(float64(i)*0.003)*40 + math.Cos(float64(i)*0.0007)*10 + r.NormFloat64()*0.01
+		}
+		raw := floatBytes(c.dt, v)
+		p := fz.Params{DType: c.dt, Dims: c.dims, Mode: fz.Rel, Bound: c.bound}
+		v2DecodeCheck(t, ctx, g, fmt.Sprintf("jobs of 7 tiles %v %v", c.dims, c.dt), raw, p)
+		blobs = append(blobs, v2Blob(t, raw, p, fz.WithTilesPerChunk(3)))
+		lens = append(lens, len(raw))
+	}
+	ok, bad := 0, 0
+	for trial := 0; trial < 60; trial++ {
+		k := trial % len(blobs)
+		m := append([]byte(nil), blobs[k]...)
+		h, err := fz.ReadHeader(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := h.Chunks[r.IntN(len(h.Chunks))]
+		for j := 0; j < 1+r.IntN(3); j++ {
+			m[ch.Offset+uint64(r.IntN(int(ch.Size)))] ^= byte(1 << r.IntN(8))
+		}
+		resealChunks(h, m)
+		if v2Agree(t, ctx, g, fmt.Sprintf("jobs of 7 tiles, field %d, trial %d", k, trial), m, lens[k]) {
+			ok++
+		} else {
+			bad++
+		}
+	}
+	t.Logf("damaged streams in 7-tile jobs: %d accepted alike, %d rejected by both", ok, bad)
+}
+
 func floatBytes(dt fz.DType, v []float64) []byte {
 	if dt == fz.Float64 {
 		return f64bytes(v)
