@@ -13,7 +13,10 @@
 // Output: per tile {u32 bytes, the version-2 tile's first `bytes` bytes:
 // word 0 (bits 0 and 16 only: fill and raw are left to the tail), the
 // origin and the code section}.
+// "encode_v2_emu random N SEED" instead checks N tiles of random planes
+// against a model of the code section (random_planes).
 #include <barrier>
+#include <random>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -135,14 +138,138 @@ struct PlainStore {
 
 #include "../encode_v2.cuh"
 
+// "random N SEED": N tiles of random planes (rates drawn per group: mixed up
+// to 3, 7 or 15, sparse, all 15 (the largest unit section, 1920 words), tiny;
+// random signs where the magnitude is not 0), each checked here against a
+// plain model of the code section (FORMAT.md version 2: rates, group-major
+// units, padding, signs of the non-zero magnitudes), with every pad word of
+// the plane buffer (the park state) left as it was. Prints a summary.
+static int random_planes(int N, unsigned seed) {
+    std::mt19937 rng(seed);
+    static unsigned pw[16 * PW_STRIDE];
+    std::barrier<> b(32);
+    bar = &b;
+    static TileSum ts;
+    static std::vector<unsigned> out, ref;
+    static int bad = 0;
+    static unsigned stats[4];
+    auto gen = [&](int it) {
+        for (auto &x : pw) x = 0xDEADBEEF;  // pads and junk: the writer must not rely on them
+        for (int p = 0; p < 16; p++)
+            for (int w = 0; w < 128; w++) pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))] = 0;
+        const int mode = it % 6;
+        const int maxr = mode == 0 ? 3 : mode == 1 ? 7 : 15;
+        for (int g = 0; g < 256; g++) {
+            int r;
+            switch (mode) {
+            case 3: r = (rng() % 4 == 0) ? 1 + rng() % 15 : 0; break;      // sparse
+            case 4: r = 15; break;                                        // full
+            case 5: r = (rng() % 2) ? rng() % 2 : 0; break;               // tiny, odd counts
+            default: r = (rng() % 3 == 0) ? 0 : rng() % (maxr + 1);
+            }
+            if (g == 0 && rng() % 2) r = 0;
+            // slot magnitudes with bit length exactly r in at least one slot
+            for (int j = 0; j < 16; j++) {
+                unsigned m = r ? (rng() & ((1u << r) - 1)) : 0;
+                if (j == (int)(rng() % 16) && r) m |= 1u << (r - 1);
+                if (j == 15 && r) m |= 1u << (r - 1);
+                const int slot = 16 * g + j, w = slot >> 5, bit = slot & 31;
+                for (int p = 0; p < 15; p++)
+                    if ((m >> p) & 1) pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))] |= 1u << bit;
+                if (m && (rng() & 1)) pw[15 * PW_STRIDE + (w ^ 3)] |= 1u << bit;
+            }
+        }
+        ts = TileSum{};
+        ts.origin = (int)rng();
+        // reference
+        ref.clear();
+        auto P = [&](int p, int w) { return pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))]; };
+        int rate[256];
+        unsigned bm = 0;
+        for (int g = 0; g < 256; g++) {
+            rate[g] = 0;
+            for (int p = 0; p < 15; p++)
+                if ((P(p, g >> 1) >> (16 * (g & 1))) & 0xFFFF) rate[g] = p + 1;
+            if (rate[g]) bm |= 1u << (g >> 3);
+        }
+        ref.push_back(bm ? 1 : 0);
+        ref.push_back((unsigned)ts.origin);
+        if (bm) {
+            ref.push_back(bm);
+            for (int k = 0; k < 32; k++)
+                if ((bm >> k) & 1) {
+                    unsigned rw = 0;
+                    for (int j = 0; j < 8; j++) rw |= (unsigned)rate[8 * k + j] << (4 * j);
+                    ref.push_back(rw);
+                }
+            std::vector<unsigned short> u;
+            for (int g = 0; g < 256; g++)
+                for (int p = 0; p < rate[g]; p++) u.push_back((P(p, g >> 1) >> (16 * (g & 1))) & 0xFFFF);
+            stats[0] += u.size() & 1;
+            if (u.size() & 1) u.push_back(0);
+            for (size_t i = 0; i < u.size(); i += 2) ref.push_back(u[i] | (unsigned)u[i + 1] << 16);
+            std::vector<unsigned> sb;
+            for (int s = 0; s < 4096; s++) {
+                unsigned mag = 0;
+                for (int p = 0; p < 15; p++) mag |= ((P(p, s >> 5) >> (s & 31)) & 1) << p;
+                if (mag) sb.push_back((P(15, s >> 5) >> (s & 31)) & 1);
+            }
+            for (size_t i = 0; i < sb.size(); i += 32) {
+                unsigned w = 0;
+                for (size_t j = i; j < sb.size() && j < i + 32; j++) w |= sb[j] << (j - i);
+                ref.push_back(w);
+            }
+        }
+    };
+    std::vector<std::thread> th;
+    for (int l = 0; l < 32; l++)
+        th.emplace_back([&, l] {
+            my_lane = l;
+            for (int it = 0; it < N; it++) {
+                if (l == 0) gen(it);
+                b.arrive_and_wait();
+                const TileSum tsl = ts;
+                const TileLayoutV2 L = tile_layout_v2<float>(pw, nullptr, tsl, l);
+                const unsigned code_end = L.bm ? L.sign_at + L.nsw : 2;
+                if (l == 0) out.assign(code_end + 8, 0xABABABABu);
+                b.arrive_and_wait();
+                tile_write<float, 1, false>(PlainStore{}, out.data(), L, tsl, pw, nullptr, nullptr, Geo{}, 0, 0, 0, 0, 0,
+                                            false, l);
+                b.arrive_and_wait();
+                if (l == 0) {
+                    bool ok = code_end == ref.size();
+                    for (int p = 0; p < 16; p++)
+                        for (int w = 128; w < 132; w++)
+                            if (pw[p * PW_STRIDE + w] != 0xDEADBEEFu) {
+                                ok = false;
+                                fprintf(stderr, "pad word %d of row %d written\n", w, p);
+                            }
+                    for (size_t i = 0; ok && i < ref.size(); i++) ok = out[i] == ref[i];
+                    for (size_t i = ref.size(); ok && i < out.size(); i++) ok = out[i] == 0xABABABABu;
+                    if (!ok && bad++ < 5) {
+                        size_t i = 0;
+                        while (i < ref.size() && i < out.size() && out[i] == ref[i]) i++;
+                        fprintf(stderr, "iter %d mode %d: size %u vs ref %zu, first diff word %zu: %#x vs %#x\n", it, it % 6,
+                                code_end, ref.size(), i, i < out.size() ? out[i] : 0, i < ref.size() ? ref[i] : 0);
+                    }
+                }
+                b.arrive_and_wait();
+            }
+        });
+    for (auto &x : th) x.join();
+    printf("%d random tiles: %d differ from the model (%u with an odd number of units)\n", N, bad, stats[0]);
+    return bad != 0;
+}
+
 struct Tile {
     unsigned n;
     std::vector<unsigned> w;
 };
 
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "random")) return random_planes(atoi(argv[2]), (unsigned)strtoul(argv[3], nullptr, 10));
     if (argc != 3) {
-        fprintf(stderr, "usage: encode_v2_emu in out\n");
+        fprintf(stderr, "usage: encode_v2_emu in out | encode_v2_emu random N SEED\n");
         return 2;
     }
     FILE *f = fopen(argv[1], "rb");
