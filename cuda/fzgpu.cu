@@ -899,8 +899,9 @@ static int transcode_v2(fzgpu_ctx *c, const Geo &g, const unsigned char *b, unsi
     const unsigned long long need = span + V2_SLACK * nt;
     if (need > c->v2cap) {
         // the first version-2 job sizes it (in MiB); jobs of as many tiles
-        // fit then. cudaFree waits for the device, so for the jobs before.
+        // fit then. The jobs before on this stream may still read it.
         const unsigned long long cap = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+        CK(cudaStreamSynchronize(st));
         cudaFree(c->v2buf);
         c->v2buf = NULL;
         c->v2cap = 0;

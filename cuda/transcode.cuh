@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(TC_W * 32, 6)
     const unsigned sz = tsz[rel];
     const unsigned long long at = toff[rel];
     const unsigned *ix = (const unsigned *)(blob + index_off);
-    const unsigned long long c = (tile0 + rel) / g.per_chunk;
+    const unsigned long long t = tile0 + rel, c = t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
     const unsigned long long base = ix[6 * first_chunk] | (unsigned long long)ix[6 * first_chunk + 1] << 32;
     bool order = true;
     if (c > first_chunk) {

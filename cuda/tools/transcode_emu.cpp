@@ -31,7 +31,7 @@
 #define NT 512
 #define NWARPS 16
 struct Geo {
-    unsigned long long per_chunk;
+    unsigned long long per_chunk, mpc;
 };
 struct U3 {
     unsigned x;
@@ -81,6 +81,7 @@ using std::min;
 inline void tile_box(const Geo &, unsigned long long, unsigned long long &, unsigned long long &,
                      unsigned long long &, int &, int &, int &) {}
 inline void report(unsigned long long *, unsigned long long, unsigned) {}
+inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long) { return n / d; }
 inline unsigned block_excl_scan(unsigned, unsigned *, unsigned *) { return 0; }
 
 #include "../transcode.cuh"
