@@ -17,11 +17,13 @@ import (
 )
 
 // TestTranscodeEmulated checks the GPU decoder's version-2 transcode
-// (transcode.cuh's transcode_tile) without a GPU: tools/transcode_emu.cpp
-// runs it on the host (32 threads as the warp's lanes, AddressSanitizer on
-// every tile's exact bytes) over the tiles of CPU v2 containers — plain,
-// one per reject rule (v2RuleCases) and randomly damaged — and from its v1
-// tiles this test builds the v1 container the GPU's v1 decoders would see.
+// (transcode.cuh) without a GPU: tools/transcode_emu.cpp runs transcode_tile
+// and transcode_v2_kernel (in jobs of two chunks) on the host (32 threads
+// as the warp's lanes, AddressSanitizer on every tile's exact bytes, on
+// the bound of each v1 tile and on the job's v1 buffer) over the tiles of
+// CPU v2 containers — plain, one per reject rule (v2RuleCases) and randomly
+// damaged — and from its v1 tiles this test builds the v1 container the
+// GPU's v1 decoders would see.
 // fz must decode that as it decodes the v2 container (same bytes), and the
 // two must be rejected alike. The v1 decoders themselves are the ones the
 // GPU tests check against the CPU.
@@ -114,13 +116,23 @@ func TestTranscodeEmulated(t *testing.T) {
 	le := binary.LittleEndian
 	var in bytes.Buffer
 	for _, e := range conts {
+		var tl []byte
+		nt := 0
 		for ch := range e.c.h.Chunks {
 			first, _ := e.c.g.ChunkTiles(uint64(ch))
 			for ti, tr := range e.c.tiles(ch) {
-				in.Write(le.AppendUint32(le.AppendUint32(nil, uint32(e.c.tileN(first+uint64(ti)))), uint32(tr[1]-tr[0])))
-				in.Write(e.c.blob[tr[0]:tr[1]])
+				tl = le.AppendUint64(tl, tr[0])
+				tl = le.AppendUint32(tl, uint32(tr[1]-tr[0]))
+				tl = le.AppendUint32(tl, uint32(e.c.tileN(first+uint64(ti))))
+				nt++
 			}
 		}
+		in.Write(le.AppendUint64(nil, uint64(len(e.c.blob))))
+		in.Write(e.c.blob)
+		for _, x := range []uint64{e.c.h.IndexOffset(), e.c.g.TilesPerChunk, uint64(len(e.c.h.Chunks)), uint64(nt)} {
+			in.Write(le.AppendUint64(nil, x))
+		}
+		in.Write(tl)
 	}
 	dir := t.TempDir()
 	inPath, outPath := filepath.Join(dir, "in"), filepath.Join(dir, "out")
