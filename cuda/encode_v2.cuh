@@ -292,23 +292,28 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         else
             v2_compact<2>(pw, colb, Tb, L.rw, q, nf, lane);
         __syncwarp();
-        // Copy-out, 64 words a round (two independent halves, so their
-        // loads overlap), coalesced: word i's owner is the last one starting
-        // at or before i (the owners' starts increase with rank): the owners
-        // starting at or before c, then the starts in (c, c + 31] and
-        // [c + 32, c + 63] as bit masks.
+        // Copy-out, 64 words a round, coalesced: word i's owner is the last
+        // one starting at or before i (the owners' starts increase with
+        // rank): the owners starting at or before c, then the starts in
+        // (c, c + 31] and [c + 32, c + 63] as bit masks. The two halves'
+        // loads are unconditional (a lane past the end reads local word 0 of
+        // a valid owner: ranks count owners only) and only the stores
+        // predicated, so both halves' loads are in flight together (with the
+        // loads inside the ifs, ptxas made two branch regions, one after the
+        // other).
         const unsigned Wt = (L.W + 1) >> 1, le = (2u << lane) - 1;
-        auto put = [&](unsigned i, unsigned rank) {
-            const unsigned e = rk[rank];
-            st(o + U + i, *(const unsigned *)((const unsigned char *)(pw + 4 * (e & 31)) + Tb[i - (e >> 5)]));
-        };
 #pragma unroll 1
         for (unsigned c = 0; c < Wt; c += 64) {
             const unsigned before = __popc(__ballot_sync(F, own && gs <= c)) - 1;
             const unsigned M0 = __reduce_or_sync(F, own && gs - c - 1 < 31u ? 1u << (gs - c) : 0u);
             const unsigned M1 = __reduce_or_sync(F, own && gs - c - 32 < 32u ? 1u << (gs - c - 32) : 0u);
-            if (c + lane < Wt) put(c + lane, before + __popc(M0 & le));
-            if (c + 32 + lane < Wt) put(c + 32 + lane, before + __popc(M0) + __popc(M1 & le));
+            const unsigned i0 = c + lane, i1 = i0 + 32;
+            const unsigned e0 = rk[before + __popc(M0 & le)], e1 = rk[before + __popc(M0) + __popc(M1 & le)];
+            const unsigned m0 = i0 < Wt ? i0 - (e0 >> 5) : 0u, m1 = i1 < Wt ? i1 - (e1 >> 5) : 0u;
+            const unsigned v0 = *(const unsigned *)((const unsigned char *)(pw + 4 * (e0 & 31)) + Tb[m0]);
+            const unsigned v1 = *(const unsigned *)((const unsigned char *)(pw + 4 * (e1 & 31)) + Tb[m1]);
+            if (i0 < Wt) st(o + U + i0, v0);
+            if (i1 < Wt) st(o + U + i1, v1);
         }
     }
     tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
