@@ -144,20 +144,7 @@ __device__ __forceinline__ TileLayoutV2 tile_layout_v2(unsigned *pw, const unsig
     L.sign_at = 3 + nb + (W + 1) / 2;
     L.nsw = (N + 31) / 32;
     unsigned at = bm ? L.sign_at + L.nsw : 2;  // bm = 0: no magnitude, so no sign either
-    L.esc_at = at;
-    if (ts.nesc) at += 1 + ts.nesc;
-    L.fill_at = at;
-    L.fbm = L.rbm = 0;
-    if (ts.nfill) {
-        L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
-        at += 1 + 4 * __popc(L.fbm);
-    }
-    L.raw_at = at;
-    if (ts.nraw) {
-        L.rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
-        at += 1 + 4 * __popc(L.rbm) + 1 + ts.nraw * (sizeof(T) / 4);
-    }
-    L.size = at * 4;
+    tail_layout<T>(L, at, sc, ts, lane);
     return L;
 }
 
