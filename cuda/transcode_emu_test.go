@@ -139,9 +139,11 @@ func TestTranscodeEmulated(t *testing.T) {
 	if err := os.WriteFile(inPath, in.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(emu, inPath, outPath).CombinedOutput(); err != nil {
-		t.Fatalf("transcode_emu: %v\n%s", err, out)
+	emuOut, err := exec.Command(emu, inPath, outPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("transcode_emu: %v\n%s", err, emuOut)
 	}
+	t.Logf("transcode_emu: %s", bytes.TrimSpace(emuOut))
 	ob, err := os.ReadFile(outPath)
 	if err != nil {
 		t.Fatal(err)
