@@ -1091,28 +1091,7 @@ struct TileLayout {
     unsigned pm, esc_at, fill_at, raw_at, fbm, rbm, size;
 };
 
-// Where the tail (escapes, fill mask, raw mask, raw count and values; the
-// same in both container versions) starts and ends, for a tile whose code
-// section ends at word `at`: fills L's esc_at, fill_at, raw_at, fbm, rbm and
-// size (bytes).
-template <typename T, typename Layout>
-__device__ __forceinline__ void tail_layout(Layout &L, unsigned at, const unsigned char *sc, const TileSum &ts,
-                                            int lane) {
-    L.esc_at = at;
-    if (ts.nesc) at += 1 + ts.nesc;
-    L.fill_at = at;
-    L.fbm = L.rbm = 0;
-    if (ts.nfill) {
-        L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
-        at += 1 + 4 * __popc(L.fbm);
-    }
-    L.raw_at = at;
-    if (ts.nraw) {
-        L.rbm = block_mask128((const unsigned *)(sc + SC_MR), lane);
-        at += 1 + 4 * __popc(L.rbm) + 1 + ts.nraw * (sizeof(T) / 4);
-    }
-    L.size = at * 4;
-}
+#include "tile_tail.cuh"
 
 template <typename T>
 __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsigned char *sc, const TileSum &ts,

@@ -136,6 +136,7 @@ struct PlainStore {
     void operator()(unsigned *p, unsigned v) const { *p = v; }
 };
 
+#include "../tile_tail.cuh"
 #include "../encode_v2.cuh"
 
 // "random N SEED": N tiles of random planes (rates drawn per group: mixed up
