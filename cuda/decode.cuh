@@ -464,8 +464,8 @@ __global__ void __launch_bounds__(NT, DEC_LIST_MINB)
     }
 }
 
-#include "transcode.cuh"
 #include "decode_warp.cuh"
+#include "transcode.cuh"
 
 __global__ void decode_finish_kernel(const unsigned long long *err, fzgpu_result *res) {
     fzgpu_result r;

@@ -810,17 +810,12 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
 // reads its bytes from global memory (L1) and takes a generic walk. The
 // generic walks in a kernel of their own, over a list this one filled,
 // measured slower on the fill fields (PERF.md, dec v20).
-// V2: the job's tiles are version-2 tiles (toff, tsz: chunk_scan_kernel's);
-// the tiles v2_fused_head takes are decoded here from their version-1 tile
-// in the stage buffer, every other one (and every one whose walk gives up)
-// goes on the list, for transcode_v2_kernel and the v1 decoders
-// (fzgpu.cu, launch_decode_v2).
-template <typename T, int R, bool V2 = false>
+template <typename T, int R>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
-                       unsigned long long fill_bits, V2Job v2) {
+                       unsigned long long fill_bits) {
     // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
     // (1536-2047); the generic walks use the first part for codes and masks
     __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
@@ -834,26 +829,16 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     int lz, ly, lx;
     tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
     const int n = lz * ly * lx;
+    const unsigned nw = sz / 4;
     const unsigned *gp = (const unsigned *)(blob + toff[rel]);
     unsigned *sw = smem[wi];
-    unsigned nw1 = 0;
-    if (V2) {
-        nw1 = v2_fused_head<R, DEC_STAGE, DEC_STAGE + 512>(g, blob, v2, tile0, rel, toff[rel], sz, n, sw, lane);
-        if (nw1 == 0) {
-            if (lane == 0) list[atomicAdd(count, 1u)] = (unsigned)rel;
-            return;
-        }
-    }
-    const unsigned nw = V2 ? nw1 : sz / 4;
     // word0 first: it says whether the tile is staged
-    const unsigned w0 = V2 ? sw[0] : __ldg(gp);
+    const unsigned w0 = __ldg(gp);
     bool ok = (w0 & ~0x7FFFFu) == 0;
     const bool flags = (w0 >> 16) & 7;
-    const bool staged = V2 || (nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1))));
-    const unsigned *tb = V2 ? sw : gp;
-    if (V2) {
-        // already in the stage buffer
-    } else if (ok && staged) {
+    const bool staged = nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
+    const unsigned *tb = gp;
+    if (ok && staged) {
         for (unsigned i = lane; i < nw; i += 32) sw[i] = __ldcs(gp + i);
         __syncwarp();
         tb = sw;

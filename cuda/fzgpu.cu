@@ -23,11 +23,7 @@
 //                                 (tables.cuh).
 // Decompress, per job (decode.cuh):
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
-//   decode_warp_kernel<.., true>  version 2, shapes with a warp walk: decodes
-//                                 each tile it can from its version-1 tile
-//                                 built in shared memory, lists the others
-//   transcode_v2_kernel           version 2 (transcode.cuh): those listed
-//                                 tiles (every tile for the other shapes)
+//   transcode_v2_kernel           version 2 only (transcode.cuh): the tiles
 //                                 rewritten as version-1 tiles, which the
 //                                 decoders below then take
 //   decode_warp_kernel            one warp per tile (decode_warp.cuh); a tile
@@ -573,13 +569,10 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess.
-    const void *dwk[12] = {(const void *)decode_warp_kernel<float, 1>,  (const void *)decode_warp_kernel<float, 2>,
-                           (const void *)decode_warp_kernel<float, 3>,  (const void *)decode_warp_kernel<double, 1>,
-                           (const void *)decode_warp_kernel<double, 2>, (const void *)decode_warp_kernel<double, 3>,
-                           (const void *)decode_warp_kernel<float, 1, true>,  (const void *)decode_warp_kernel<float, 2, true>,
-                           (const void *)decode_warp_kernel<float, 3, true>,  (const void *)decode_warp_kernel<double, 1, true>,
-                           (const void *)decode_warp_kernel<double, 2, true>, (const void *)decode_warp_kernel<double, 3, true>};
-    for (int i = 0; i < 12 && e == cudaSuccess; i++)
+    const void *dwk[6] = {(const void *)decode_warp_kernel<float, 1>,  (const void *)decode_warp_kernel<float, 2>,
+                          (const void *)decode_warp_kernel<float, 3>,  (const void *)decode_warp_kernel<double, 1>,
+                          (const void *)decode_warp_kernel<double, 2>, (const void *)decode_warp_kernel<double, 3>};
+    for (int i = 0; i < 6 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
@@ -881,7 +874,7 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         auto k = rank == 3 ? decode_warp_kernel<T, 3> : rank == 2 ? decode_warp_kernel<T, 2> : decode_warp_kernel<T, 1>;
         k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,
-                                     f->fill_bits, V2Job{});
+                                     f->fill_bits);
         CK(cudaGetLastError());
     }
     decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, toff,
@@ -891,14 +884,6 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
     return 0;
 }
 
-// The bound on the bytes of a version-2 job's chunks: all of the blob after
-// the header, and at most V2_TILE_MAX + 4 per tile (a longer chunk holds a
-// tile that is rejected).
-static unsigned long long v2_span(unsigned long long blob_size, unsigned long long index_off, unsigned long long nt) {
-    const unsigned long long room = blob_size - index_off, most = nt * (V2_TILE_MAX + 4ull);
-    return room < most ? room : most;
-}
-
 // Version 2: rewrites the job's tiles (chunk_scan_kernel's toff, tsize) as
 // version-1 tiles in c->v2buf, with their sizes and offsets (transcode.cuh).
 // The buffer's size is a bound from the blob's size and the job's tiles,
@@ -906,12 +891,11 @@ static unsigned long long v2_span(unsigned long long blob_size, unsigned long lo
 // bytes of the job's chunks (all of the blob after the header, and at most
 // V2_TILE_MAX + 4 per tile: a longer chunk holds a tile that is rejected),
 // plus V2_SLACK per tile.
-// list, count: only the listed tiles (launch_decode_v2); NULL: all.
 static int transcode_v2(fzgpu_ctx *c, const Geo &g, const unsigned char *b, unsigned long long blob_size,
                         unsigned long long index_off, unsigned long long first_chunk, unsigned long long tile0,
-                        unsigned long long nt, cudaStream_t st, const unsigned *list = NULL,
-                        const unsigned *count = NULL) {
-    const unsigned long long span = v2_span(blob_size, index_off, nt);
+                        unsigned long long nt, cudaStream_t st) {
+    const unsigned long long room = blob_size - index_off, most = nt * (V2_TILE_MAX + 4ull);
+    const unsigned long long span = room < most ? room : most;
     const unsigned long long need = span + V2_SLACK * nt;
     if (need > c->v2cap) {
         // the first version-2 job sizes it (in MiB); jobs of as many tiles
@@ -926,32 +910,9 @@ static int transcode_v2(fzgpu_ctx *c, const Geo &g, const unsigned char *b, unsi
     }
     const unsigned blocks = (unsigned)((nt + TC_W - 1) / TC_W);
     transcode_v2_kernel<<<blocks, TC_W * 32, 0, st>>>(g, b, index_off, first_chunk, tile0, nt, span, c->toff,
-                                                      c->tsize, c->v2size, c->v2off, c->v2buf, c->derr, list, count);
+                                                      c->tsize, c->v2size, c->v2off, c->v2buf, c->derr);
     CK(cudaGetLastError());
     return 0;
-}
-
-// Version 2 for the shapes with a warp walk: decode_warp_kernel<T, R,
-// true> decodes every tile it can straight from the version-2 tile (in
-// its stage buffer, no copy in global memory) and lists the others; those
-// alone are transcoded into c->v2buf (the other tiles' sizes stay 0) and
-// decoded by the version-1 decoders, which also report every error.
-template <typename T>
-static int launch_decode_v2(fzgpu_ctx *c, const Geo &g, const fzgpu_field *f, const unsigned char *b,
-                            unsigned long long blob_size, unsigned long long index_off,
-                            unsigned long long first_chunk, unsigned long long tile0, unsigned long long nt, T *dst,
-                            cudaStream_t st) {
-    const int rank = tile_rank(g);
-    CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
-    CK(cudaMemsetAsync(c->v2size, 0, nt * sizeof(unsigned), st));
-    const V2Job v = {index_off, first_chunk, v2_span(blob_size, index_off, nt)};
-    const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
-    auto k = rank == 3 ? decode_warp_kernel<T, 3, true> : rank == 2 ? decode_warp_kernel<T, 2, true> : decode_warp_kernel<T, 1, true>;
-    k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, c->toff, c->tsize, dst, c->dlist, c->dcount, f->fill_bits, v);
-    CK(cudaGetLastError());
-    int rc = transcode_v2(c, g, b, blob_size, index_off, first_chunk, tile0, nt, st, c->dlist, c->dcount);
-    if (rc) return rc;
-    return launch_decode<T>(c, g, f, c->v2buf, c->v2off, c->v2size, tile0, nt, dst, st);
 }
 
 extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_blob,
@@ -976,18 +937,14 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     const unsigned char *b = (const unsigned char *)d_blob;
     const unsigned long long *toff = c->toff;
     const unsigned *tsize = c->tsize;
-    if (f->version == 2 && tile_rank(g)) {
-        rc = f->dtype == 1 ? launch_decode_v2<float>(c, g, f, b, blob_size, index_off, first_chunk, tile0, nt, (float *)d_dst, st)
-                           : launch_decode_v2<double>(c, g, f, b, blob_size, index_off, first_chunk, tile0, nt, (double *)d_dst, st);
-    } else if (f->version == 2) {
+    if (f->version == 2) {
         if ((rc = transcode_v2(c, g, b, blob_size, index_off, first_chunk, tile0, nt, st))) return rc;
         b = c->v2buf;
         toff = c->v2off;
         tsize = c->v2size;
     }
-    if (!(f->version == 2 && tile_rank(g)))
-        rc = f->dtype == 1 ? launch_decode<float>(c, g, f, b, toff, tsize, tile0, nt, (float *)d_dst, st)
-                           : launch_decode<double>(c, g, f, b, toff, tsize, tile0, nt, (double *)d_dst, st);
+    rc = f->dtype == 1 ? launch_decode<float>(c, g, f, b, toff, tsize, tile0, nt, (float *)d_dst, st)
+                       : launch_decode<double>(c, g, f, b, toff, tsize, tile0, nt, (double *)d_dst, st);
     if (rc) return rc;
     decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
     CK(cudaGetLastError());

@@ -21,12 +21,6 @@
 // every tail rule (and every decode rule after the codes) is checked by the
 // same code for both versions. Its cost is one read of the v2 tile and one
 // write of the v1 tile.
-// The common tiles skip that copy: decode_warp_kernel<T, R, true> runs
-// transcode_tile itself (v2_fused_head, at the end of this file) into its
-// stage buffer, for the tiles its staged walks take, and lists every
-// other tile (and every tile that does not check out) for this kernel,
-// which then runs over the listed tiles only; so every reject is still
-// found and reported here, or by the v1 decoders after it.
 //
 // A v2 code section (bit 0 of word0) against v1's:
 //   block mask, rate words (a nibble per 16-slot group), the magnitudes'
@@ -75,25 +69,18 @@ __device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
     return x & m0;
 }
 
-// transcode_tile's answer for a valid tile whose version-1 tile would be
-// longer than the room given (not an FZGPU_DE_* code: nothing is wrong).
-#define TC_NOFIT 0x100u
-
 // Checks a version-2 tile's code section (gp: its nw words; n: its
 // values); returns 0 after writing the version-1 tile at o and its bytes
 // to *v1sz (at most 4 nw + V2_SLACK - 16), or an FZGPU_DE_* code, with
-// nothing written, or TC_NOFIT, with nothing written, when the tile checks
-// out but its version-1 tile is longer than cap words. Every return is
-// warp-uniform. gp and o must not overlap.
+// nothing written. Every return is warp-uniform.
 __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ gp, unsigned nw, int n, int lane,
-                                                   unsigned *v1sz, unsigned *__restrict__ o, unsigned cap) {
+                                                   unsigned *v1sz, unsigned *__restrict__ o) {
     const unsigned F = 0xffffffffu;
     const unsigned w0 = gp[0];
     if (w0 & ~0x70001u) return FZGPU_DE_FLAGS;
     if (!(w0 & 1u)) {
         // no codes: the v1 tile is the same bytes (plane mask 0)
         if (nw - 2 > V2_TAIL_MAX / 4) return FZGPU_DE_TRAILTILE;
-        if (nw > cap) return TC_NOFIT;
         *v1sz = 4 * nw;
         for (unsigned i = lane; i < nw; i += 32) o[i] = gp[i];
         return 0;
@@ -218,7 +205,6 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
             words += 1 + 4 * __popc(b);
         }
     }
-    if (2 + words + (nw - te) > cap) return TC_NOFIT;
     *v1sz = 4 * (2 + words + (nw - te));
     if (lane == 0) {
         o[0] = (w0 & 0x70000u) | pm;
@@ -250,17 +236,32 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     return 0;
 }
 
-// Where tile rel of the job lies, before its bytes are read: order is false
-// when its chunk c starts before chunk c - 1 ends (else two chunks' copies
-// could overlap); base: the job's first chunk's offset. Loads the index
-// entries (24 bytes, u32-aligned: fzgpu_decompress) of the job's first
-// chunk, of c and of c - 1.
-__device__ __forceinline__ bool v2_chunk_order(const Geo &g, const unsigned char *__restrict__ blob,
-                                               unsigned long long index_off, unsigned long long first_chunk,
-                                               unsigned long long t, unsigned long long &base) {
+// Tile rel of the job: its version-1 tile at out + v1off[rel] and its size
+// in v1sz[rel] (0: its size was invalid, or it breaks a rule: reported).
+// The offset is (toff[rel] - the job's first chunk's offset) + V2_SLACK *
+// rel, and span bounds the first term: out holds span + V2_SLACK * nt
+// bytes (the header comment says why the tiles cannot overlap there).
+__global__ void __launch_bounds__(TC_W * 32, 6)
+    transcode_v2_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long index_off,
+                        unsigned long long first_chunk, unsigned long long tile0, unsigned long long nt,
+                        unsigned long long span, const unsigned long long *__restrict__ toff,
+                        const unsigned *__restrict__ tsz, unsigned *__restrict__ v1sz,
+                        unsigned long long *__restrict__ v1off, unsigned char *__restrict__ out,
+                        unsigned long long *err) {
+    __shared__ unsigned stage[TC_W][TC_STAGE];
+    const int lane = threadIdx.x & 31;
+    const unsigned long long rel = (unsigned long long)blockIdx.x * TC_W + (threadIdx.x >> 5);
+    if (rel >= nt) return;
+    // All of the tile's first loads in one round trip: its size and offset
+    // (the offset is stale when the size is 0, and not used then), and the
+    // index entries (24 bytes, u32-aligned: fzgpu_decompress) of the job's
+    // first chunk, of the tile's chunk c and of chunk c - 1: c must start
+    // where c - 1 ends or later (else two chunks' copies could overlap).
+    const unsigned sz = tsz[rel];
+    const unsigned long long at = toff[rel];
     const unsigned *ix = (const unsigned *)(blob + index_off);
-    const unsigned long long c = t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
-    base = ix[6 * first_chunk] | (unsigned long long)ix[6 * first_chunk + 1] << 32;
+    const unsigned long long t = tile0 + rel, c = t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
+    const unsigned long long base = ix[6 * first_chunk] | (unsigned long long)ix[6 * first_chunk + 1] << 32;
     bool order = true;
     if (c > first_chunk) {
         const unsigned *e = ix + 6 * c;
@@ -269,50 +270,11 @@ __device__ __forceinline__ bool v2_chunk_order(const Geo &g, const unsigned char
         const unsigned long long pend = poff + (e[-4] | (unsigned long long)e[-3] << 32);
         order = pend >= poff && coff >= pend;
     }
-    return order;
-}
-
-// The place checks of a tile of sz > 0 bytes at blob offset at: 0, or the
-// code transcode_v2_kernel reports (span: see there).
-__device__ __forceinline__ unsigned v2_place_code(bool order, unsigned long long at, unsigned long long base,
-                                                  unsigned sz, unsigned long long span) {
-    return !order || at < base ? FZGPU_DE_INDEX : at - base > span || sz > span - (at - base) ? FZGPU_DE_TRAILTILE : 0u;
-}
-
-// Tile rel of the job: its version-1 tile at out + v1off[rel] and its size
-// in v1sz[rel] (0: its size was invalid, or it breaks a rule: reported).
-// The offset is (toff[rel] - the job's first chunk's offset) + V2_SLACK *
-// rel, and span bounds the first term: out holds span + V2_SLACK * nt
-// bytes (the header comment says why the tiles cannot overlap there).
-// With a list (the tiles the fused warp decoder left: decode_warp.cuh,
-// V2), only the listed tiles, *count of them; the caller zeroed v1sz.
-__global__ void __launch_bounds__(TC_W * 32, 6)
-    transcode_v2_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long index_off,
-                        unsigned long long first_chunk, unsigned long long tile0, unsigned long long nt,
-                        unsigned long long span, const unsigned long long *__restrict__ toff,
-                        const unsigned *__restrict__ tsz, unsigned *__restrict__ v1sz,
-                        unsigned long long *__restrict__ v1off, unsigned char *__restrict__ out,
-                        unsigned long long *err, const unsigned *__restrict__ list, const unsigned *__restrict__ count) {
-    __shared__ unsigned stage[TC_W][TC_STAGE];
-    const int lane = threadIdx.x & 31;
-    unsigned long long rel = (unsigned long long)blockIdx.x * TC_W + (threadIdx.x >> 5);
-    if (list) {
-        if (rel >= *count) return;
-        rel = list[rel];
-    }
-    if (rel >= nt) return;
-    // All of the tile's first loads in one round trip: its size and offset
-    // (the offset is stale when the size is 0, and not used then), and the
-    // index entries of v2_chunk_order.
-    const unsigned sz = tsz[rel];
-    const unsigned long long at = toff[rel];
-    unsigned long long base;
-    const bool order = v2_chunk_order(g, blob, index_off, first_chunk, tile0 + rel, base);
     if (sz == 0) {
         if (lane == 0) v1sz[rel] = 0;
         return;
     }
-    unsigned code = v2_place_code(order, at, base, sz, span);
+    unsigned code = !order || at < base ? FZGPU_DE_INDEX : at - base > span || sz > span - (at - base) ? FZGPU_DE_TRAILTILE : 0u;
     unsigned size = 0;
     const unsigned long long o = at - base + (unsigned long long)V2_SLACK * rel;
     if (!code) {
@@ -344,60 +306,11 @@ __global__ void __launch_bounds__(TC_W * 32, 6)
             __syncwarp();
             gp = s;
         }
-        code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, (unsigned *)(out + o), 0xFFFFFFFFu);
+        code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, (unsigned *)(out + o));
     }
     if (lane == 0) {
         v1sz[rel] = code ? 0u : size;
         v1off[rel] = o;
         if (code) report(err, rel, code);
     }
-}
-
-// A version-2 job for decode_warp_kernel<T, R, true>: what the place checks
-// of transcode_v2_kernel need.
-struct V2Job {
-    unsigned long long index_off, first_chunk, span;
-};
-
-// The version-2 head of decode_warp_kernel (V2; decode_warp.cuh): the
-// version-2 tile at blob offset at (sz bytes, n values) rewritten by
-// transcode_tile as its version-1 tile into the warp's stage buffer sw
-// (ROOM words, the first STAGE of them for the v1 tile), when that is a
-// tile the v1 head stages (full without escapes, or rank 1) and it fits;
-// a tile of at most ROOM / 2 words is first staged at the top of sw (words
-// ROOM - nw2 ...: the decoder's plane buffer, unused until the walk) and
-// its v1 tile must end below it. Returns the v1 tile's words,
-// or 0: the tile goes to the transcode path, which checks and reports it
-// (any reject, any place error, any tile not taken here), so every error
-// keeps the code and tile the transcode path gives.
-template <int R, unsigned STAGE, unsigned ROOM>
-__device__ __forceinline__ unsigned v2_fused_head(const Geo &g, const unsigned char *__restrict__ blob,
-                                                  const V2Job &v, unsigned long long tile0, unsigned long long rel,
-                                                  unsigned long long at, unsigned sz, int n, unsigned *sw, int lane) {
-    unsigned long long base;
-    const bool order = v2_chunk_order(g, blob, v.index_off, v.first_chunk, tile0 + rel, base);
-    const unsigned *gp = (const unsigned *)(blob + at);
-    const unsigned w0 = __ldg(gp);
-    const unsigned nw2 = sz / 4;
-    if (v2_place_code(order, at, base, sz, v.span) || (sz & 3) || (R != 1 && (n != TILE || ((w0 >> 16) & 1))))
-        return 0;
-    const unsigned *tp = gp;
-    unsigned cap = STAGE;
-    if (nw2 <= ROOM / 2) {
-        unsigned *top = sw + ROOM - nw2;
-        for (unsigned i = lane; i < nw2; i += 32) top[i] = __ldcs(gp + i);
-        __syncwarp();
-        tp = top;
-        cap = min(cap, ROOM - nw2);
-    } else {
-#ifdef __CUDA_ARCH__
-        // read from global memory: the parse is a chain of dependent loads
-        for (unsigned i = 32 * lane; i < nw2 + 31; i += 1024)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(gp + min(i, nw2 - 1)));
-#endif
-    }
-    unsigned v1b = 0;
-    const unsigned code = transcode_tile(tp, nw2, n, lane, &v1b, sw, cap);
-    __syncwarp();
-    return code ? 0u : v1b / 4;
 }

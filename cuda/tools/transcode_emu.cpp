@@ -11,12 +11,7 @@
 //  - transcode_v2_kernel over the container in jobs of two chunks (the
 //    offsets chunk_scan_kernel would give), into a buffer of exactly the
 //    size fzgpu_decompress allocates: every tile must get the code and
-//    bytes of the first run, and the accepted copies must not overlap;
-//    per tile also v2_fused_head (decode_warp_kernel's version-2 head) for
-//    ranks 1 and 3 into a stage buffer of exactly the GPU's words: it must
-//    take every tile the GPU's would (those that check out, are staged by
-//    the rank's walks and whose v1 tile fits), with the kernel's v1 bytes,
-//    and no other; and it must take some tile of some container.
+//    bytes of the first run, and the accepted copies must not overlap.
 // So any read or write outside the tile, the bound or the buffer aborts.
 //
 // Input: per container {u64 bytes, the container, u64 index offset, u64
@@ -100,12 +95,6 @@ inline void tile_box(const Geo &, unsigned long long t, unsigned long long &, un
 inline void report(unsigned long long *, unsigned long long rel, unsigned code) { kcode[rel] = code; }
 inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long) { return n / d; }
 inline unsigned block_excl_scan(unsigned, unsigned *, unsigned *) { return 0; }
-static inline unsigned __ldg(const unsigned *p) { return *p; }
-static inline unsigned __ldcs(const unsigned *p) { return *p; }
-#define TILE 4096
-// decode_warp.cuh's DEC_STAGE and its words per warp
-#define EMU_STAGE 1536u
-#define EMU_ROOM 2048u
 
 #include "../transcode.cuh"
 
@@ -163,7 +152,6 @@ int main(int argc, char **argv) {
     std::barrier<> b(32);
     bar = &b;
     int failed = 0;
-    unsigned long long fused = 0, fused_global = 0;  // tiles v2_fused_head took, of them read from global memory
     for (size_t ci = 0; ci < conts.size(); ci++) {
         const Container &C = conts[ci];
         const size_t nt = C.tiles.size();
@@ -175,8 +163,6 @@ int main(int argc, char **argv) {
         std::vector<unsigned long long> toff, v1off;
         std::vector<unsigned> tsz, v1sz;
         unsigned long long span = 0, first_chunk = 0, tile0 = 0, jnt = 0;
-        unsigned *fsw = nullptr;  // v2_fused_head's stage buffer
-        unsigned fnw[2] = {0, 0};
         tile_n.clear();
         for (auto &t : C.tiles) tile_n.push_back(t.n);
         std::vector<std::thread> th;
@@ -192,7 +178,7 @@ int main(int argc, char **argv) {
                     if (l == 0) bound[0] = (unsigned *)malloc(t.bytes + V2_SLACK - 16);
                     b.arrive_and_wait();
                     unsigned sz = 0;
-                    const unsigned c = transcode_tile(in, nw, (int)t.n, l, &sz, bound[0], 0xFFFFFFFFu);
+                    const unsigned c = transcode_tile(in, nw, (int)t.n, l, &sz, bound[0]);
                     if (l == 0) {
                         codes[i] = c;
                         sizes[i] = sz;
@@ -202,22 +188,13 @@ int main(int argc, char **argv) {
                         if (l == 0) outs[i] = (unsigned *)malloc(sizes[i]);
                         b.arrive_and_wait();
                         unsigned sz2 = 0;
-                        // room of exactly its words
-                        const unsigned c2 = transcode_tile(in, nw, (int)t.n, l, &sz2, outs[i], sizes[i] / 4);
+                        const unsigned c2 = transcode_tile(in, nw, (int)t.n, l, &sz2, outs[i]);
                         b.arrive_and_wait();
                         if (c2 != 0 || sz2 != sizes[i] || memcmp(outs[i], bound[0], sizes[i])) {
                             fprintf(stderr, "tile %zu lane %d: second call gives code %u size %u (first: size %u)%s\n",
                                     i, l, c2, sz2, sizes[i], c2 == 0 && sz2 == sizes[i] ? ", other bytes" : "");
                             failed = 1;
                         }
-                        // a word less: TC_NOFIT, writing nothing (no buffer)
-                        unsigned sz3 = 0;
-                        const unsigned c3 = transcode_tile(in, nw, (int)t.n, l, &sz3, nullptr, sizes[i] / 4 - 1);
-                        if (c3 != TC_NOFIT || sz3 != 0) {
-                            fprintf(stderr, "tile %zu lane %d: a room one word short gives code %u size %u\n", i, l, c3, sz3);
-                            failed = 1;
-                        }
-                        b.arrive_and_wait();
                     }
                     b.arrive_and_wait();
                     if (l == 0) free(bound[0]);
@@ -249,35 +226,8 @@ int main(int argc, char **argv) {
                         blockIdx.x = (unsigned)(r / TC_W);
                         threadIdx.x = (unsigned)(r % TC_W) * 32 + l;
                         transcode_v2_kernel(g, C.blob.data(), C.index_off, first_chunk, tile0, jnt, span, toff.data(),
-                                            tsz.data(), v1sz.data(), v1off.data(), jout, nullptr, nullptr, nullptr);
+                                            tsz.data(), v1sz.data(), v1off.data(), jout, nullptr);
                         b.arrive_and_wait();
-                        if (tsz[r] == 0) continue;  // decode_warp_kernel returns before its head
-                        const V2Job v = {C.index_off, first_chunk, span};
-                        const int n = (int)tile_n[tile0 + r];
-                        for (int rk = 0; rk < 2; rk++) {
-                            if (l == 0) fsw = (unsigned *)malloc(EMU_ROOM * 4);
-                            b.arrive_and_wait();
-                            const unsigned nw1 = rk == 0 ? v2_fused_head<1, EMU_STAGE, EMU_ROOM>(g, C.blob.data(), v, tile0, r, toff[r], tsz[r], n, fsw, l)
-                                                         : v2_fused_head<3, EMU_STAGE, EMU_ROOM>(g, C.blob.data(), v, tile0, r, toff[r], tsz[r], n, fsw, l);
-                            if (l == 0) fnw[rk] = nw1;
-                            b.arrive_and_wait();
-                            if (l == 0) {
-                                const unsigned nw2 = tsz[r] / 4, w0 = *(const unsigned *)(C.blob.data() + toff[r]);
-                                const unsigned cap = nw2 <= EMU_ROOM / 2 ? std::min(EMU_STAGE, EMU_ROOM - nw2) : EMU_STAGE;
-                                const bool walks = rk == 0 || (n == TILE && !((w0 >> 16) & 1));
-                                const bool take = kcode[r] == 0 && walks && v1sz[r] / 4 <= cap;
-                                if (nw1 != (take ? v1sz[r] / 4 : 0u) || (take && memcmp(fsw, jout + v1off[r], v1sz[r]))) {
-                                    fprintf(stderr, "container %zu tile %llu rank %d: v2_fused_head gives %u words, want %u%s\n", ci,
-                                            (unsigned long long)(tile0 + r), rk ? 3 : 1, nw1, take ? v1sz[r] / 4 : 0u,
-                                            nw1 == (take ? v1sz[r] / 4 : 0u) ? " (other bytes)" : "");
-                                    failed = 1;
-                                }
-                                fused += take;
-                                fused_global += take && nw2 > EMU_ROOM / 2;
-                                free(fsw);
-                            }
-                            b.arrive_and_wait();
-                        }
                     }
                     if (l == 0) {
                         std::vector<std::pair<unsigned long long, unsigned>> spans;
@@ -304,7 +254,6 @@ int main(int argc, char **argv) {
                 }
             });
         for (auto &x : th) x.join();
-        (void)fnw;
         if (failed) return 1;
         for (size_t i = 0; i < nt; i++) {
             const unsigned hdr[2] = {codes[i], codes[i] ? 0 : sizes[i]};
@@ -315,11 +264,5 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (fused == 0) {
-        fprintf(stderr, "v2_fused_head took no tile\n");
-        return 1;
-    }
-    fprintf(stderr, "v2_fused_head took %llu tiles (ranks 1 and 3), %llu of them parsed from the blob (not staged)\n", fused,
-            fused_global);
     return fclose(o) ? 1 : 0;
 }
