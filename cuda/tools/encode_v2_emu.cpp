@@ -28,6 +28,8 @@
 #define __host__
 #define __forceinline__ inline
 
+#include "warp_emu.h"
+
 struct uint4 {
     unsigned x, y, z, w;
 };
@@ -36,35 +38,7 @@ struct Geo {
     int unused;
 };
 
-static std::barrier<> *bar;
-static unsigned xch[32];
-thread_local int my_lane;
-static inline unsigned __popc(unsigned x) { return __builtin_popcount(x); }
 static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-static void __syncwarp() { bar->arrive_and_wait(); }
-static unsigned __shfl_sync(unsigned, unsigned v, int src) {
-    xch[my_lane] = v;
-    bar->arrive_and_wait();
-    const unsigned r = xch[src];
-    bar->arrive_and_wait();
-    return r;
-}
-static unsigned __shfl_up_sync(unsigned, unsigned v, int d) {
-    xch[my_lane] = v;
-    bar->arrive_and_wait();
-    const unsigned r = my_lane >= d ? xch[my_lane - d] : v;
-    bar->arrive_and_wait();
-    return r;
-}
-static unsigned __ballot_sync(unsigned, bool p) {
-    xch[my_lane] = p;
-    bar->arrive_and_wait();
-    unsigned r = 0;
-    for (int i = 0; i < 32; i++) r |= (xch[i] ? 1u : 0u) << i;
-    bar->arrive_and_wait();
-    return r;
-}
-static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
 static unsigned __reduce_or_sync(unsigned, unsigned v) {
     xch[my_lane] = v;
     bar->arrive_and_wait();
@@ -73,7 +47,6 @@ static unsigned __reduce_or_sync(unsigned, unsigned v) {
     bar->arrive_and_wait();
     return r;
 }
-static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 // (hi:lo) >> (s & 31), the low word (PTX shf.r.wrap)
 static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
     s &= 31;
@@ -90,14 +63,6 @@ static unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, 
 // per 16-bit half: 0xFFFF where the halves differ
 static unsigned __vcmpne2(unsigned a, unsigned b) {
     return ((a & 0xFFFFu) != (b & 0xFFFFu) ? 0xFFFFu : 0u) | ((a >> 16) != (b >> 16) ? 0xFFFF0000u : 0u);
-}
-// as fzgpu.cu's
-template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
-    for (int o = 1; o < N; o <<= 1) {
-        const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    return x;
 }
 static inline unsigned bitsel(unsigned a, unsigned b, unsigned m) { return (a & m) | (b & ~m); }
 

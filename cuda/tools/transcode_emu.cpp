@@ -37,6 +37,9 @@
 #define __shared__ static
 #define NT 512
 #define NWARPS 16
+
+#include "warp_emu.h"
+
 struct Geo {
     unsigned long long per_chunk, mpc;
 };
@@ -44,43 +47,7 @@ struct U3 {
     unsigned x;
 };
 thread_local U3 threadIdx, blockIdx;
-#define __syncwarp() bar->arrive_and_wait()
 
-static std::barrier<> *bar;
-static unsigned xch[32];
-thread_local int my_lane;
-static inline unsigned __popc(unsigned x) { return __builtin_popcount(x); }
-static unsigned __shfl_sync(unsigned, unsigned v, int src) {
-    xch[my_lane] = v;
-    bar->arrive_and_wait();
-    const unsigned r = xch[src];
-    bar->arrive_and_wait();
-    return r;
-}
-static unsigned __shfl_up_sync(unsigned, unsigned v, int d) {
-    xch[my_lane] = v;
-    bar->arrive_and_wait();
-    const unsigned r = my_lane >= d ? xch[my_lane - d] : v;
-    bar->arrive_and_wait();
-    return r;
-}
-static unsigned __ballot_sync(unsigned, bool p) {
-    xch[my_lane] = p;
-    bar->arrive_and_wait();
-    unsigned r = 0;
-    for (int i = 0; i < 32; i++) r |= (xch[i] ? 1u : 0u) << i;
-    bar->arrive_and_wait();
-    return r;
-}
-static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
-// as fzgpu.cu's
-template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
-    for (int o = 1; o < N; o <<= 1) {
-        const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    return x;
-}
 // used by the kernels around transcode_tile, which are not run here
 static unsigned long long __shfl_up_sync(unsigned, unsigned long long, int) { abort(); }
 static void __syncthreads() { abort(); }

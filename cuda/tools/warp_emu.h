@@ -1,0 +1,45 @@
+// warp_emu.h: the warp intrinsics the host emulations of the v2 kernels
+// (encode_v2_emu.cpp, transcode_emu.cpp) need. 32 threads play a warp's
+// lanes (each sets my_lane); shuffles, ballots, votes and __syncwarp meet at
+// one barrier, so a lane that skips a warp-wide call deadlocks the run
+// instead of passing. The runner creates `bar` for 32 threads.
+#pragma once
+#include <barrier>
+
+static std::barrier<> *bar;
+static unsigned xch[32];
+thread_local int my_lane;
+static inline unsigned __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+static void __syncwarp() { bar->arrive_and_wait(); }
+static unsigned __shfl_sync(unsigned, unsigned v, int src) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    const unsigned r = xch[src];
+    bar->arrive_and_wait();
+    return r;
+}
+static unsigned __shfl_up_sync(unsigned, unsigned v, int d) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    const unsigned r = my_lane >= d ? xch[my_lane - d] : v;
+    bar->arrive_and_wait();
+    return r;
+}
+static unsigned __ballot_sync(unsigned, bool p) {
+    xch[my_lane] = p;
+    bar->arrive_and_wait();
+    unsigned r = 0;
+    for (int i = 0; i < 32; i++) r |= (xch[i] ? 1u : 0u) << i;
+    bar->arrive_and_wait();
+    return r;
+}
+static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
+// as fzgpu.cu's
+template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
+    for (int o = 1; o < N; o <<= 1) {
+        const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
