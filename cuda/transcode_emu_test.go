@@ -172,7 +172,7 @@ func TestTranscodeEmulated(t *testing.T) {
 		if first != 0 {
 			gerr = fmt.Errorf("transcode rejects a tile: %s", decodeReasons[first])
 		} else {
-			_, gout, gerr = fz.Decompress(ctx, e.c.asV1(v1))
+			_, gout, gerr = fz.Decompress(ctx, e.c.assemble(1, v1))
 		}
 		switch {
 		case (cerr == nil) != (gerr == nil):
@@ -189,29 +189,4 @@ func TestTranscodeEmulated(t *testing.T) {
 		t.Errorf("transcode_emu wrote %d bytes, the tiles take %d", len(ob), at)
 	}
 	t.Logf("%d containers decode alike, %d rejected alike; transcode results per tile (0 = ok, else FZGPU_DE_*): %v", same, rejected, codes)
-}
-
-// asV1 is the container as version 1 with the given tiles per chunk.
-func (c *v2Container) asV1(tiles [][][]byte) []byte {
-	le := binary.LittleEndian
-	io := c.h.IndexOffset()
-	out := append([]byte(nil), c.blob[:c.h.HeaderSize]...)
-	le.PutUint16(out[4:], 1)
-	le.PutUint32(out[io-4:], fz.CRC32C(out[:io-4]))
-	for i := range c.h.Chunks {
-		start := uint64(len(out))
-		for _, tl := range tiles[i] {
-			out = le.AppendUint32(out, uint32(len(tl)))
-		}
-		for _, tl := range tiles[i] {
-			out = append(out, tl...)
-		}
-		e := io + uint64(24*i)
-		le.PutUint64(out[e:], start)
-		le.PutUint64(out[e+8:], uint64(len(out))-start)
-		le.PutUint32(out[e+16:], fz.CRC32C(out[start:]))
-	}
-	ie := io + uint64(24*len(c.h.Chunks))
-	le.PutUint32(out[ie:], fz.CRC32C(out[io:ie]))
-	return out
 }

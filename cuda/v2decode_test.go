@@ -478,30 +478,39 @@ func (c *v2Container) tiles(ch int) [][2]uint64 {
 	return out
 }
 
+// replace is the container with tile ti of chunk ch replaced.
 func (c *v2Container) replace(ch, ti int, tile []byte) []byte {
+	tiles := make([][][]byte, len(c.h.Chunks))
+	for i := range tiles {
+		for j, r := range c.tiles(i) {
+			if i == ch && j == ti {
+				tiles[i] = append(tiles[i], tile)
+			} else {
+				tiles[i] = append(tiles[i], c.blob[r[0]:r[1]])
+			}
+		}
+	}
+	return c.assemble(c.h.Version, tiles)
+}
+
+// assemble is the container with c's header (its version field set to
+// version) and the given tiles per chunk (FORMAT.md §6: each chunk a size
+// table and its tiles), with the index and every checksum written anew.
+func (c *v2Container) assemble(version uint16, tiles [][][]byte) []byte {
 	le := binary.LittleEndian
 	io := c.h.IndexOffset()
 	out := append([]byte(nil), c.blob[:c.h.HeaderSize]...)
+	if version != c.h.Version {
+		le.PutUint16(out[4:], version)
+		le.PutUint32(out[io-4:], fz.CRC32C(out[:io-4]))
+	}
 	for i := range c.h.Chunks {
 		start := uint64(len(out))
-		if i != ch {
-			out = append(out, c.blob[c.h.Chunks[i].Offset:c.h.Chunks[i].Offset+c.h.Chunks[i].Size]...)
-		} else {
-			ts := c.tiles(i)
-			for j, r := range ts {
-				sz := r[1] - r[0]
-				if j == ti {
-					sz = uint64(len(tile))
-				}
-				out = le.AppendUint32(out, uint32(sz))
-			}
-			for j, r := range ts {
-				if j == ti {
-					out = append(out, tile...)
-				} else {
-					out = append(out, c.blob[r[0]:r[1]]...)
-				}
-			}
+		for _, tl := range tiles[i] {
+			out = le.AppendUint32(out, uint32(len(tl)))
+		}
+		for _, tl := range tiles[i] {
+			out = append(out, tl...)
 		}
 		e := io + uint64(24*i)
 		le.PutUint64(out[e:], start)
