@@ -58,20 +58,27 @@ func fixCRCs(b []byte) {
 	binary.LittleEndian.PutUint32(b[ie:], crc32c(b[hs:ie]))
 }
 
-func TestCorruptionDetected(t *testing.T) {
-	_, blob := sampleContainer(t)
-	ctx := context.Background()
-	r := rand.New(rand.NewPCG(5, 6))
-	for i := 0; i < 2000; i++ {
+// flipsDetected flips n random bytes of blob, one at a time, and requires
+// each flip to be an ErrFormat error.
+func flipsDetected(t *testing.T, blob []byte, seed uint64, n int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(5, seed))
+	for i := 0; i < n; i++ {
 		b := append([]byte(nil), blob...)
 		pos := r.IntN(len(b))
 		b[pos] ^= byte(1 + r.IntN(255))
-		if _, _, err := Decompress(ctx, b); err == nil {
+		if _, _, err := Decompress(context.Background(), b); err == nil {
 			t.Fatalf("flip at byte %d of %d went undetected", pos, len(b))
 		} else if !errors.Is(err, ErrFormat) {
 			t.Fatalf("flip at byte %d: error %v does not wrap ErrFormat", pos, err)
 		}
 	}
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	_, blob := sampleContainer(t)
+	ctx := context.Background()
+	flipsDetected(t, blob, 6, 2000)
 	for _, n := range []int{0, 3, 50, 87, 200, len(blob) - 1} {
 		if _, _, err := Decompress(ctx, blob[:n]); err == nil {
 			t.Fatalf("truncation to %d bytes went undetected", n)
