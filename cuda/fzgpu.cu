@@ -21,6 +21,10 @@
 //                                 on the sizes (never on scheduling order).
 //   tables_kernel                 tile-size tables, stats, the result
 //                                 (tables.cuh).
+//   gather_kernel                 GPU-resident snapshots: the job's bytes
+//                                 appended to the snapshot's device buffer,
+//                                 each chunk's CRC32C (gather.cuh,
+//                                 crc32c.cuh; fzgpu_gather).
 // Decompress, per job (decode.cuh):
 //   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
 //   transcode_v2_kernel           version 2 only (transcode.cuh): the tiles
@@ -405,6 +409,8 @@ static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 
 }
 
 #include "tables.cuh"
+#include "crc32c.cuh"
+#include "gather.cuh"
 
 // ---------------------------------------------------------------- decode
 
@@ -574,6 +580,15 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
                           (const void *)decode_warp_kernel<double, 2>, (const void *)decode_warp_kernel<double, 3>};
     for (int i = 0; i < 6 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess) {
+        fzgpu_destroy(c);
+        return FZGPU_E_CUDA + (int)e;
+    }
+    if (e == cudaSuccess) {  // gather.cuh's powers of x (the same on every device)
+        unsigned x8[64];
+        crc32c_x8_table(x8);
+        e = cudaMemcpyToSymbol(c_crc_x8, x8, sizeof x8);
+    }
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
         return FZGPU_E_CUDA + (int)e;
@@ -808,6 +823,24 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     }
     c->job_clean = 1;
     if (dres == c->res) CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
+    return 0;
+}
+
+extern "C" int fzgpu_gather(fzgpu_ctx *c, void *stream, const fzgpu_field *f, uint64_t first_chunk, uint64_t nchunks,
+                            const void *d_job, uint64_t job_cap, void *d_dst, uint64_t dst_cap, uint64_t *d_state,
+                            uint32_t *d_crc) {
+    Geo g;
+    if (!c || !d_job || !d_dst || !d_state || !d_crc || ((uintptr_t)d_job & 3) || ((uintptr_t)d_dst & 3))
+        return FZGPU_E_ARG;
+    int rc = make_geo(f, &g);
+    if (rc) return rc;
+    unsigned long long tile0, nt = job_tiles(g, first_chunk, nchunks, &tile0);
+    if (nt == 0 || nt > c->max_tiles || nchunks > 0x7FFFFFFFull) return FZGPU_E_ARG;
+    CK(cudaSetDevice(c->device));
+    gather_kernel<<<(unsigned)nchunks, GATHER_T, 0, (cudaStream_t)stream>>>(
+        g.per_chunk, tile0, nt, first_chunk, c->tprefix, c->tsize, (const unsigned *)d_job, job_cap,
+        (unsigned *)d_dst, dst_cap, (unsigned long long *)d_state, d_crc);
+    CK(cudaGetLastError());
     return 0;
 }
 

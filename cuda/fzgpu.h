@@ -25,8 +25,10 @@ extern "C" {
 
 /* ABI 4 removed fzgpu_copy_out (the copy back is the caller's cudaMemcpyAsync).
  * ABI 5 added GPU-resident snapshots: device UUIDs, priority streams, CUDA
- * IPC memory and event handles (ipc.cu). */
-#define FZGPU_ABI_VERSION 6
+ * IPC memory and event handles (ipc.cu). ABI 6 added fzgpu_field.version.
+ * ABI 7 added fzgpu_gather (a snapshot assembled and checksummed on the
+ * device). */
+#define FZGPU_ABI_VERSION 7
 
 enum {
     FZGPU_OK = 0,
@@ -126,6 +128,20 @@ int fzgpu_prepare(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void
 int fzgpu_compress(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, const void *d_src,
                    uint64_t first_chunk, uint64_t nchunks, void *d_out, uint64_t out_cap,
                    fzgpu_result *h_res);
+
+/* A snapshot's chunks assembled on the device (ABI 7; gather.cuh). Right
+ * after fzgpu_compress(_at) of chunks [first_chunk, first_chunk+nchunks)
+ * into d_job (job_cap bytes) on the same context and stream, copies the
+ * job's bytes to d_dst + d_state[0] and each chunk's CRC32C (as the chunk
+ * index holds it) to d_crc[first_chunk + i], then adds the job's bytes to
+ * d_state[0]. Where they would pass dst_cap nothing is copied and
+ * d_state[1] is set, but d_state[0] still grows: after the snapshot's last
+ * job it is the size d_dst needs. d_state is 3 u64 of device memory, zero
+ * before a snapshot's first job and left with d_state[2] = 0; jobs run in
+ * chunk order (a job's fzgpu_gather after the previous one's). */
+int fzgpu_gather(fzgpu_ctx *ctx, void *stream, const fzgpu_field *f, uint64_t first_chunk, uint64_t nchunks,
+                 const void *d_job, uint64_t job_cap, void *d_dst, uint64_t dst_cap, uint64_t *d_state,
+                 uint32_t *d_crc);
 
 /* Streaming (ABI 2): a field larger than device memory, or arriving in
  * pieces, is compressed from a device buffer holding only part of it.

@@ -22,7 +22,7 @@ import (
 // LibName is the shared library's file name.
 const LibName = "libfzgpu.so"
 
-const abiVersion = 6
+const abiVersion = 7
 
 // field mirrors fzgpu_field (96 bytes).
 type field struct {
