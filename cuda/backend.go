@@ -252,7 +252,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 			set.Progress(uint64(len(src))*end/g.Tiles, uint64(len(src)))
 		}
 	}
-	if err := finishContainer(p, g, ver, res, out, hsz, set.Workers, &st); errors.Is(err, errBoundOnHost) {
+	if err := finishContainer(p, g, ver, res, out, hsz, set.Workers, nil, &st); errors.Is(err, errBoundOnHost) {
 		return fz.CPU().Compress(ctx, src, p, opts...)
 	} else if err != nil {
 		return nil, fz.Stats{}, err
@@ -273,7 +273,9 @@ func headerSize(p fz.Params, g fz.Geometry) uint64 {
 // finishContainer writes the header (container version ver) and chunk
 // index into out[:hsz] for the chunks the device wrote after it (res is
 // the last job's result) and completes st.
-func finishContainer(p fz.Params, g fz.Geometry, ver uint16, res result, out []byte, hsz uint64, workers int, st *fz.Stats) error {
+// crcs, if not nil, are the chunks' CRC32C computed on the device
+// (fzgpu_gather), one per chunk; else the host computes them.
+func finishContainer(p fz.Params, g fz.Geometry, ver uint16, res result, out []byte, hsz uint64, workers int, crcs []uint32, st *fz.Stats) error {
 	// The bound rule lives in fz.DeriveBound; the device computes it too
 	// (its range is there) but not past the float64 range (then it has
 	// +Inf): such a field is refused, or redone on the CPU.
@@ -286,7 +288,7 @@ func finishContainer(p fz.Params, g fz.Geometry, ver uint16, res result, out []b
 	}
 	h := fz.NewHeader(p, g, absEB, step, res.rangeMin, res.rangeMax, res.haveRange != 0)
 	h.Version = ver
-	if err := indexChunks(h, g, out, hsz, workers); err != nil {
+	if err := indexChunks(h, g, out, hsz, workers, crcs); err != nil {
 		return err
 	}
 	h.PutHeader(out)
@@ -296,8 +298,9 @@ func finishContainer(p fz.Params, g fz.Geometry, ver uint16, res result, out []b
 }
 
 // indexChunks fills h.Chunks by walking the chunks' tile tables from hsz
-// and checksumming each chunk (in parallel).
-func indexChunks(h *fz.Header, g fz.Geometry, out []byte, hsz uint64, workers int) error {
+// and checksumming each chunk (in parallel), or taking the device's
+// checksums (crcs, one per chunk, where not nil).
+func indexChunks(h *fz.Header, g fz.Geometry, out []byte, hsz uint64, workers int, crcs []uint32) error {
 	pos := hsz
 	for c := range h.Chunks {
 		first, end := g.ChunkTiles(uint64(c))
@@ -314,6 +317,15 @@ func indexChunks(h *fz.Header, g fz.Geometry, out []byte, hsz uint64, workers in
 	}
 	if pos != uint64(len(out)) {
 		return fmt.Errorf("GPU output is %d bytes, its tile tables say %d", len(out), pos)
+	}
+	if crcs != nil {
+		if len(crcs) != len(h.Chunks) {
+			return fmt.Errorf("the GPU checksummed %d chunks, the container has %d", len(crcs), len(h.Chunks))
+		}
+		for c := range h.Chunks {
+			h.Chunks[c].CRC = crcs[c]
+		}
+		return nil
 	}
 	parallelChunks(len(h.Chunks), workers, func(c int) {
 		ch := &h.Chunks[c]

@@ -325,7 +325,7 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, r
 	}
 	h := fz.NewHeader(p, g, res.absEB, res.step, res.rangeMin, res.rangeMax, res.haveRange != 0)
 	h.Version = ver
-	if err := indexChunks(h, g, blob, hsz, 0); err != nil {
+	if err := indexChunks(h, g, blob, hsz, 0, nil); err != nil {
 		return BenchCase{}, err
 	}
 	h.PutHeader(blob)

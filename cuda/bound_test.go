@@ -26,11 +26,11 @@ func TestFinishContainerBound(t *testing.T) {
 	// The device's result for [-1.7e308, 1.7e308] today: +Inf, MaxFloat64.
 	res := result{absEB: math.Inf(1), step: math.MaxFloat64, rangeMin: -1.7e308, rangeMax: 1.7e308, haveRange: 1}
 	var st fz.Stats
-	if err := finishContainer(p, g, fz.DefaultVersion, res, make([]byte, hsz), hsz, 1, &st); !errors.Is(err, errBoundOnHost) {
+	if err := finishContainer(p, g, fz.DefaultVersion, res, make([]byte, hsz), hsz, 1, nil, &st); !errors.Is(err, errBoundOnHost) {
 		t.Fatalf("overflowing range: %v, want errBoundOnHost (CPU fallback)", err)
 	}
 	p.Bound = 2
-	if err := finishContainer(p, g, fz.DefaultVersion, res, make([]byte, hsz), hsz, 1, &st); err == nil || !strings.Contains(err.Error(), "exceeds the largest float64") {
+	if err := finishContainer(p, g, fz.DefaultVersion, res, make([]byte, hsz), hsz, 1, nil, &st); err == nil || !strings.Contains(err.Error(), "exceeds the largest float64") {
 		t.Fatalf("overflowing bound: %v, want a refusal", err)
 	}
 }

@@ -204,6 +204,11 @@ func (ln *lane) gpuSpan(out *time.Duration) error {
 			return err
 		}
 	}
+	if ln.g.cpDone != 0 { // the copies back of a snapshot assembled on the device
+		if err := l.cerr(l.streamWait(s.dev, s0.stream, ln.g.cpDone), "stream wait"); err != nil {
+			return err
+		}
+	}
 	if err := l.cerr(l.eventRecord(s.dev, ln.gt1, s0.stream), "record event"); err != nil {
 		return err
 	}

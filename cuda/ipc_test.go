@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -304,8 +305,10 @@ func checkDeviceOutputs(t *testing.T, s *Streamer, snap DeviceSnapshot, p fz.Par
 				t.Fatalf("%s: GPU-resident container differs from the CPU's (%d vs %d bytes, first difference at %d)", what, len(got), len(want), firstDiff(got, want))
 			}
 			inPlace := len(got) > 0 && out.b != nil && unsafe.SliceData(got) == unsafe.SliceData(out.b[:1])
-			runExact := exact || deviceLanesExact(s)
-			if wantIn := runExact && out.name == "pinned blob"; inPlace != wantIn {
+			// exact copy-back and device assembly both copy into a pinned
+			// blob that holds the snapshot
+			inPinned := exact || deviceLanesExact(s) || deviceLanesGather(s)
+			if wantIn := inPinned && out.name == "pinned blob"; inPlace != wantIn {
 				t.Fatalf("%s: blob in the given pinned memory: %v, want %v", what, inPlace, wantIn)
 			}
 			if tm.GPU <= 0 {
@@ -323,4 +326,65 @@ func deviceLanesExact(s *Streamer) bool {
 	ln := <-pool
 	defer func() { pool <- ln }()
 	return ln.exact
+}
+
+// deviceLanesGather says the streamer's device lanes assemble snapshots on
+// the device (gather.go), and how many snapshots they ran again into a
+// larger buffer; nothing may be compressing.
+func deviceLanesGather(s *Streamer) bool {
+	g, _ := deviceGatherRedos(s)
+	return g
+}
+
+func deviceGatherRedos(s *Streamer) (gather bool, redos int) {
+	pool, _ := s.deviceLanes()
+	var lns []*lane
+	for range cap(pool) {
+		ln := <-pool
+		lns = append(lns, ln)
+		gather = gather || ln.gather
+		redos += ln.g.redos
+	}
+	for _, ln := range lns {
+		pool <- ln
+	}
+	return gather, redos
+}
+
+// A snapshot whose chunks do not fit the device buffer (an eighth of the
+// snapshot at first: here a noisy field at a tight bound, ratio ~1.5) is
+// compressed again into one of the size the device counted: the bytes are
+// still the CPU's, and the next snapshot fits at once.
+func TestDeviceIPCGatherRegrow(t *testing.T) {
+	s := newStreamer(t, 0, StreamOptions{Lanes: 1, ArenaBytes: 16 << 20, DeviceLanes: 1, DeviceJobTiles: 256})
+	dims := []uint64{64, 256, 384}
+	raw := make([]byte, 4*64*256*384)
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < len(raw); i += 4 {
+		binary.LittleEndian.PutUint32(raw[i:], math.Float32bits(r.Float32()))
+	}
+	prod := startIPCProducer(t, raw, "pg")
+	p := fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Abs, Bound: 1e-6}
+	want, st, err := fz.CPU().Compress(context.Background(), raw, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(want)) <= uint64(len(raw))/8+1<<20 {
+		t.Fatalf("the field compresses to %d bytes (ratio %.2f): too well to outgrow the first buffer", len(want), st.Ratio())
+	}
+	if !deviceLanesGather(s) {
+		t.Skip("device lanes do not assemble on the device (FZ_GPU_GATHER=0 or FZ_GPU_EXACT=1 in the environment)")
+	}
+	for i, wantRedos := range []int{1, 1} {
+		got, _, _, err := s.CompressDevice(context.Background(), prod.snap, p)
+		if err != nil {
+			t.Fatalf("snapshot %d: %v", i, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("snapshot %d: container differs from the CPU's (%d vs %d bytes, first difference at %d)", i, len(got), len(want), firstDiff(got, want))
+		}
+		if _, redos := deviceGatherRedos(s); redos != wantRedos {
+			t.Fatalf("after snapshot %d: %d snapshots ran again, want %d", i, redos, wantRedos)
+		}
+	}
 }

@@ -71,6 +71,7 @@ type library struct {
 	prepareRange   func(ctx, stream uintptr, f *field) int32
 	paramsCopy     func(dst, src, stream uintptr) int32
 	compressAt     func(ctx, stream uintptr, f *field, src uintptr, elem0, first, n uint64, out uintptr, cap uint64, res unsafe.Pointer) int32
+	gather         func(ctx, stream uintptr, f *field, first, n uint64, job uintptr, jobCap uint64, dst uintptr, dstCap uint64, state, crc uintptr) int32
 	hostRegisterRO func(p unsafe.Pointer, size uint64) int32
 	copyH2DHost    func(dev int32, dst uintptr, src uintptr, size uint64, kind int32, s uintptr) int32
 	streamWait     func(dev int32, s, ev uintptr) int32
@@ -167,7 +168,7 @@ func load() (*library, error) {
 		{&l.compressBound, "fzgpu_compress_bound"}, {&l.prepare, "fzgpu_prepare"},
 		{&l.compress, "fzgpu_compress"}, {&l.decompress, "fzgpu_decompress"},
 		{&l.rangeOf, "fzgpu_range"}, {&l.prepareRange, "fzgpu_prepare_range"},
-		{&l.paramsCopy, "fzgpu_params_copy"}, {&l.compressAt, "fzgpu_compress_at"},
+		{&l.paramsCopy, "fzgpu_params_copy"}, {&l.compressAt, "fzgpu_compress_at"}, {&l.gather, "fzgpu_gather"},
 		{&l.hostRegisterRO, "fzgpu_host_register_ro"}, {&l.copyH2DHost, "fzgpu_memcpy_async"},
 		{&l.streamWait, "fzgpu_stream_wait_event"}, {&l.eventSync, "fzgpu_event_sync"},
 		{&l.eventBlocking, "fzgpu_event_create_blocking"},

@@ -112,7 +112,9 @@ type Streamer struct {
 	trRef uintptr
 	// ipc caches other processes' device memory and events (ipc.go)
 	ipc ipcCache
-	mem uint64 // device memory (deviceLaneConfig)
+	// turns order the device lanes' kernels (gather.go)
+	turns deviceTurns
+	mem   uint64 // device memory (deviceLaneConfig)
 	// dl: the lanes of GPU-resident snapshots, made at the first one
 	dl struct {
 		mu    sync.Mutex
@@ -146,6 +148,10 @@ type lane struct {
 	// perTile: compressed bytes per tile of the last job collected, the
 	// basis of the next jobs' copy-back estimate (0: none yet)
 	perTile float64
+	// gather: a device lane that assembles GPU-resident snapshots on the
+	// device (gather.go), in g
+	gather bool
+	g      gatherBufs
 }
 
 // slot is one CUDA stream of a lane and what a job on it needs.
@@ -202,31 +208,35 @@ var exactCopyBack = os.Getenv("FZ_GPU_EXACT") == "1"
 func ExactCopyBack() bool { return exactCopyBack }
 
 // pinnedSlot allocates a lane's pinned output slot; device lanes that copy
-// back exact counts have none (they copy into the blob).
+// back exact counts or assemble snapshots on the device have none (they
+// copy into the blob).
 func pinnedSlot(l *library, device, exact bool, n uint64, p *unsafe.Pointer) int32 {
-	if device && exact {
+	if device && (exact || !gatherOff) {
 		return 0
 	}
 	return l.hostAlloc(n, p)
 }
 
-// Device lanes: what bounds a GPU-resident snapshot is not the PCIe link
-// (nothing is uploaded) but, per snapshot, the host's part (waiting for
-// each job, appending and checksumming its bytes, 17-25 ms per 1 GiB) and
-// the copy back of the compressed bytes; both overlap across lanes, so
-// device snapshots want more lanes than host ones (whose count is set for
-// the upload link: more than 4 only add host work there), and larger jobs
-// (fewer host round trips per snapshot). Measured on one H100, 1 GiB
-// smooth3d snapshots at rel 1e-3, the lanes shared with host snapshots as
-// before (docs/PIPELINE.md): 4 lanes of 2048-tile jobs 3.3-4.2x pinned
-// H2D in four machine starts, 8 lanes of 8192 4.5-5.2x in six. Their
-// memory: no arena; Streams x (device output slot = compressBound(f64),
-// pinned host slot of the same size, context scratch) per lane, 14.8 GB of
-// device and 11.5 GB of pinned host memory for 8 lanes of 8192 tiles.
+// Device lanes: a GPU-resident snapshot needs no upload, so what bounds
+// them is the GPU and each snapshot's serial part. They assemble each
+// snapshot on the device (gather.go), take turns for their kernels, and
+// by default run one job per snapshot of up to 64 Ki tiles (1 GiB of f32)
+// on one stream each: the kernels then run as `fzsidecar bench` runs them,
+// one field after another, while the lanes' copies back and host parts
+// overlap. Measured on one H100 (docs/PIPELINE.md, 1 GiB smooth3d
+// snapshots at rel 1e-3, container version 2, one call): 4 lanes x 65536
+// tiles x 1 stream 675 GB/s (0.60x kernel-only), 4 x 32768 x 2 streams
+// 627, 6 x 65536 x 1 744; without turns 501-506; before device assembly
+// (8 x 8192 x 3 streams, host appends and checksums) 385. Memory: no
+// arena; per lane and stream a device output slot of compressBound(f64)
+// and a codec context; per lane the snapshot buffer (an eighth of the
+// snapshot at first): 15.9 GB of device memory for 4 lanes of 64 Ki tiles,
+// no pinned slots (the blobs are pinned, pipeline/pinnedblobs.go).
 const (
-	deviceLanesDefault = 8
-	deviceJobTilesMax  = 8192
-	deviceJobTilesMin  = 2048
+	deviceLanesDefault  = 4
+	deviceJobTilesMax   = 65536
+	deviceJobTilesMin   = 2048
+	deviceStreamsGather = 1
 	// boundPerTileF64 is fzgpu_compress_bound(f64, 1): a job's worst-case
 	// output per tile (its device output slot).
 	boundPerTileF64 = 58456
@@ -237,10 +247,10 @@ const (
 
 // deviceLaneConfig picks the lanes and job tiles of GPU-resident snapshots
 // on a device with mem bytes of memory: the given values where set (>0),
-// else 8 lanes and the largest job of 8192 down to 2048 tiles whose lanes'
+// else 4 lanes and the largest job of 65536 down to 2048 tiles whose lanes'
 // device memory fits in a fifth of the device (the rest stays with the
-// simulation that shares the GPU and the host lanes' arenas): 8 x 8192 on
-// an 80 GB H100 or a 141 GB H200, 8 x 2048 on 40 GB. An explicitly set job
+// simulation that shares the GPU and the host lanes' arenas): 4 x 65536 on
+// an 80 GB H100 or a 141 GB H200, 4 x 16384 on 40 GB. An explicitly set job
 // size wins over the memory rule, and lanes shrink (to at least 2) before
 // jobs go under 2048 tiles.
 func deviceLaneConfig(mem uint64, streams, lanes int, tiles uint64) (int, uint64) {
@@ -328,7 +338,22 @@ func (s *Streamer) DeviceLaneCount() int {
 }
 
 func (s *Streamer) deviceLaneConfig() (int, uint64) {
-	return deviceLaneConfig(s.mem, s.o.Streams, cmpInt(s.o.DeviceLanes, envDeviceLanes()), cmpU64(s.o.DeviceJobTiles, envDeviceJobTiles()))
+	return deviceLaneConfig(s.mem, s.deviceStreams(), cmpInt(s.o.DeviceLanes, envDeviceLanes()), cmpU64(s.o.DeviceJobTiles, envDeviceJobTiles()))
+}
+
+// deviceStreams is the streams per device lane: 1 where the lanes assemble
+// snapshots on the device (a snapshot is one job of up to 64 Ki tiles; two
+// jobs of 32 Ki on two streams ran side by side, 0.93x as fast: see the
+// device lanes above), else the host lanes' count; FZ_GPU_DEVICE_STREAMS
+// overrides it (comparisons).
+func (s *Streamer) deviceStreams() int {
+	if v, _ := strconv.Atoi(os.Getenv("FZ_GPU_DEVICE_STREAMS")); v > 0 {
+		return v
+	}
+	if !gatherOff && !exactCopyBack {
+		return deviceStreamsGather
+	}
+	return s.o.Streams
 }
 
 // DeviceLanes says how many lanes and tiles per job GPU-resident snapshots
@@ -431,7 +456,7 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 // with exact copy-back it has no pinned output slots either.
 func (s *Streamer) makeLane(jobTiles uint64, exact, device bool) (*lane, error) {
 	l, dev := s.lib, s.dev
-	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact}
+	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact, gather: device && !exact && !gatherOff}
 	if !device {
 		ln.arenaCap = s.o.ArenaBytes
 		if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
@@ -456,7 +481,11 @@ func (s *Streamer) makeLane(jobTiles uint64, exact, device bool) (*lane, error) 
 		}
 	}
 	outCap := l.compressBound(2, jobTiles)
-	for i := 0; i < s.o.Streams; i++ {
+	streams := s.o.Streams
+	if device {
+		streams = s.deviceStreams()
+	}
+	for i := 0; i < streams; i++ {
 		sl := &slot{outCap: outCap}
 		ln.sl = append(ln.sl, sl)
 		for _, step := range []struct {
@@ -560,6 +589,7 @@ func (s *Streamer) freeLane(ln *lane) {
 	if ln.arena != 0 {
 		l.free(dev, ln.arena)
 	}
+	ln.g.free(l, dev)
 	for _, e := range []uintptr{ln.upEv, ln.upT0, ln.upT1, ln.gt0, ln.gt1} {
 		if e != 0 {
 			l.eventDestroy(dev, e)
@@ -721,13 +751,19 @@ type run struct {
 	// pinned: out is the caller's page-locked Out, written by the device
 	// (exact runs); copies into it may still run until the lane's
 	// streams are synchronized
-	pinned  bool
-	hsz     uint64
-	st      fz.Stats
-	last    result
-	issued  int // jobs enqueued
-	done    int // jobs collected
-	lastCpy uintptr
+	pinned bool
+	// gather: the snapshot is assembled on the device (gather.go); gSum
+	// sums the collected jobs' bytes, of which gOff went back early
+	// (gEarly: into out, still going)
+	gather     bool
+	gEarly     bool
+	gSum, gOff uint64
+	hsz        uint64
+	st         fz.Stats
+	last       result
+	issued     int // jobs enqueued
+	done       int // jobs collected
+	lastCpy    uintptr
 	// windows: buffer w holds field bytes [wlo, copied) at its start
 	buf     [2]uintptr
 	bufCap  uint64
@@ -738,6 +774,7 @@ type run struct {
 	// trace: host time waiting for jobs, appending their bytes; jobs whose
 	// copy-back estimate fell short
 	wJob, tApp time.Duration
+	tIssue     time.Duration // trace: host time in issue
 	shortBack  int
 }
 
@@ -778,6 +815,9 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 			for _, sl := range ln.sl {
 				l.streamSync(s.dev, sl.stream)
 			}
+			if ln.g.cp != 0 { // copies back into the caller's blob
+				l.streamSync(s.dev, ln.g.cp)
+			}
 			for _, ss := range ln.stage { // copies from it may sit on the upload stream
 				if ss.used {
 					l.eventSync(s.dev, ss.ev)
@@ -787,6 +827,33 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		}
 	}()
 	s0 := ln.sl[0]
+	// A device lane's kernels run in turns (gather.go): held from here to
+	// the last job's issue.
+	turns, held := src.Device != 0 && ln.gather && !deviceTurnsOff, false
+	takeTurn := func() error {
+		if turns && !held {
+			if err := s.turns.take(s, s0.stream); err != nil {
+				return err
+			}
+			held = true
+		}
+		return nil
+	}
+	endTurn := func(stream uintptr) error {
+		if !held {
+			return nil
+		}
+		held = false
+		return s.turns.done(s, stream)
+	}
+	defer func() {
+		if held {
+			s.turns.drop()
+		}
+	}()
+	if err := takeTurn(); err != nil {
+		return nil, st, err
+	}
 	if src.GPUTime != nil {
 		if err := l.cerr(l.eventRecord(s.dev, ln.gt0, s0.stream), "record event"); err != nil {
 			return nil, st, err
@@ -843,26 +910,65 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 	}
 	r.hsz = headerSize(p, g)
 	hsz := r.hsz
-	r.st = fz.Stats{RawBytes: N}
 	S := len(ln.sl)
-	for j := range r.jobs {
-		if err := ctx.Err(); err != nil {
-			return nil, st, fmt.Errorf("compress: %w", context.Cause(ctx))
-		}
-		if j >= S {
-			if err := r.collectUpTo(j - S); err != nil {
-				return nil, st, err
-			}
-		}
-		if err := r.issue(j); err != nil {
+	var crcs []uint32 // the device's chunk checksums (gather)
+	for attempt, need := 0, uint64(0); ; attempt++ {
+		r.st, r.done, r.issued, r.last, r.gSum = fz.Stats{RawBytes: N}, 0, 0, result{}, 0
+		if err := takeTurn(); err != nil { // a run again
 			return nil, st, err
 		}
-		if set.Progress != nil && j > 0 {
-			set.Progress(r.jobs[r.done-1].hi, N)
+		if src.Device != 0 && ln.gather {
+			r.gather = true
+			if err := r.gatherStart(N, g.Chunks, need); err != nil {
+				// device memory taken (by the simulation): jobs copy back
+				// one by one, into the blob
+				if attempt > 0 {
+					return nil, st, err
+				}
+				r.gather, r.exact = false, true
+			}
 		}
-	}
-	if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
-		return nil, st, err
+		for j := range r.jobs {
+			if err := ctx.Err(); err != nil {
+				return nil, st, fmt.Errorf("compress: %w", context.Cause(ctx))
+			}
+			if j >= S {
+				if err := r.collectUpTo(j - S); err != nil {
+					return nil, st, err
+				}
+			}
+			ti := time.Now()
+			if err := r.issue(j); err != nil {
+				return nil, st, err
+			}
+			r.tIssue += time.Since(ti)
+			if j == len(r.jobs)-1 {
+				if err := endTurn(ln.sl[j%S].stream); err != nil {
+					return nil, st, err
+				}
+			}
+			if set.Progress != nil && j > 0 {
+				set.Progress(r.jobs[r.done-1].hi, N)
+			}
+		}
+		if err := r.collectUpTo(len(r.jobs) - 1); err != nil {
+			return nil, st, err
+		}
+		if !r.gather {
+			break
+		}
+		var err error
+		crcs, err = r.gatherFinish(g.Chunks)
+		var room errGatherRoom
+		if errors.As(err, &room) && attempt == 0 {
+			need = room.need // once more, into a buffer of that size
+			ln.g.redos++
+			continue
+		}
+		if err != nil {
+			return nil, st, err
+		}
+		break
 	}
 	if r.exact { // the last copies back into out may still run
 		for _, sl := range ln.sl {
@@ -887,7 +993,7 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		set.Progress(N, N)
 	}
 	res := r.last
-	if err := finishContainer(p, g, ver, res, r.out, hsz, set.Workers, &r.st); err != nil {
+	if err := finishContainer(p, g, ver, res, r.out, hsz, set.Workers, crcs, &r.st); err != nil {
 		return nil, st, err
 	}
 	if trace {
@@ -905,9 +1011,9 @@ func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geom
 		}
 		at := func(t time.Time) float64 { return ms(t.Sub(traceEpoch)) }
 		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d lane %d: host start %.3fms params %.3fms end %.3fms\n", s.dev, ln.id, at(t0), at(tParams), at(now))
-		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms append %.2fms index %.2fms total %.2fms short-copy-backs %d\n",
+		fmt.Fprintf(os.Stderr, "fzgpu trace dev %d: %d MB %s resident=%v pinned=%v jobs=%d: params %.2fms jobs %.2fms waitjob %.2fms append %.2fms index %.2fms total %.2fms short-copy-backs %d issue %.2fms\n",
 			s.dev, N>>20, p.Mode, resident, src.Pinned, len(r.jobs), ms(tParams.Sub(t0)), ms(tJobs.Sub(tParams)),
-			ms(r.wJob), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)), r.shortBack)
+			ms(r.wJob), ms(r.tApp), ms(now.Sub(tJobs)), ms(now.Sub(t0)), r.shortBack, ms(r.tIssue))
 	}
 	return r.out, r.st, nil
 }
@@ -962,7 +1068,11 @@ func (r *run) issue(j int) error {
 	// The job's byte count is only known on the device: copy back an
 	// estimate now and the rest, if any, when the job is collected (exact
 	// lanes copy when it is collected, see copyBackExact).
-	if !r.exact {
+	if r.gather {
+		if err := r.gatherJob(j, sl); err != nil {
+			return err
+		}
+	} else if !r.exact {
 		r.jobs[j].back = ln.copyBackEstimate(jb.n, sl.outCap)
 		if err := l.cerr(l.copyD2H(s.dev, sl.hOut, sl.dOut, r.jobs[j].back, 2, sl.stream), "copy from GPU"); err != nil {
 			return err
@@ -1011,6 +1121,16 @@ func (r *run) collectUpTo(k int) error {
 		}
 		if res.bytes > sl.outCap {
 			return fmt.Errorf("GPU compress: job reports %d bytes, its slot holds %d", res.bytes, sl.outCap)
+		}
+		if r.gather { // the bytes are on the device, in place: copy them back
+			if err := r.gatherCopy(res.bytes); err != nil {
+				return err
+			}
+			r.gSum += res.bytes
+			r.st.Outliers += res.outliers
+			r.st.MaxAbsErr = max(r.st.MaxAbsErr, res.maxAbsErr)
+			r.last = res
+			continue
 		}
 		if r.exact {
 			if err := r.copyBackExact(sl, res.bytes); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,7 @@ type DeviceStats struct {
 }
 
 type deviceCounters struct {
+	prefill           sync.Once // the pinned blob pool, at the first device snapshot
 	snapshots, failed atomic.Uint64
 	gpu, wait, stall  atomic.Int64
 	uuids             atomic.Pointer[map[string]*cuda.Streamer]
@@ -130,9 +132,16 @@ func (g *GPU) Device(ctx context.Context, n ingest.Notification, p fz.Params) (b
 	mem, ev := d.Handles()
 	snap := cuda.DeviceSnapshot{Owner: n.Producer, MemHandle: mem, EventHandle: ev, AllocSize: uint64(d.AllocSize),
 		Offset: uint64(n.Offset), Length: uint64(n.Length)}
-	// With exact copy-back (FZ_GPU_EXACT=1) a pinned blob: the device
-	// writes the compressed bytes in place.
-	snap.Out, snap.OutPinned = g.outFor(snap.Length, cuda.ExactCopyBack())
+	// A pinned blob where the device lanes assemble snapshots on the GPU
+	// (the default) or copy back exact counts (FZ_GPU_EXACT=1): the device
+	// writes the compressed bytes in place. The first device snapshot
+	// fills the pool with two blobs per device lane (as it waits for the
+	// lanes' own memory).
+	pinned := cuda.GatherDevice() || cuda.ExactCopyBack()
+	if pinned {
+		g.dev.prefill.Do(func() { g.pinned.prefill(2*s.DeviceLaneCount()*len(g.devs), snap.Length) })
+	}
+	snap.Out, snap.OutPinned = g.outFor(snap.Length, pinned)
 	t1 := time.Now()
 	blob, st, tm, err := s.CompressDevice(ctx, snap, p, g.o.Codec...)
 	t2 := time.Now()

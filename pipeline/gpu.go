@@ -166,8 +166,9 @@ func (g *GPU) Release(blob []byte) {
 }
 
 // outFor is the blob a snapshot of raw bytes goes into: a pinned one
-// where its lanes copy back exact byte counts into it in place
-// (FZ_GPU_EXACT=1), else a released Go blob.
+// where its lanes copy the compressed bytes into it in place (device
+// snapshots assembled on the GPU, or FZ_GPU_EXACT=1), else a released Go
+// blob.
 func (g *GPU) outFor(raw uint64, exact bool) ([]byte, bool) {
 	if exact {
 		if b := g.pinned.get(raw); b != nil {

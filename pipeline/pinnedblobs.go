@@ -82,6 +82,26 @@ func (b *pinnedBlobs) get(raw uint64) []byte {
 	return x[:0]
 }
 
+// prefill allocates idle blobs for snapshots of raw bytes until n are
+// idle (or the limits stop it), so that a run's first snapshots do not
+// each wait for an allocation: on an H100 host each cudaHostAlloc of
+// ~130 MB took 40-270 ms, and the lanes' CUDA calls waited with it.
+func (b *pinnedBlobs) prefill(n int, raw uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.want(raw)
+	for len(b.idle) < n && !b.failed && len(b.live) < b.maxN && b.bytes+w <= b.maxB {
+		x, err := b.alloc(w)
+		if err != nil {
+			b.failed, b.lastErr = true, err
+			return
+		}
+		b.live[unsafe.SliceData(x)] = uint64(cap(x))
+		b.bytes += uint64(cap(x))
+		b.idle = append(b.idle, x[:0])
+	}
+}
+
 // put takes a blob back if it is one of the pool's (any slice starting at
 // its first byte); false means it is not pinned.
 func (b *pinnedBlobs) put(x []byte) bool {

@@ -92,3 +92,45 @@ func TestPinnedBlobs(t *testing.T) {
 		t.Fatal("allocation retried after a failure")
 	}
 }
+
+// prefill makes idle blobs up to a count, within the limits, and get
+// hands them out without allocating.
+func TestPinnedBlobsPrefill(t *testing.T) {
+	f := &fakePinned{live: map[*byte]bool{}}
+	b := newPinnedBlobs(f.alloc, f.free)
+	const mib = 1 << 20
+	b.maxN = 5
+	b.prefill(4, 64*mib)
+	if live, bytes, idle := b.stats(); live != 4 || idle != 4 || bytes != 4*9*mib {
+		t.Fatalf("after prefill(4): %d live, %d idle, %d bytes; want 4, 4, %d", live, idle, bytes, 4*9*mib)
+	}
+	b.prefill(4, 64*mib) // already there: nothing more
+	if live, _, _ := b.stats(); live != 4 {
+		t.Fatalf("a second prefill(4) allocated: %d live", live)
+	}
+	var got [][]byte
+	for range 4 {
+		got = append(got, b.get(64*mib))
+	}
+	if len(f.live) != 4 {
+		t.Fatalf("get after prefill allocated: %d allocations", len(f.live))
+	}
+	b.prefill(8, 64*mib) // the limit of 5 live blobs stops it
+	if live, _, idle := b.stats(); live != 5 || idle != 1 {
+		t.Fatalf("prefill over the limit: %d live, %d idle; want 5, 1", live, idle)
+	}
+	for _, x := range got {
+		b.put(x)
+	}
+	b.close()
+	if len(f.live) != 0 {
+		t.Fatalf("after close: %d blobs still allocated", len(f.live))
+	}
+	// A failed allocation stops it and is kept.
+	f2 := &fakePinned{live: map[*byte]bool{}, fail: true}
+	b2 := newPinnedBlobs(f2.alloc, f2.free)
+	b2.prefill(3, mib)
+	if b2.err() == nil {
+		t.Fatal("prefill: failed allocation not kept")
+	}
+}

@@ -79,7 +79,7 @@ if has device; then
     shift 3
     echo "--- $bin: lanes $lanes, $k in flight ${*:-}" | tee -a "$OUT/devbench.log"
     env "$@" FZ_GPU_TRACE=${TRACE:-1} FZ_DEVBENCH=/tmp/fzd/devbench FZ_DEVBENCH_LANES=$lanes \
-      FZ_DEVBENCH_ARGS="--size $((1<<30)) --buffers ${BUFS:-8} --snapshots ${SNAPS:-192} --inflight $k" \
+      FZ_DEVBENCH_ARGS="--size $((1<<30)) --buffers ${BUFS:-8} --snapshots ${SNAPS:-192} --inflight $k --warmup ${WARMUP:-0}" \
       timeout 100 /tmp/fzd/$bin -test.run TestDeviceIngestBench -test.v -test.count=1 >/tmp/fzd/dev.log 2>&1
     echo "rc=$?" >>/tmp/fzd/dev.log
     grep -v "fzgpu trace" /tmp/fzd/dev.log | grep -v DEVBENCH_JSON >>"$OUT/devbench.log"
@@ -88,12 +88,13 @@ if has device; then
     python3 - /tmp/fzd/dev.log <<'PY' | tee -a "$OUT/devbench.log"
 import re, sys, statistics as st
 t = open(sys.argv[1]).read()
-rows = re.findall(r"jobs=(\d+): params ([\d.]+)ms jobs ([\d.]+)ms waitjob ([\d.]+)ms append ([\d.]+)ms index ([\d.]+)ms total ([\d.]+)ms short-copy-backs (\d+)", t)
+rows = re.findall(r"jobs=(\d+): params ([\d.]+)ms jobs ([\d.]+)ms waitjob ([\d.]+)ms append ([\d.]+)ms index ([\d.]+)ms total ([\d.]+)ms short-copy-backs (\d+)(?: issue ([\d.]+)ms)?", t)
+rows = [r[:8] + (r[8] or "0",) for r in rows]
 if rows:
     c = list(zip(*[[float(x) for x in r] for r in rows]))
     q = sorted(c[6])
-    print("  trace medians over %d snapshots: jobs/snap %d params %.2f jobs %.2f waitjob %.2f append %.2f index %.2f total %.2f ms (mean %.2f p90 %.2f max %.2f); short copy-backs %d" %
-          (len(rows), c[0][0], st.median(c[1]), st.median(c[2]), st.median(c[3]), st.median(c[4]), st.median(c[5]), st.median(c[6]),
+    print("  trace medians over %d snapshots: jobs/snap %d params %.2f jobs %.2f (issue %.2f) waitjob %.2f append %.2f index %.2f total %.2f ms (mean %.2f p90 %.2f max %.2f); short copy-backs %d" %
+          (len(rows), c[0][0], st.median(c[1]), st.median(c[2]), st.median(c[8]), st.median(c[3]), st.median(c[4]), st.median(c[5]), st.median(c[6]),
            st.mean(q), q[int(.9 * len(q))], q[-1], sum(c[7])))
 d = re.findall(r"device snapshot: blob ([\d.]+)ms \(pinned (\w+)\) compress ([\d.]+)ms after ([\d.]+)ms gpu ([\d.]+)ms", t)
 if d:

@@ -2,7 +2,7 @@
 // against `fzsidecar serve --backend gpu`, with the pinned host-to-device
 // bandwidth measured in the same run for comparison.
 //
-//   devbench [--size BYTES] [--buffers B] [--snapshots M] [--inflight K] [--rel R] [--die]
+//   devbench [--size BYTES] [--buffers B] [--snapshots M] [--inflight K] [--warmup W] [--rel R] [--die]
 //
 // The field is the smooth bench field of `fzsidecar bench` (smooth3d: 256 x
 // 1024 x size/4/(256*1024) float32, the same formula, computed on the GPU).
@@ -10,7 +10,9 @@
 // published and not yet answered. Reported: bytes per second from the first
 // publish to the last result, the pinned H2D rate, and per snapshot the
 // time publish takes and publish-to-result (the producer's stall: the
-// buffer is reusable once the result is in). --die publishes one snapshot
+// buffer is reusable once the result is in). --warmup W publishes W more
+// snapshots first, at full concurrency and untimed, so the sidecar's pools
+// (pinned blobs) reach their steady size. --die publishes one snapshot
 // and kills itself (SIGKILL) at once: the sidecar must report it and go on.
 #include <cuda_runtime.h>
 #include <math.h>
@@ -52,7 +54,7 @@ static int cmpd(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     unsigned long long size = 1ull << 30;
-    int nbuf = 8, snaps = 64, inflight = 4, die = 0;
+    int nbuf = 8, snaps = 64, inflight = 4, die = 0, warm = 0;
     double rel = 1e-3;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--die")) { die = 1; continue; }
@@ -61,6 +63,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--buffers")) nbuf = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--snapshots")) snaps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--inflight")) inflight = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup")) warm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rel")) rel = atof(argv[++i]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
@@ -120,22 +123,27 @@ int main(int argc, char **argv) {
         fflush(stdout);
         raise(SIGKILL);
     }
-    fzp_snapshot **pend = (fzp_snapshot **)calloc(snaps, sizeof *pend);
-    double *tpub = (double *)calloc(snaps, sizeof *tpub), *lat = (double *)calloc(snaps, sizeof *lat);
+    // --warmup W: W more snapshots at full concurrency before the timed
+    // ones (the sidecar's pools reach their steady size), not counted
+    if (warm < 0) warm = 0;
+    const int total = snaps + warm;
+    fzp_snapshot **pend = (fzp_snapshot **)calloc(total, sizeof *pend);
+    double *tpub = (double *)calloc(total, sizeof *tpub), *lat0 = (double *)calloc(total, sizeof *lat0);
+    double *lat = lat0 + warm;  // the timed snapshots' latencies
     double pubsum = 0, t0 = 0, tend = 0;
     int failed = 0, next_wait = 0;
     double ratio = 0, maxerr = 0, abseb = 0, gpusum = 0;
     // warm-up: one snapshot per buffer (opens the IPC handles in the sidecar)
-    for (int s = -nbuf; s < snaps; s++) {
+    for (int s = -nbuf; s < total; s++) {
         int idx = s < 0 ? s + nbuf : s;
-        if (s == 0) t0 = now();
+        if (s == warm) t0 = now();
         if (s >= 0 && s - next_wait >= inflight) { // wait for the oldest
             fzp_result r;
             int rc = fzp_wait(p, pend[next_wait], -1, &r);
-            lat[next_wait] = now() - tpub[next_wait];
+            lat0[next_wait] = now() - tpub[next_wait];
             if (rc != FZP_OK) { fprintf(stderr, "snapshot %d: %s\n", next_wait, fzp_errmsg(p)); failed++; }
             ratio = r.ratio, maxerr = r.max_abs_err, abseb = r.abs_eb;
-            gpusum += fzp_snapshot_gpu_seconds(pend[next_wait]);
+            if (next_wait >= warm) gpusum += fzp_snapshot_gpu_seconds(pend[next_wait]);
             fzp_snapshot_free(p, pend[next_wait]);
             next_wait++;
         }
@@ -152,24 +160,24 @@ int main(int argc, char **argv) {
             fzp_snapshot_free(p, sn);
             continue;
         }
-        pubsum += now() - a;
+        if (s >= warm) pubsum += now() - a;
         tpub[s] = a;
         pend[s] = sn;
     }
-    for (; next_wait < snaps; next_wait++) {
+    for (; next_wait < total; next_wait++) {
         fzp_result r;
         int rc = fzp_wait(p, pend[next_wait], -1, &r);
-        lat[next_wait] = now() - tpub[next_wait];
+        lat0[next_wait] = now() - tpub[next_wait];
         if (rc != FZP_OK) { fprintf(stderr, "snapshot %d: %s\n", next_wait, fzp_errmsg(p)); failed++; }
         ratio = r.ratio, maxerr = r.max_abs_err, abseb = r.abs_eb;
-        gpusum += fzp_snapshot_gpu_seconds(pend[next_wait]);
+        if (next_wait >= warm) gpusum += fzp_snapshot_gpu_seconds(pend[next_wait]);
         fzp_snapshot_free(p, pend[next_wait]);
     }
     tend = now();
     qsort(lat, snaps, sizeof lat[0], cmpd);
     double rate = (double)size * snaps / (tend - t0);
-    printf("devbench: %d snapshots of %.0f MiB (smooth3d %llux%llux%llu f32, rel %g), %d buffers, %d in flight, %d failed\n", snaps,
-           size / 1048576.0, nz, ny, nx, rel, nbuf, inflight, failed);
+    printf("devbench: %d snapshots of %.0f MiB (smooth3d %llux%llux%llu f32, rel %g), %d buffers, %d in flight, %d failed, after %d untimed\n",
+           snaps, size / 1048576.0, nz, ny, nx, rel, nbuf, inflight, failed, warm);
     printf("devbench: ratio %.1f max_err %.3g (abs bound %.3g)\n", ratio, maxerr, abseb);
     printf("devbench: ingest %.1f GB/s over %.3f s; pinned H2D %.1f GB/s; ingest/H2D %.2fx\n", rate / 1e9, tend - t0, h2d / 1e9,
            rate / h2d);
