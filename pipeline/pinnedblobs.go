@@ -5,16 +5,15 @@ import (
 	"unsafe"
 )
 
-// pinnedBlobs are page-locked output blobs for lanes that copy back exact
-// byte counts (FZ_GPU_EXACT=1, cuda.ExactCopyBack): they copy each job's
-// compressed bytes from the GPU straight to their place in such a blob
-// (cuda.Source.OutPinned), so the host copies no compressed byte (else: an
-// estimate per job into a pinned slot, then appended to a Go blob, ~12 ms
-// per 1 GiB snapshot on an H100 host). A blob goes back to the pool when
-// the pipeline releases it (GPU.Release) and is freed when the pool holds
-// too many or at Close. Allocating one (cudaHostAlloc, ~130 MB for a 1 GiB
-// snapshot) took up to 0.3 s on that host while the pool grew, seen as
-// gaps in the upload stream: one reason exact copy-back is not the default.
+// pinnedBlobs are page-locked output blobs for GPU-resident snapshots:
+// their lanes copy the compressed bytes from the GPU straight to their
+// place in such a blob (cuda.Source.OutPinned; assembled on the device, or
+// exact copy-back with FZ_GPU_EXACT=1), so the host copies no compressed
+// byte. A blob goes back to the pool when the pipeline releases it
+// (GPU.Release) and is freed when the pool holds too many or at Close.
+// Allocating one (cudaHostAlloc, ~130 MB for a 1 GiB snapshot) took
+// 40-270 ms on an H100 host, and the lanes' CUDA calls waited with it: the
+// first device snapshot fills the pool (prefill, two blobs per device lane).
 //
 // Sizes: a blob must hold the snapshot's compressed bytes, known only
 // after it ran. The pool sizes new blobs from the largest a device

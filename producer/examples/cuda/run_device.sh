@@ -66,7 +66,7 @@ step bench
 "$FZS" bench --backend gpu --fields smooth3d --rel 1e-3 --size 1GiB --reps 10 2>&1 | tee "$OUT/kernel_bench.log" | tail -4
 rm -rf /dev/shm/sink
 start_serve || exit 1
-timeout 200 /tmp/devbench --size $((1<<30)) --buffers 8 --snapshots 64 --inflight ${INFLIGHT:-6} 2>&1 | tee "$OUT/devbench.log" | tail -5
+timeout 200 /tmp/devbench --size $((1<<30)) --buffers 8 --snapshots ${SNAPS:-64} --inflight ${INFLIGHT:-6} --warmup ${WARMUP:-0} 2>&1 | tee "$OUT/devbench.log" | tail -5
 stop_serve
 grep "device snapshots" "$OUT/serve.log" | tail -2
 step done
