@@ -10,14 +10,15 @@ import (
 
 // Device-assembled snapshots (device lanes, GPU-resident snapshots): each
 // job's chunks are appended on the device to the lane's snapshot buffer,
-// with their CRC32C (fzgpu_gather, gather.cuh), and once the last job is
-// done the host copies the snapshot's bytes back with one copy of exactly
-// their size, straight into the output blob (a pinned one where the caller
-// gives it), and writes only the header and index. Before, the host copied
-// every job's bytes from a pinned slot into the blob and checksummed every
-// chunk: per 1 GiB snapshot 9-12 and 3-5 ms in each of 8 lanes on an H100
-// host, which bounded device snapshots' ingest (docs/PIPELINE.md), and the
-// lanes held 11.5 GB of pinned slots.
+// with their CRC32C (fzgpu_gather, gather.cuh). Once the host has seen a
+// job done, one copy on the lane's copy stream takes exactly its bytes
+// straight to their place in the output blob (a pinned one where the
+// caller gives it); after the last job the host reads back the device's
+// byte count and checksums and writes only the header and index. Before,
+// the host copied every job's bytes from a pinned slot into the blob and
+// checksummed every chunk: per 1 GiB snapshot 9-12 and 3-5 ms in each of 8
+// lanes on an H100 host, which bounded device snapshots' ingest
+// (docs/PIPELINE.md), and the lanes held 11.5 GB of pinned slots.
 //
 // The buffer's size is known only on the device: it starts at an eighth of
 // the snapshot (and grows to a quarter more than the largest a snapshot
@@ -31,7 +32,7 @@ var gatherOff = os.Getenv("FZ_GPU_GATHER") == "0"
 
 // GatherDevice says device lanes assemble snapshots on the device: callers
 // of CompressDevice should give pinned blobs (DeviceSnapshot.OutPinned),
-// which the one copy back then fills in place.
+// which the copies back then fill in place.
 func GatherDevice() bool { return !gatherOff }
 
 // gatherStateBytes: the device state before the chunk checksums (3 u64,
@@ -42,7 +43,7 @@ const gatherStateBytes = 32
 type gatherBufs struct {
 	// cp: the lane's copy-back stream (lowest priority), cpDone its last
 	// copy: a job's bytes go back as soon as the host has seen it done,
-	// while the next jobs compute on the lane's other streams
+	// while other jobs and lanes compute
 	cp, cpDone uintptr
 	snap       uintptr // the snapshot's chunks, back to back
 	snapCap    uint64
