@@ -143,16 +143,24 @@ func TestDeviceIPC(t *testing.T) {
 	raw := ipcField(64, 256, 384)
 	prod := startIPCProducer(t, raw, "p1")
 	dims := []uint64{64, 256, 384}
-	for _, p := range []fz.Params{
-		{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3},
-		{DType: fz.Float32, Dims: dims, Mode: fz.Abs, Bound: 1e-4},
-		{DType: fz.Float64, Dims: []uint64{64, 256, 192}, Mode: fz.Rel, Bound: 1e-5},
+	fill := -9999.0 // a fill value the field does not hold: the kernels for fields with a fill value
+	for _, c := range []struct {
+		p   fz.Params
+		ver int
+	}{
+		{fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}, fz.Version1},
+		{fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Abs, Bound: 1e-4}, fz.Version1},
+		{fz.Params{DType: fz.Float64, Dims: []uint64{64, 256, 192}, Mode: fz.Rel, Bound: 1e-5}, fz.Version1},
+		// container version 2 and a fill value take the same device path
+		{fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3}, fz.Version2},
+		{fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-4, Fill: &fill}, fz.Version1},
 	} {
-		want, _, err := fz.CPU().Compress(ctx, raw, p)
+		opt := fz.WithFormatVersion(c.ver)
+		want, _, err := fz.CPU().Compress(ctx, raw, c.p, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkDeviceOutputs(t, s, prod.snap, p, raw, want)
+		checkDeviceOutputs(t, s, prod.snap, c.p, raw, want, opt)
 	}
 	if l, tiles, err := s.DeviceLanes(); l != 2 || tiles != 256 || err != nil {
 		t.Fatalf("device lanes %d x %d tiles (%v), want 2 x 256", l, tiles, err)
@@ -274,7 +282,7 @@ func TestDeviceIPCProducerKilled(t *testing.T) {
 // pinned one too small after its first job (the rest goes to Go memory).
 // Lanes made with exact copy-back have no pinned slots: there the estimated
 // mode is not possible and runs exact.
-func checkDeviceOutputs(t *testing.T, s *Streamer, snap DeviceSnapshot, p fz.Params, raw, want []byte) {
+func checkDeviceOutputs(t *testing.T, s *Streamer, snap DeviceSnapshot, p fz.Params, raw, want []byte, opts ...fz.Option) {
 	t.Helper()
 	big, err := AllocPinned(uint64(len(want)) + 1<<20)
 	if err != nil {
@@ -296,8 +304,9 @@ func checkDeviceOutputs(t *testing.T, s *Streamer, snap DeviceSnapshot, p fz.Par
 			sn := snap
 			sn.Out, sn.OutPinned = out.b, out.b != nil
 			clear(big)
-			got, st, tm, err := s.CompressDevice(context.Background(), sn, p)
-			what := fmt.Sprintf("%s %s %g, exact %v, %s", p.DType, p.Mode, p.Bound, exact, out.name)
+			got, st, tm, err := s.CompressDevice(context.Background(), sn, p, opts...)
+			ver, _ := fz.FormatVersionOf(opts...)
+			what := fmt.Sprintf("%s %s %g (container version %d), exact %v, %s", p.DType, p.Mode, p.Bound, ver, exact, out.name)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
