@@ -3,14 +3,10 @@ package cuda
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"testing"
-
-	"github.com/fzsidecar/fzsidecar/internal/nativetest"
 )
 
 // TestCRC32CEmulated checks the device's chunk checksums (crc32c.cuh, as
@@ -21,14 +17,7 @@ import (
 // Lengths cover empty chunks, fewer words than parts, and sizes that leave
 // the last parts short or empty.
 func TestCRC32CEmulated(t *testing.T) {
-	nativetest.Tools(t, "g++")
-	emu := filepath.Join(t.TempDir(), "crc_emu")
-	build := exec.Command("g++", "-std=c++20", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-		"-o", emu, "crc_emu.cpp")
-	build.Dir = "tools"
-	if out, err := build.CombinedOutput(); err != nil {
-		nativetest.Need(t, false, fmt.Sprintf("g++ with AddressSanitizer could not build tools/crc_emu.cpp: %v\n%s", err, out))
-	}
+	emu := buildEmu(t, "crc_emu.cpp")
 	r := rand.New(rand.NewPCG(31, 32))
 	sizes := []int{0, 4, 8, 252, 256, 1020, 1024, 1028, 4096, 4 * 257, 4 * 1000, 4 * 1001, 65536 + 12, 262144, 1<<20 + 4}
 	for range 40 {

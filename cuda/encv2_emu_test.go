@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
-	"github.com/fzsidecar/fzsidecar/internal/nativetest"
 )
 
 // containerTiles are the tiles of a container, in tile order, each its
@@ -84,7 +83,7 @@ func v1Planes(tile []byte) (pl [16][128]uint32, end int) {
 // 32767 (an escape in version 2 only, whose v1 code the walks would not
 // leave) are left out and counted.
 func TestEncodeV2Emulated(t *testing.T) {
-	emu := buildEncodeV2Emu(t)
+	emu := buildEmu(t, "encode_v2_emu.cpp", "-Wno-unknown-pragmas", "-pthread")
 	ctx := context.Background()
 	type job struct {
 		name string
@@ -248,21 +247,6 @@ func TestEncodeV2Emulated(t *testing.T) {
 		len(wants), len(jobs), signs, units, skipped)
 }
 
-// buildEncodeV2Emu builds tools/encode_v2_emu.cpp (AddressSanitizer and
-// UBSan) into a temporary directory and returns the binary's path.
-func buildEncodeV2Emu(t *testing.T) string {
-	t.Helper()
-	nativetest.Tools(t, "g++")
-	emu := filepath.Join(t.TempDir(), "encode_v2_emu")
-	build := exec.Command("g++", "-std=c++20", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-		"-Wno-unknown-pragmas", "-pthread", "-o", emu, "encode_v2_emu.cpp")
-	build.Dir = "tools"
-	if out, err := build.CombinedOutput(); err != nil {
-		nativetest.Need(t, false, fmt.Sprintf("g++ with AddressSanitizer could not build tools/encode_v2_emu.cpp: %v\n%s", err, out))
-	}
-	return emu
-}
-
 // TestEncodeV2EmulatedRandomPlanes runs the emulated version-2 writer on
 // tiles of random bit planes, whose rate mixes the real fields' tiles rarely
 // or never reach (every group at rate 15: 1920 words of units; sparse
@@ -271,7 +255,7 @@ func buildEncodeV2Emu(t *testing.T) string {
 // padding, signs), with the plane buffer's pad words (the park state)
 // untouched.
 func TestEncodeV2EmulatedRandomPlanes(t *testing.T) {
-	emu := buildEncodeV2Emu(t)
+	emu := buildEmu(t, "encode_v2_emu.cpp", "-Wno-unknown-pragmas", "-pthread")
 	out, err := exec.Command(emu, "random", "1200", "20261125").CombinedOutput()
 	if err != nil {
 		t.Fatalf("encode_v2_emu random: %v\n%s", err, out)

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
-	"github.com/fzsidecar/fzsidecar/internal/nativetest"
 )
 
 // TestTranscodeEmulated checks the GPU decoder's version-2 transcode
@@ -28,14 +27,7 @@ import (
 // two must be rejected alike. The v1 decoders themselves are the ones the
 // GPU tests check against the CPU.
 func TestTranscodeEmulated(t *testing.T) {
-	nativetest.Tools(t, "g++")
-	emu := filepath.Join(t.TempDir(), "transcode_emu")
-	build := exec.Command("g++", "-std=c++20", "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-		"-pthread", "-o", emu, "transcode_emu.cpp")
-	build.Dir = "tools"
-	if out, err := build.CombinedOutput(); err != nil {
-		nativetest.Need(t, false, fmt.Sprintf("g++ with AddressSanitizer could not build tools/transcode_emu.cpp: %v\n%s", err, out))
-	}
+	emu := buildEmu(t, "transcode_emu.cpp", "-pthread")
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(7, 8))
 	type cont struct {
