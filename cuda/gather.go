@@ -30,10 +30,11 @@ import (
 // copy back an estimate per job and the host appends (kept to compare).
 var gatherOff = os.Getenv("FZ_GPU_GATHER") == "0"
 
-// GatherDevice says device lanes assemble snapshots on the device: callers
-// of CompressDevice should give pinned blobs (DeviceSnapshot.OutPinned),
-// which the copies back then fill in place.
-func GatherDevice() bool { return !gatherOff }
+// GatherDevice says device lanes assemble snapshots on the device (unless
+// FZ_GPU_GATHER=0, or FZ_GPU_EXACT=1 makes them copy back exact counts):
+// callers of CompressDevice should give pinned blobs
+// (DeviceSnapshot.OutPinned), which the copies back then fill in place.
+func GatherDevice() bool { return !gatherOff && !exactCopyBack }
 
 // gatherStateBytes: the device state before the chunk checksums (3 u64,
 // padded to 32 bytes): bytes so far, did-not-fit flag, blocks done.

@@ -211,7 +211,7 @@ func ExactCopyBack() bool { return exactCopyBack }
 // back exact counts or assemble snapshots on the device have none (they
 // copy into the blob).
 func pinnedSlot(l *library, device, exact bool, n uint64, p *unsafe.Pointer) int32 {
-	if device && (exact || !gatherOff) {
+	if device && (exact || GatherDevice()) {
 		return 0
 	}
 	return l.hostAlloc(n, p)
@@ -350,7 +350,7 @@ func (s *Streamer) deviceStreams() int {
 	if v, _ := strconv.Atoi(os.Getenv("FZ_GPU_DEVICE_STREAMS")); v > 0 {
 		return v
 	}
-	if !gatherOff && !exactCopyBack {
+	if GatherDevice() {
 		return deviceStreamsGather
 	}
 	return s.o.Streams
@@ -456,7 +456,7 @@ func NewStreamer(dev int, o StreamOptions) (*Streamer, error) {
 // with exact copy-back it has no pinned output slots either.
 func (s *Streamer) makeLane(jobTiles uint64, exact, device bool) (*lane, error) {
 	l, dev := s.lib, s.dev
-	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact, gather: device && !exact && !gatherOff}
+	ln := &lane{s: s, id: len(s.all), jobTiles: jobTiles, exact: exact, gather: device && !exact && GatherDevice()}
 	if !device {
 		ln.arenaCap = s.o.ArenaBytes
 		if err := l.cerr(l.malloc(dev, ln.arenaCap, &ln.arena), fmt.Sprintf("allocate a %d-byte arena", ln.arenaCap)); err != nil {
