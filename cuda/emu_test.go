@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,4 +27,23 @@ func buildEmu(t *testing.T, src string, extra ...string) string {
 		nativetest.Need(t, false, fmt.Sprintf("g++ with AddressSanitizer could not build tools/%s: %v\n%s", src, err, out))
 	}
 	return emu
+}
+
+// runEmu runs an emulation built by buildEmu on input in (given as a file
+// path, as is its output) and returns what it wrote.
+func runEmu(t *testing.T, emu string, in []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	inPath, outPath := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	if err := os.WriteFile(inPath, in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(emu, inPath, outPath).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", filepath.Base(emu), err, out)
+	}
+	out, err := os.ReadFile(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -20,14 +20,8 @@ import (
 // exact bytes, and each one's value count.
 func containerTiles(t *testing.T, blob []byte) (tiles [][]byte, ns []uint32) {
 	t.Helper()
-	h, err := fz.ReadHeader(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := h.Geometry()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openContainer(t, blob)
+	h, g := c.h, c.g
 	gy := (g.NY + uint64(g.Tile[1]) - 1) / uint64(g.Tile[1])
 	gx := (g.NX + uint64(g.Tile[2]) - 1) / uint64(g.Tile[2])
 	for c, ch := range h.Chunks {
@@ -194,17 +188,7 @@ func TestEncodeV2Emulated(t *testing.T) {
 			wants = append(wants, want{ji, i, t2[i], len(tile) - 4*end})
 		}
 	}
-	inF, outF := filepath.Join(t.TempDir(), "in"), filepath.Join(t.TempDir(), "out")
-	if err := os.WriteFile(inF, in.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(emu, inF, outF).CombinedOutput(); err != nil {
-		t.Fatalf("encode_v2_emu: %v\n%s", err, out)
-	}
-	got, err := os.ReadFile(outF)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := runEmu(t, emu, in.Bytes())
 	units, signs := 0, 0
 	for _, w := range wants {
 		name := fmt.Sprintf("%s tile %d", jobs[w.job].name, w.tile)

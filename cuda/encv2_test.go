@@ -26,14 +26,8 @@ func withVersion(v int, opts ...fz.Option) []fz.Option {
 // chunks' size tables give where each tile starts).
 func tileWords0(t *testing.T, blob []byte) []uint32 {
 	t.Helper()
-	h, err := fz.ReadHeader(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := h.Geometry()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openContainer(t, blob)
+	h, g := c.h, c.g
 	var w0 []uint32
 	for c, ch := range h.Chunks {
 		first, end := g.ChunkTiles(uint64(c))

@@ -62,20 +62,28 @@ func check(t *testing.T, g *Backend, name string, raw []byte, p fz.Params, opts 
 	if cst != gst {
 		t.Errorf("%s: stats differ: cpu %+v gpu %+v", name, cst, gst)
 	}
-	h, cout, err := fz.Decompress(ctx, cb)
+	h, gout := decodeSame(t, ctx, g, name, cb)
+	if v := violations(raw, gout, h); v != "" {
+		t.Fatalf("%s: %s", name, v)
+	}
+}
+
+// decodeSame decodes blob on the CPU and the GPU: both must accept it and
+// give the same bytes.
+func decodeSame(t *testing.T, ctx context.Context, g *Backend, name string, blob []byte) (*fz.Header, []byte) {
+	t.Helper()
+	h, cout, err := fz.Decompress(ctx, blob)
 	if err != nil {
 		t.Fatalf("%s: cpu decode: %v", name, err)
 	}
 	gout := make([]byte, len(cout))
-	if _, err := g.DecompressTo(ctx, cb, gout); err != nil {
+	if _, err := g.DecompressTo(ctx, blob, gout); err != nil {
 		t.Fatalf("%s: gpu decode: %v", name, err)
 	}
 	if !bytes.Equal(cout, gout) {
 		t.Fatalf("%s: GPU decode differs from CPU at byte %d", name, firstDiff(cout, gout))
 	}
-	if v := violations(raw, gout, h); v != "" {
-		t.Fatalf("%s: %s", name, v)
-	}
+	return h, gout
 }
 
 func firstDiff(a, b []byte) int {
@@ -363,27 +371,11 @@ func TestCorruptedAgree(t *testing.T) {
 	g := gpu(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 2))
-	v := make([]float32, 70000)
-	for i := range v {
-		v[i] = float32(math.Sin(float64(i)*0.002)*50 + r.NormFloat64())
-		if i%1000 == 5 {
-			v[i] = float32(math.NaN())
-		}
-	}
+	v := noisyField[float32](r, 70000)
 	// The same values with spikes and fill runs under an absolute bound
 	// (under REL no residual exceeds the 16-bit codes at 1e-3): escapes
 	// and fill masks, the warp decoder's X paths.
-	w := make([]float32, len(v))
-	for i := range w {
-		switch {
-		case (i/700)%6 == 2:
-			w[i] = -9999
-		case i%311 == 7:
-			w[i] = v[i] * 1e3
-		default:
-			w[i] = v[i]
-		}
-	}
+	w := spikesAndFill(v)
 	fill := -9999.0
 	type dataset struct {
 		name string
@@ -410,27 +402,8 @@ func TestCorruptedAgree(t *testing.T) {
 			}
 			agreeOK, agreeErr := 0, 0
 			for trial := 0; trial < 300; trial++ {
-				m := append([]byte(nil), blob...)
-				c := r.IntN(len(h.Chunks))
-				ch := h.Chunks[c]
-				for k := 0; k < 1+r.IntN(3); k++ {
-					i := ch.Offset + uint64(r.IntN(int(ch.Size)))
-					m[i] ^= byte(1 << r.IntN(8))
-				}
-				e := h.IndexOffset() + uint64(24*c)
-				binary.LittleEndian.PutUint32(m[e+16:], fz.CRC32C(m[ch.Offset:ch.Offset+ch.Size]))
-				ie := h.IndexOffset() + uint64(24*len(h.Chunks))
-				binary.LittleEndian.PutUint32(m[ie:], fz.CRC32C(m[h.IndexOffset():ie]))
-				_, cout, cerr := fz.Decompress(ctx, m)
-				gout := make([]byte, len(raw))
-				_, gerr := g.DecompressTo(ctx, m, gout)
-				if (cerr == nil) != (gerr == nil) {
-					t.Fatalf("%s %v trial %d: cpu err %v, gpu err %v", ds.name, dims, trial, cerr, gerr)
-				}
-				if cerr == nil {
-					if !bytes.Equal(cout, gout) {
-						t.Fatalf("%s %v trial %d: accepted corrupt stream decodes differently", ds.name, dims, trial)
-					}
+				m := flipInChunk(r, h, blob)
+				if decodeAgree(t, ctx, g, fmt.Sprintf("%s %v trial %d", ds.name, dims, trial), m, len(raw)) {
 					agreeOK++
 				} else {
 					agreeErr++
@@ -439,6 +412,76 @@ func TestCorruptedAgree(t *testing.T) {
 			t.Logf("%s %v: %d corrupted streams accepted alike, %d rejected by both", ds.name, dims, agreeOK, agreeErr)
 		}
 	}
+}
+
+// noisyField is a smooth wave with noise and a NaN every 1000 values.
+func noisyField[T float32 | float64](r *rand.Rand, n int) []T {
+	v := make([]T, n)
+	for i := range v {
+		v[i] = T(math.Sin(float64(i)*0.002)*50 + r.NormFloat64())
+		if i%1000 == 5 {
+			v[i] = T(math.NaN())
+		}
+	}
+	return v
+}
+
+// spikesAndFill is v with spikes (every 311th value times 1e3) and runs of
+// the fill value -9999 (700 of every 4200 values).
+func spikesAndFill[T float32 | float64](v []T) []T {
+	w := make([]T, len(v))
+	for i := range w {
+		switch {
+		case (i/700)%6 == 2:
+			w[i] = -9999
+		case i%311 == 7:
+			w[i] = v[i] * 1e3
+		default:
+			w[i] = v[i]
+		}
+	}
+	return w
+}
+
+// decodeAgree decodes m on both backends: both reject it, or both accept it
+// with the same bytes. It reports whether they accepted.
+func decodeAgree(t *testing.T, ctx context.Context, g *Backend, name string, m []byte, rawLen int) bool {
+	t.Helper()
+	_, cout, cerr := fz.Decompress(ctx, m)
+	gout := make([]byte, rawLen)
+	_, gerr := g.DecompressTo(ctx, m, gout)
+	if (cerr == nil) != (gerr == nil) {
+		t.Fatalf("%s: cpu err %v, gpu err %v", name, cerr, gerr)
+	}
+	if cerr == nil && !bytes.Equal(cout, gout) {
+		t.Fatalf("%s: accepted stream decodes differently (byte %d)", name, firstDiff(cout, gout))
+	}
+	return cerr == nil
+}
+
+// flipInChunk is a copy of blob with 1-3 bits flipped in one chunk and the
+// checksums resealed (h is blob's header).
+func flipInChunk(r *rand.Rand, h *fz.Header, blob []byte) []byte {
+	m := append([]byte(nil), blob...)
+	ch := h.Chunks[r.IntN(len(h.Chunks))]
+	for k := 0; k < 1+r.IntN(3); k++ {
+		i := ch.Offset + uint64(r.IntN(int(ch.Size)))
+		m[i] ^= byte(1 << r.IntN(8))
+	}
+	resealChunks(h, m)
+	return m
+}
+
+// resealChunks recomputes every chunk's CRC and the index CRC of blob (h's
+// index offsets and sizes; the decoders must see the damage, not a
+// checksum mismatch).
+func resealChunks(h *fz.Header, blob []byte) {
+	io := h.IndexOffset()
+	for c, ch := range h.Chunks {
+		binary.LittleEndian.PutUint32(blob[io+uint64(24*c)+16:], fz.CRC32C(blob[ch.Offset:ch.Offset+ch.Size]))
+	}
+	ie := io + uint64(24*len(h.Chunks))
+	binary.LittleEndian.PutUint32(blob[ie:], fz.CRC32C(blob[io:ie]))
 }
 
 // TestHugeField runs a > 4 GiB f32 field through the GPU (FZ_GPU_BIG=1:

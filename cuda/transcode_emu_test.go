@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -36,15 +33,7 @@ func TestTranscodeEmulated(t *testing.T) {
 	}
 	var conts []cont
 	add := func(name string, blob []byte) {
-		h, err := fz.ReadHeader(blob)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		g, err := h.Geometry()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		conts = append(conts, cont{name, &v2Container{h, g, blob}})
+		conts = append(conts, cont{name, openContainer(t, blob)})
 	}
 	fill := -9999.0
 	var bases [][]byte
@@ -89,9 +78,8 @@ func TestTranscodeEmulated(t *testing.T) {
 	// first 64 bytes, where the code section starts
 	for k := 0; k < 150; k++ {
 		b := append([]byte(nil), bases[r.IntN(len(bases))]...)
-		h, _ := fz.ReadHeader(b)
-		g, _ := h.Geometry()
-		c := &v2Container{h, g, b}
+		c := openContainer(t, b)
+		h := c.h
 		tr := c.tiles(r.IntN(len(h.Chunks)))
 		ts := tr[r.IntN(len(tr))]
 		for j := 0; j < 1+r.IntN(3); j++ {
@@ -126,18 +114,7 @@ func TestTranscodeEmulated(t *testing.T) {
 		}
 		in.Write(tl)
 	}
-	dir := t.TempDir()
-	inPath, outPath := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inPath, in.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(emu, inPath, outPath).CombinedOutput(); err != nil {
-		t.Fatalf("transcode_emu: %v\n%s", err, out)
-	}
-	ob, err := os.ReadFile(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := runEmu(t, emu, in.Bytes())
 	at, codes, same, rejected := 0, map[uint32]int{}, 0, 0
 	for _, e := range conts {
 		var first uint32

@@ -166,7 +166,7 @@ func TestV2DecodeJobs(t *testing.T) {
 			m[ch.Offset+uint64(r.IntN(int(ch.Size)))] ^= byte(1 << r.IntN(8))
 		}
 		resealChunks(h, m)
-		if v2Agree(t, ctx, g, fmt.Sprintf("jobs of 7 tiles, field %d, trial %d", k, trial), m, lens[k]) {
+		if decodeAgree(t, ctx, g, fmt.Sprintf("jobs of 7 tiles, field %d, trial %d", k, trial), m, lens[k]) {
 			ok++
 		} else {
 			bad++
@@ -192,17 +192,7 @@ func v2DecodeCheck(t *testing.T, ctx context.Context, g *Backend, name string, r
 	t.Helper()
 	opts := []fz.Option{fz.WithTilesPerChunk(3)}
 	blob := v2Blob(t, raw, p, opts...)
-	_, cout, err := fz.Decompress(ctx, blob)
-	if err != nil {
-		t.Fatalf("%s: CPU decode of v2: %v", name, err)
-	}
-	gout := make([]byte, len(cout))
-	if _, err := g.DecompressTo(ctx, blob, gout); err != nil {
-		t.Fatalf("%s: GPU decode of v2: %v", name, err)
-	}
-	if !bytes.Equal(cout, gout) {
-		t.Fatalf("%s: GPU decode of v2 differs from CPU at byte %d", name, firstDiff(cout, gout))
-	}
+	_, gout := decodeSame(t, ctx, g, name+" (v2)", blob)
 	b1, _, err := fz.Compress(ctx, raw, p, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -221,24 +211,8 @@ func TestV2CorruptedAgree(t *testing.T) {
 	g := gpu(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(3, 4))
-	v := make([]float64, 70000)
-	for i := range v {
-		v[i] = math.Sin(float64(i)*0.002)*50 + r.NormFloat64()
-		if i%1000 == 5 {
-			v[i] = math.NaN()
-		}
-	}
-	w := make([]float64, len(v))
-	for i := range w {
-		switch {
-		case (i/700)%6 == 2:
-			w[i] = -9999
-		case i%311 == 7:
-			w[i] = v[i] * 1e3
-		default:
-			w[i] = v[i]
-		}
-	}
+	v := noisyField[float64](r, 70000)
+	w := spikesAndFill(v)
 	fill := -9999.0
 	trials := 100 // 3600 streams in all, as many as TestCorruptedAgree's
 	if os.Getenv("FZ_GPU_SHORT") != "" {
@@ -269,16 +243,9 @@ func TestV2CorruptedAgree(t *testing.T) {
 				}
 				ok, bad := 0, 0
 				for trial := 0; trial < trials; trial++ {
-					m := append([]byte(nil), blob...)
-					c := r.IntN(len(h.Chunks))
-					ch := h.Chunks[c]
-					for k := 0; k < 1+r.IntN(3); k++ {
-						i := ch.Offset + uint64(r.IntN(int(ch.Size)))
-						m[i] ^= byte(1 << r.IntN(8))
-					}
-					resealChunks(h, m)
+					m := flipInChunk(r, h, blob)
 					name := fmt.Sprintf("%s %v %v trial %d", ds.name, dims, dt, trial)
-					if v2Agree(t, ctx, g, name, m, len(raw)) {
+					if decodeAgree(t, ctx, g, name, m, len(raw)) {
 						ok++
 					} else {
 						bad++
@@ -288,34 +255,6 @@ func TestV2CorruptedAgree(t *testing.T) {
 			}
 		}
 	}
-}
-
-// v2Agree decodes m on both backends: both reject it, or both accept it
-// with the same bytes. It reports whether they accepted.
-func v2Agree(t *testing.T, ctx context.Context, g *Backend, name string, m []byte, rawLen int) bool {
-	t.Helper()
-	_, cout, cerr := fz.Decompress(ctx, m)
-	gout := make([]byte, rawLen)
-	_, gerr := g.DecompressTo(ctx, m, gout)
-	if (cerr == nil) != (gerr == nil) {
-		t.Fatalf("%s: cpu err %v, gpu err %v", name, cerr, gerr)
-	}
-	if cerr == nil && !bytes.Equal(cout, gout) {
-		t.Fatalf("%s: accepted stream decodes differently (byte %d)", name, firstDiff(cout, gout))
-	}
-	return cerr == nil
-}
-
-// resealChunks recomputes every chunk's CRC and the index CRC of blob (h's
-// index offsets and sizes; the decoders must see the damage, not a
-// checksum mismatch).
-func resealChunks(h *fz.Header, blob []byte) {
-	io := h.IndexOffset()
-	for c, ch := range h.Chunks {
-		binary.LittleEndian.PutUint32(blob[io+uint64(24*c)+16:], fz.CRC32C(blob[ch.Offset:ch.Offset+ch.Size]))
-	}
-	ie := io + uint64(24*len(h.Chunks))
-	binary.LittleEndian.PutUint32(blob[ie:], fz.CRC32C(blob[io:ie]))
 }
 
 // ---- a model of the v2 tile (PLAN4 / docs/FORMAT.md version 2), to build
@@ -454,6 +393,21 @@ type v2Container struct {
 	blob []byte
 }
 
+// openContainer reads blob's header and geometry (the test fails on an
+// error: the blobs come from the CPU codec).
+func openContainer(t *testing.T, blob []byte) *v2Container {
+	t.Helper()
+	h, err := fz.ReadHeader(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := h.Geometry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &v2Container{h, g, blob}
+}
+
 func (c *v2Container) tileN(t uint64) int {
 	g := c.g
 	gx := (g.NX + uint64(g.Tile[2]) - 1) / uint64(g.Tile[2])
@@ -573,15 +527,8 @@ func v2RuleCases(t *testing.T) []v2Case {
 		p.DType, p.Dims = f.dt, f.dims
 		raw := floatBytes(f.dt, f.v)
 		blob := v2Blob(t, raw, p, fz.WithTilesPerChunk(3))
-		h, err := fz.ReadHeader(blob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := h.Geometry()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &v2Container{h, g, blob}
+		c := openContainer(t, blob)
+		h, g := c.h, c.g
 		type tileRef struct {
 			ch, ti int
 			t      uint64
@@ -783,7 +730,7 @@ func TestV2RuleCasesAgree(t *testing.T) {
 	g := gpu(t)
 	ctx := context.Background()
 	for _, c := range v2RuleCases(t) {
-		ok := v2Agree(t, ctx, g, c.name, c.blob, c.rawLen)
+		ok := decodeAgree(t, ctx, g, c.name, c.blob, c.rawLen)
 		if c.reject && ok {
 			t.Errorf("%s: accepted by both decoders", c.name)
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/fzsidecar/fzsidecar/cuda"
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
-	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"github.com/fzsidecar/fzsidecar/pipeline"
 )
 
@@ -19,14 +18,7 @@ import (
 // whose handles do not open stale_handle, and keeps working. (Snapshots
 // from a real producer process: cuda TestDeviceIPC, run_device.sh.)
 func TestGPUDeviceRefusals(t *testing.T) {
-	if ok, err := cuda.Available(); !ok {
-		skiplog.Skipf(t, "SKIP: no GPU backend (needs %s and a CUDA device): %v", cuda.LibName, err)
-	}
-	s, err := cuda.NewStreamer(0, cuda.StreamOptions{ArenaBytes: 16 << 20, JobTiles: 512, Lanes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := gpuStreamer(t, cuda.StreamOptions{ArenaBytes: 16 << 20, JobTiles: 512, Lanes: 1})
 	g := pipeline.NewGPU([]*cuda.Streamer{s}, pipeline.GPUOptions{})
 	defer g.Close()
 	if f := g.Features(); len(f) != 1 || f[0] != ingest.FeatureCUDAIPC {

@@ -15,30 +15,46 @@ import (
 	"github.com/fzsidecar/fzsidecar/pipeline"
 )
 
+// gpuStreamer skips the test where there is no GPU backend, else makes a
+// streamer on device 0, closed after everything else the test set up.
+func gpuStreamer(t *testing.T, o cuda.StreamOptions) *cuda.Streamer {
+	t.Helper()
+	if ok, err := cuda.Available(); !ok {
+		skiplog.Skipf(t, "SKIP: no GPU backend (needs %s and a CUDA device): %v", cuda.LibName, err)
+	}
+	s, err := cuda.NewStreamer(0, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// runGPUSidecar runs the sidecar in process with g compressing its
+// snapshots (the direct codec; released blobs are reused as outputs) and
+// returns its NATS URL. g is closed after the sidecar stops.
+func runGPUSidecar(t *testing.T, e sidecarEnv, g *pipeline.GPU) string {
+	t.Helper()
+	t.Cleanup(func() { g.Close() }) // after the sidecar stops (cleanups run last-in first-out)
+	return runInProcess(t, e, func(c *sidecarConfig) {
+		c.Pipeline.Codec = nil
+		c.Pipeline.Direct = g.Direct
+		c.Pipeline.Release = g.Release
+		c.Pipeline.Compressors = g.Lanes()
+	})
+}
+
 // TestGPUDirect runs the sidecar with the GPU direct codec (segments
 // registered in place, or staged) against the embedded NATS server: every
 // snapshot is stored with the CPU codec's bytes, and a producer that
 // reuses its segments gets them served from the registration cache.
 func TestGPUDirect(t *testing.T) {
-	if ok, err := cuda.Available(); !ok {
-		skiplog.Skipf(t, "SKIP: no GPU backend (needs %s and a CUDA device): %v", cuda.LibName, err)
-	}
-	s, err := cuda.NewStreamer(0, cuda.StreamOptions{ArenaBytes: 64 << 20, JobTiles: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := gpuStreamer(t, cuda.StreamOptions{ArenaBytes: 64 << 20, JobTiles: 512})
 	for _, mode := range []pipeline.HostMode{pipeline.HostRegister, pipeline.HostStage} {
 		t.Run(string(mode), func(t *testing.T) {
 			g := pipeline.NewGPU([]*cuda.Streamer{s}, pipeline.GPUOptions{Host: mode})
-			t.Cleanup(func() { g.Close() }) // after the sidecar stops (cleanups run last-in first-out)
 			e := newEnv(t)
-			url := runInProcess(t, e, func(c *sidecarConfig) {
-				c.Pipeline.Codec = nil
-				c.Pipeline.Direct = g.Direct
-				c.Pipeline.Release = g.Release // blobs are reused as outputs
-				c.Pipeline.Compressors = g.Lanes()
-			})
+			url := runGPUSidecar(t, e, g)
 			p := newProducer(t, url, e.ShmDir, func(o *ingest.ProducerOptions) { o.ReuseSegments = 3 })
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()

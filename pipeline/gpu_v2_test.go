@@ -11,7 +11,6 @@ import (
 	"github.com/fzsidecar/fzsidecar/cuda"
 	"github.com/fzsidecar/fzsidecar/fz"
 	"github.com/fzsidecar/fzsidecar/ingest"
-	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"github.com/fzsidecar/fzsidecar/pipeline"
 )
 
@@ -20,24 +19,11 @@ import (
 // version-2 containers with the CPU codec's bytes: f32 and f64, registered
 // segments and a small field (staged), two steps each.
 func TestGPUDirectFormatVersion2(t *testing.T) {
-	if ok, err := cuda.Available(); !ok {
-		skiplog.Skipf(t, "SKIP: no GPU backend (needs %s and a CUDA device): %v", cuda.LibName, err)
-	}
-	s, err := cuda.NewStreamer(0, cuda.StreamOptions{ArenaBytes: 64 << 20, JobTiles: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := gpuStreamer(t, cuda.StreamOptions{ArenaBytes: 64 << 20, JobTiles: 512})
 	v2 := fz.WithFormatVersion(2)
 	g := pipeline.NewGPU([]*cuda.Streamer{s}, pipeline.GPUOptions{Host: pipeline.HostRegister, Codec: []fz.Option{v2}})
-	t.Cleanup(func() { g.Close() })
 	e := newEnv(t)
-	url := runInProcess(t, e, func(c *sidecarConfig) {
-		c.Pipeline.Codec = nil
-		c.Pipeline.Direct = g.Direct
-		c.Pipeline.Release = g.Release
-		c.Pipeline.Compressors = g.Lanes()
-	})
+	url := runGPUSidecar(t, e, g)
 	p := newProducer(t, url, e.ShmDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
