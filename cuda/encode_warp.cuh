@@ -52,7 +52,9 @@
 // walks and the generic path prefer more warps. Measured on an H200, 1 GiB,
 // rel 1e-2, 3 vs 2: smooth3d 597 vs 627 GB/s, hst (rank 2) 589 vs 507,
 // hyg (rank 1) 863 vs 800.
-#define ENC_MINB_W(fast) ((fast) == 3 ? 2 : 3)
+// The staged walks (f32 rank 3 and, since v22, rank 2) hold 5 KiB of
+// staging per warp besides the plane buffer: two blocks fit an SM anyway.
+#define ENC_MINB_W(fast, tsize) ((fast) == 3 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
 #endif
 // The f32 rank-3 kernels are kept small: the less code, the fewer
 // instruction-fetch stalls (PERF.md v19, -10 % on the smooth field): one
@@ -764,6 +766,8 @@ __device__ __forceinline__ bool enc_fast2(const T *__restrict__ src, const Geo &
     return true;
 }
 
+#include "encode_rank2.cuh"
+
 // ---- slow path: any tile, holes included (FORMAT.md sections 3-5 as
 // written), through the warp's scratch. Latency matters more than
 // instructions here: a slow tile holds up the look-back of every later
@@ -1216,7 +1220,7 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
 // parameter, so that version 1's kernels hold no code of version 2's (and
 // their machine code is what it was before version 2).
 template <typename T, int FAST, int HF = 0, int V = 1>
-__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
+__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
@@ -1253,10 +1257,16 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
     };
     // the v9 walk stages its tiles with cp.async one plane ahead
     constexpr bool staged = FAST == 3 && sizeof(T) == 4;
+    // the staged rank-2 walk (encode_rank2.cuh): the same staging, no
+    // optimistic kernels or listed raw values
+    constexpr bool staged2 = FAST == 2 && sizeof(T) == 4;
     // The scanner and parked tiles for the v9 walk only: on the
     // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
     // probe), and parking cost 10-26 % there (PERF.md v12).
-    constexpr bool scan = staged;
+#ifndef ENC_SCAN2
+#define ENC_SCAN2 1
+#endif
+    constexpr bool scan = staged || (ENC_SCAN2 && staged2);
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
     // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
@@ -1370,7 +1380,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
-        if (!staged || !full) prefetch_tile(src, g, base, lz, ly, lx, lane);
+        if (!(staged || staged2) || !full) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = ts.wide = 0;
         bool done = false;
@@ -1383,8 +1393,13 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
                                 : enc_fast3<false, false, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
-        } else if (FAST == 2 && full)
-            done = enc_fast2<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        } else if (FAST == 2 && full) {
+            if constexpr (staged2)
+                done = enc_fast2s<V>(src, g, base, inv, step, ebf, has_fill, (unsigned)fill_bits, pw, sq, sesc, sraw,
+                                     lane, ts);
+            else
+                done = enc_fast2<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        }
         else if (FAST == 1 && full)
             done = enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
@@ -1408,7 +1423,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST))
             const auto L = tile_layout_v<T, V>(pw, sc, ts, lane);
             publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
             double M = ts.merr;
-            if (!(staged && done))  // enc_fast3 folds its own
+            if (!((staged || staged2) && done))  // enc_fast3 and enc_fast2s fold their own
     #pragma unroll
                 for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
             if (lane == 0) {
