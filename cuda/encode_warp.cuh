@@ -101,7 +101,11 @@ __host__ __device__ constexpr unsigned esc_max(int V) { return V == 2 ? 32766u :
 // the parked one before each slow walk, 3-5x slower on fields with fill.
 #define SC_PARK 30720
 #define SC_PARK_BYTES 12288
-#define SC_BYTES 43008
+// The staged rank-3 walk of tiles with fill values: its element-order fill
+// bitmap (u32[128], word z * 16 + y, bit x), turned into the fill mask after
+// the walk (v22).
+#define SC_FE 43008
+#define SC_BYTES 43520
 // The v9 walk's raw values (u32 bits, in element order) as it finds them,
 // in the slow path's code and flag space, which the walk does not use: up
 // to SC_RV_MAX; a tile with more takes them from the field at its write
@@ -427,14 +431,59 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
+// The placeholder of a full rank-3 f32 tile for the FILLP walk (FORMAT.md
+// section 4, Holes): trunc(sum of q / count) over the values that are not
+// the fill value (int64 sum, truncated toward zero, 0 without any), from a
+// pass over the tile before the walk (the walk codes each z-plane as it goes,
+// so the placeholder must be known first). Loads through L2 only: the walk
+// stages the same lines right after. False if a value other than the fill
+// value has no q (NaN, Inf, |s| >= 2^28): the slow path takes the tile.
+__device__ __forceinline__ bool fill_placeholder3(const float *__restrict__ src, const Geo &g, unsigned long long base,
+                                                  double inv, unsigned fill32, int lane, int &ph) {
+    const unsigned long long nx = g.nx, plane = g.ny * g.nx;
+    long long sum = 0;
+    unsigned cnt = 0;
+    bool hole = false;
+#pragma unroll 1
+    for (int z = 0; z < 8; z++) {
+        const float *const p = src + base + z * plane + lane;
+        float v[16];
+#pragma unroll
+        for (int y = 0; y < 16; y++) v[y] = __ldcg(p + y * nx);
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const bool f = __float_as_uint(v[y]) == fill32;
+            const double s = __dmul_rn((double)v[y], inv);
+            const bool ok = fabs(s) < 268435456.0;
+            hole |= !f && !ok;
+            const int q = __double2loint(__dadd_rn(s, 6755399441055744.0));  // as quant_f32
+            const bool has = !f && ok;
+            sum += has ? q : 0;
+            cnt += has;
+        }
+    }
+    if (__any_sync(0xffffffffu, hole)) return false;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    cnt = __reduce_add_sync(0xffffffffu, cnt);
+    ph = cnt ? (int)(sum / (long long)cnt) : 0;
+    return true;
+}
+
 // HOT: tiles with an escape or more than HOT_RV_MAX raw values are left to
 // the slow path (false), so that a walked tile always parks and has no
 // escape list. NO16: also tiles with a z-plane of 16-bit codes (ts.wide
 // says so), and no 16-bit coder (the narrow optimistic kernel).
-template <bool HF, bool HOT = false, bool NO16 = false, int V = 1>
+// FILLP (with HF, v22): fill values are not holes; they take the tile's
+// placeholder ph (fill_placeholder3), are left out of the check and the
+// error, and their bits go to the element-order fill bitmap (SC_FE); the
+// caller turns it into the fill mask. Without FILLP a fill value leaves the
+// tile to the slow path.
+template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
-                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts) {
+                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
+                                          int ph = 0) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
     Stager st(src, g, base, stg, lane);
@@ -453,7 +502,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll
     for (int y = 0; y < 16; y++) a[y] = 0;
     float emx = 0.0f;  // the largest |e| of the lane's values that are not raw
-    unsigned nraw = 0, nesc = 0;
+    unsigned nraw = 0, nesc = 0, nfill = 0;
     int origin = 0;
     st.load(0);
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
@@ -476,15 +525,26 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // can interleave; the Lorenzo steps and shuffles after them
         int q[16];
         unsigned rawm = 0;  // bit 15 - y: value y is raw
+        unsigned film = 0;  // FILLP: bit 15 - y: value y is the fill value
         bool hole = false;
         float em = 0.0f;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const float x = xb[STG_ROW * y];
             bool h;
-            q[y] = quant_f32(x, inv, step, em, h);
-            hole |= h;
-            if (HF) hole |= __float_as_uint(x) == fill32;
+            if (FILLP) {
+                const bool f = __float_as_uint(x) == fill32;
+                const float e0 = em;
+                const int qq = quant_f32(x, inv, step, em, h);
+                em = f ? e0 : em;
+                q[y] = f ? ph : qq;
+                hole |= h && !f;
+                film |= (unsigned)f << (15 - y);
+            } else {
+                q[y] = quant_f32(x, inv, step, em, h);
+                hole |= h;
+                if (HF) hole |= __float_as_uint(x) == fill32;
+            }
         }
         if (__any_sync(F, hole)) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
@@ -501,12 +561,22 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
                 float e = 0.0f;
                 bool h;
                 (void)quant_f32(xb[STG_ROW * y], inv, step, e, h);
-                const bool r = e > ebf;
+                const bool fy = FILLP && ((film >> (15 - y)) & 1u);
+                const bool r = e > ebf && !fy;
                 rawm |= (unsigned)r << (15 - y);
-                em = r ? em : fmaxf(em, e);
+                em = r || fy ? em : fmaxf(em, e);
             }
         }
         emx = fmaxf(emx, em);
+        if (FILLP) {  // the plane's rows of the fill bitmap, every word written
+            unsigned *const sfe = sraw + (SC_FE - SC_RAW) / 4;
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                const unsigned bf = __ballot_sync(F, (film >> (15 - y)) & 1u);
+                if (lane == 0) sfe[z * 16 + y] = bf;
+                nfill += __popc(bf);
+            }
+        }
         int *const db = (int *)xb;
         int dmax = 0, dmin = 0;
 #pragma unroll
@@ -610,6 +680,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     if (HOT && nraw > (V == 2 ? HOT_RV_MAX_V2 : HOT_RV_MAX)) return false;  // it would not fit the park
     ts.nesc = nesc;
     ts.nraw = nraw;
+    if (FILLP) ts.nfill = nfill;
     ts.origin = origin;
     // every lane: the tile's largest |e| of the values that are not raw (one
     // warp max over the bits: non-negative floats order as their bits; the
@@ -1260,13 +1331,12 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     // the staged rank-2 walk (encode_rank2.cuh): the same staging, no
     // optimistic kernels or listed raw values
     constexpr bool staged2 = FAST == 2 && sizeof(T) == 4;
-    // The scanner and parked tiles for the v9 walk only: on the
-    // rank-1 fields (24 warps per SM) the look-back costs 2-6 % (no-look-back
-    // probe), and parking cost 10-26 % there (PERF.md v12).
-#ifndef ENC_SCAN2
-#define ENC_SCAN2 1
-#endif
-    constexpr bool scan = staged || (ENC_SCAN2 && staged2);
+    // The scanner and parked tiles for the staged walks only (rank 3 since
+    // v12; rank 2 since v22, H200, hst 1 GiB: 1438 / 1311 / 1216 GB/s with
+    // them, 1273 / 1232 / 1135 with the look-back): on the rank-1 fields (24
+    // warps per SM) the look-back costs 2-6 % (no-look-back probe), and
+    // parking cost 10-26 % there (PERF.md v12).
+    constexpr bool scan = staged || staged2;
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
     // when other blocks of the kernel are). Ticket k > 0 is tile k - 1.
@@ -1384,12 +1454,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         TileSum ts;
         ts.nraw = ts.nfill = ts.wide = 0;
         bool done = false;
+        int ph = 0;  // the FILLP walk's placeholder
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = opt8 ? enc_fast3<false, true, true, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : hot ? enc_fast3<false, true, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : has_fill ? enc_fast3<true, false, false, V>(src, g, base, inv, step, ebf, (unsigned)fill_bits, pw, sq,
-                                                  sesc, sraw, lane, ts)
+                       : has_fill ? fill_placeholder3(src, g, base, inv, (unsigned)fill_bits, lane, ph) &&
+                                        enc_fast3<true, false, false, V, true>(src, g, base, inv, step, ebf,
+                                                                               (unsigned)fill_bits, pw, sq, sesc, sraw,
+                                                                               lane, ts, ph)
                                 : enc_fast3<false, false, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
@@ -1409,11 +1482,16 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         }
         if (!done)
             enc_slow<T, FAST, V>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        else if (ts.nraw) {
-            if (FAST == 3)  // the fast paths take full tiles only
-                raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
-            else
-                raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
+        else {
+            if (ts.nraw) {
+                if (FAST == 3)  // the fast paths take full tiles only
+                    raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
+                else
+                    raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
+            }
+            // the FILLP walk's fill mask: the same transform as the raw mask's
+            if (staged && HF == 2 && ts.nfill)
+                raw_mask_rows3((const unsigned *)(sc + SC_FE), (unsigned *)(sc + SC_MF), lane);
         }
         __syncwarp();
         bool quit = false;  // the optimistic kernel's job was given up
