@@ -18,7 +18,10 @@
 //     each z-plane with cp.async and gives each lane a column instead; v11
 //     codes its z-planes with small residuals in 2-, 4- or 8-bit fields;
 //     v15 lists its raw values' bits as it finds them, and the raw mask of
-//     its tiles is built by rows (raw_mask_rows3).
+//     its tiles is built by rows (raw_mask_rows3). v22: f32 rank-2 tiles
+//     take a walk of the same structure (encode_rank2.cuh), and full f32
+//     rank-3 tiles with fill values the v9 walk after a placeholder pass
+//     (FILLP) instead of the slow path.
 //   slow path (anything else: clipped tiles, other shapes, values without
 //     q): the generic algorithm, four elements per lane per round, through
 //     per-warp scratch in global memory (L1-resident). It must stay fast:

@@ -5,8 +5,9 @@
 // this file's host part:
 //   range_kernel + params_kernel  (range.cuh; once per field: min/max, then
 //                                 eb, step)
-//   encode_warp_kernel (v6-v19)   one warp per tile, persistent
-//                                 (encode_warp.cuh): the default.
+//   encode_warp_kernel (v6-v22)   one warp per tile, persistent
+//                                 (encode_warp.cuh; the staged f32 rank-2
+//                                 walk in encode_rank2.cuh): the default.
 //   encode_kernel (v5)            one block per tile (encode_block.cuh):
 //                                 kept for fields where most tiles are
 //                                 clipped (use_v5).
