@@ -1,40 +1,41 @@
-// fzgpu: the FZSC v1 codec (docs/FORMAT.md) as fused CUDA kernels.
+// fzgpu: the FZSC codec (docs/FORMAT.md, container versions 1 and 2) as
+// CUDA kernels. This file is the dispatch (grid sizes, buffers, which
+// kernel, the C API of fzgpu.h); the kernels live in one file per stage:
 //
-// Compress, per job (a run of whole chunks); the kernels' bodies are in
-// one file per stage, the dispatch (grid sizes, buffers, which encoder) in
-// this file's host part:
-//   range_kernel + params_kernel  (range.cuh; once per field: min/max, then
-//                                 eb, step)
-//   encode_warp_kernel (v6-v22)   one warp per tile, persistent
-//                                 (encode_warp.cuh; the staged f32 rank-2
-//                                 walk in encode_rank2.cuh): the default.
-//   encode_kernel (v5)            one block per tile (encode_block.cuh):
-//                                 kept for fields where most tiles are
-//                                 clipped (use_v5).
-//                                 Both: load, quantize + check,
-//                                 placeholder, Lorenzo, codes, bitshuffle,
-//                                 zero blocks, masks; the tile's output
-//                                 offset is the sum of the sizes of earlier
-//                                 tiles, from a decoupled look-back or (v12,
-//                                 f32 rank 3) a scanner warp (offsets.cuh),
-//                                 so every value is read once, and the
-//                                 output lands at a place that depends only
-//                                 on the sizes (never on scheduling order).
-//   tables_kernel                 tile-size tables, stats, the result
-//                                 (tables.cuh).
-//   gather_kernel                 GPU-resident snapshots: the job's bytes
-//                                 appended to the snapshot's device buffer,
-//                                 each chunk's CRC32C (gather.cuh,
-//                                 crc32c.cuh; fzgpu_gather).
+// Compress, per job (a run of whole chunks):
+//   range.cuh            range_kernel + params_kernel: once per field (REL):
+//                        min/max, then eb and step
+//   encode_warp.cuh      encode_warp_kernel (v6-v22): one warp per tile,
+//                        persistent, tiles by ticket: the default. Its
+//                        pieces: encode_common.cuh (scratch layout, per-value
+//                        coding), encode_rank3.cuh (the staged f32 rank-3
+//                        walk), encode_rank2.cuh (the staged f32 rank-2
+//                        walk), encode_slot_walks.cuh (f64, rank 1),
+//                        encode_slow.cuh (any other tile; masks),
+//                        encode_write.cuh (a v1 tile's layout and write),
+//                        encode_v2.cuh (version 2's code section)
+//   encode_block.cuh     encode_kernel (v5): one block per tile, for
+//                        version-1 fields where most tiles are clipped
+//                        (use_v5)
+//   offsets.cuh          each tile's output offset: the sum of the sizes of
+//                        earlier tiles, from a decoupled look-back or the
+//                        scanner warp, so the output lands at a place that
+//                        depends only on the sizes (never on scheduling)
+//   tables.cuh           tables_kernel: tile-size tables, stats, the result
+//   gather.cuh           GPU-resident snapshots: the job's bytes appended to
+//                        the snapshot's device buffer with each chunk's
+//                        CRC32C (crc32c.cuh; fzgpu_gather)
 // Decompress, per job (decode.cuh):
-//   chunk_scan_kernel             one block per chunk: tile sizes -> offsets
-//   transcode_v2_kernel           version 2 only (transcode.cuh): the tiles
-//                                 rewritten as version-1 tiles, which the
-//                                 decoders below then take
-//   decode_warp_kernel            one warp per tile (decode_warp.cuh); a tile
-//                                 that does not check out goes on a list for
-//   decode_list_kernel            the block decoder, which rejects it as the
-//                                 CPU decoder does (or decodes it).
+//   chunk_scan_kernel    one block per chunk: tile sizes -> offsets
+//   transcode.cuh        version 2 only: the tiles rewritten as version-1
+//                        tiles, which the decoders below then take
+//   decode_warp.cuh      decode_warp_kernel: one warp per tile; a tile that
+//                        does not check out goes on a list for the block
+//                        decoder (decode_list_kernel), which rejects it as
+//                        the CPU decoder does (or decodes it)
+// Shared by all: device_common.cuh (geometry, parameters, the exact
+// quantize, scans), job.cuh (a job's state, full-tile tables),
+// transpose.cuh (32x32 bit transposes). Performance notes: PERF.md.
 //
 // Bit-exactness with the CPU: the build uses -fmad=false and every floating
 // step is an explicit round-to-nearest intrinsic.
@@ -60,328 +61,15 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }
 
-#define NT 512              // threads per tile block
-#define KPT (4096 / NT)     // elements per thread
-#define NWARPS (NT / 32)
-#define TILE 4096
-#define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
-// The range pass runs one full wave of 256-thread blocks (fzgpu_ctx's
-// range_blocks: SMs x resident blocks, 1056 on an H200), at most this many.
-// 1024 blocks left 8 SMs a block short: 4.22 vs 4.39 TB/s on an H200
-// (cuda/tools/rangeprobe.cu).
-#define RANGE_BLOCKS_MAX 4096
-
-// Programmatic dependent launch (sm_90): a kernel launched with
-// launch_dependent() may be scheduled while the kernel before it in the
-// stream drains; it must call grid_wait() before it reads anything that
-// kernel wrote (its blocks then wait for that grid to complete and flush).
-// Elsewhere, and for a normal launch, both are no-ops.
-__device__ __forceinline__ void grid_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-#ifndef ENC_MINB
-#define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
-#endif
-#define PWS 132             // words per bit-plane row in shared memory (128 + 4: fewer bank conflicts)
-
-static_assert(NWARPS == 16, "one warp per bit plane");
-
-struct Geo {
-    unsigned long long nz, ny, nx, gz, gy, gx, tiles;
-    int tz, ty, tx, bz, by, bx;
-    unsigned long long per_chunk;
-    // Fast path for full 8x16x32 tiles (the rank-3 shape): thread tid owns
-    // the column (y, x) = (tid / 32, tid % 32) through z = k = 0..7, so a
-    // warp holds one row. Slots and field offsets split into a z part
-    // (these tables) and a (y, x) part (emeta/eoff of element tid).
-    int fast;
-    // Shapes with a warp encoder fast path (encode_warp.cuh): FORMAT.md's
-    // rank-1, -2 and -3 tile and sub-block shapes.
-    int fast1, fast2, fast3;
-    unsigned skoff[KPT];           // slot of element (k, 0, 0)
-    unsigned long long koff[KPT];  // field offset of element (k, 0, 0): k*ny*nx
-    // n / d = umul64hi(n, m) for 32-bit n and 2 <= d < 2^32, m = 2^64 / d
-    // rounded down, plus 1 (n d < 2^64 keeps the error below 1 / d); m = 0
-    // for d = 1 or d >= 2^32. For gx, gy and per_chunk: the warp encoder
-    // divides a ticket by them on every tile (a 32-bit division is ~20
-    // dependent instructions on its path: PERF.md v13).
-    unsigned long long mgx, mgy, mpc;
-};
-
-// n / d for n < 2^32 by the magic m of Geo. m = 0: d is 1 (a rank-1 or -2
-// field's gy, gz), or d >= 2^32, which the callers' 32-bit paths never see.
-__device__ __forceinline__ unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long m) {
-    return m ? __umul64hi(n, m) : d == 1 ? n : n / d;
-}
-
-struct DevParams {
-    double eb, step, inv, lo, hi;
-    unsigned int have;
-};
-
-// The job's running totals, folded by tables_kernel's blocks.
-struct JobAcc {
-    unsigned long long outliers;  // sum of the tiles' raw counts
-    unsigned long long err_bits;  // max of the tiles' max errors: each is +0 or more (an |x - x'|), so the bits order as the values
-    unsigned blocks_done;
-};
-
-// 64-bit look-back status: bits 62-63 flag (1 aggregate, 2 inclusive prefix), rest value.
-#define ST_AGG (1ull << 62)
-#define ST_INC (2ull << 62)
-#define ST_VAL ((1ull << 62) - 1)
-
-__device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, unsigned long long &z0,
-                                         unsigned long long &y0, unsigned long long &x0, int &lz, int &ly,
-                                         int &lx) {
-    unsigned long long ix, iy, iz;
-    if (g.tiles <= 0xFFFFFFFFull) {
-        // 32-bit quotients by Geo's magic multipliers (a 64-bit division is
-        // a subroutine); every field below 2^32 tiles (16 PiB of f32) takes
-        // this branch
-        const unsigned tt = (unsigned)t, gx = (unsigned)g.gx, gy = (unsigned)g.gy;
-        const unsigned r = (unsigned)div_m(tt, gx, g.mgx), r2 = (unsigned)div_m(r, gy, g.mgy);
-        ix = tt - r * gx;
-        iy = r - r2 * gy;
-        iz = r2;
-    } else {
-        ix = t % g.gx;
-        iy = (t / g.gx) % g.gy;
-        iz = t / (g.gx * g.gy);
-    }
-    z0 = iz * g.tz;
-    y0 = iy * g.ty;
-    x0 = ix * g.tx;
-    lz = (int)min((unsigned long long)g.tz, g.nz - z0);
-    ly = (int)min((unsigned long long)g.ty, g.ny - y0);
-    lx = (int)min((unsigned long long)g.tx, g.nx - x0);
-}
-
-// Slot of element (z, y, x): docs/FORMAT.md section 3.
-__device__ __forceinline__ int slot_of(int z, int y, int x, int lz, int ly, int lx, const Geo &g) {
-    int i = z / g.bz, dz = z - i * g.bz, ez = min(g.bz, lz - i * g.bz);
-    int j = y / g.by, dy = y - j * g.by, ey = min(g.by, ly - j * g.by);
-    int k = x / g.bx, dx = x - k * g.bx, ex = min(g.bx, lx - k * g.bx);
-    return i * g.bz * ly * lx + ez * j * g.by * lx + ez * ey * k * g.bx + (dz * ey + dy) * ex + dx;
-}
-
-// f64(q) for any int32 q without the quarter-rate I2F: the bits of
-// 1.5*2^52 + q are 0x4338000000000000 + q (|q| < 2^51), and subtracting
-// 1.5*2^52 is exact.
-__device__ __forceinline__ double i2d(int q) {
-    return __dsub_rn(__longlong_as_double(0x4338000000000000ll + (long long)q), 6755399441055744.0);
-}
-
-template <typename T> struct Bits;
-template <> struct Bits<float> {
-    typedef unsigned int U;
-    static __device__ __forceinline__ unsigned long long of(float x) { return __float_as_uint(x); }
-    static __device__ __forceinline__ float from(unsigned long long b) { return __uint_as_float((unsigned)b); }
-    static __device__ __forceinline__ float rec(int q, double step) {
-        return __double2float_rn(__dmul_rn(i2d(q), step));
-    }
-    static __device__ __forceinline__ float recd(double qd, double step) {
-        return __double2float_rn(__dmul_rn(qd, step));
-    }
-};
-template <> struct Bits<double> {
-    typedef unsigned long long U;
-    static __device__ __forceinline__ unsigned long long of(double x) { return __double_as_longlong(x); }
-    static __device__ __forceinline__ double from(unsigned long long b) { return __longlong_as_double(b); }
-    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn(i2d(q), step); }
-    static __device__ __forceinline__ double recd(double qd, double step) { return __dmul_rn(qd, step); }
-};
-
-// q = round(s) (ties to even, |s| < 2^28) and the check's error er = |x - rec(q)|
-// (FORMAT.md section 4), for every encoder. (s + 1.5*2^52) - 1.5*2^52, rounded
-// twice: the first sum is 1.5*2^52 + q exactly, so its low word is q (no F2I)
-// and the second gives f64(q) (no I2F): conversions run at 1/4 rate.
-template <typename T> __device__ __forceinline__ int quant_q(T x, double s, double step, double &er) {
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    er = fabs(__dsub_rn((double)x, (double)Bits<T>::recd(qd, step)));
-    return __double2loint(sr);
-}
-
-// ---------------------------------------------------------------- block scans
-
-// Inclusive prefix sum over lanes 0..N-1 of the warp (N = 16 or 32; lanes
-// past N add what lies N below them, which callers ignore).
-template <int N> __device__ __forceinline__ unsigned warp_incl_scan(unsigned x, int lane) {
-#pragma unroll
-    for (int o = 1; o < N; o <<= 1) {
-        const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    return x;
-}
-
-// Exclusive prefix sum over the block; returns the total in *total.
-__device__ __forceinline__ unsigned block_excl_scan(unsigned v, unsigned *total, unsigned *sh /*NWARPS+1*/) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const unsigned x = warp_incl_scan<32>(v, lane);
-    if (lane == 31) sh[w] = x;
-    __syncthreads();
-    if (w == 0) {
-        const unsigned s = lane < NWARPS ? sh[lane] : 0, t = warp_incl_scan<32>(s, lane);
-        if (lane < NWARPS) sh[lane] = t - s;
-        if (lane == NWARPS - 1) sh[NWARPS] = t;
-    }
-    __syncthreads();
-    unsigned r = sh[w] + x - v;
-    *total = sh[NWARPS];
-    __syncthreads();
-    return r;
-}
-
-// Segmented inclusive scan of (flag, value) pairs: a set flag starts a segment.
-// Returns the exclusive carry into this thread (0 if the block's first).
-__device__ __forceinline__ int block_seg_carry(int flag, int v, int *shv, int *shf) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    int f = flag, x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        int yf = __shfl_up_sync(0xffffffffu, f, o);
-        int yx = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) {
-            if (!f) x = (int)((unsigned)x + (unsigned)yx);
-            f |= yf;
-        }
-    }
-    // x, f: inclusive within warp
-    if (lane == 31) {
-        shv[w] = x;
-        shf[w] = f;
-    }
-    __syncthreads();
-    if (w == 0) {
-        int sf = lane < NWARPS ? shf[lane] : 0, sx = lane < NWARPS ? shv[lane] : 0;
-        int tf = sf, tx = sx;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            int yf = __shfl_up_sync(0xffffffffu, tf, o);
-            int yx = __shfl_up_sync(0xffffffffu, tx, o);
-            if (lane >= o) {
-                if (!tf) tx = (int)((unsigned)tx + (unsigned)yx);
-                tf |= yf;
-            }
-        }
-        // exclusive carry into warp `lane` = inclusive of warp lane-1
-        int ex = __shfl_up_sync(0xffffffffu, tx, 1);
-        if (lane < NWARPS) shv[lane + 32] = lane == 0 ? 0 : ex;
-    }
-    __syncthreads();
-    // exclusive carry into this thread: inclusive of previous lane, combined
-    // with the warp's carry when no segment start lies between.
-    int px = __shfl_up_sync(0xffffffffu, x, 1), pf = __shfl_up_sync(0xffffffffu, f, 1);
-    int carry;
-    if (lane == 0) {
-        carry = shv[w + 32];
-    } else {
-        carry = pf ? px : (int)((unsigned)px + (unsigned)shv[w + 32]);
-    }
-    __syncthreads();
-    return carry;
-}
-
-// ---------------------------------------------------------------- range
-
-#include "range.cuh"
-
-// ---------------------------------------------------------------- tables
-
-// The scalars of a compress job's state, zeroed: job_init_kernel for the
-// first job, tables_kernel for the next one.
-__device__ __forceinline__ void zero_job_scalars(unsigned *ticket, unsigned *err, JobAcc *acc) {
-    ticket[0] = ticket[1] = ticket[2] = ticket[3] = 0;
-    *err = 0;
-    acc->outliers = 0;
-    acc->err_bits = 0;
-    acc->blocks_done = 0;
-}
-
-// A compress job's zeroed state in one launch: the look-back statuses, the
-// ticket, the error flag and the result accumulator, 4 statuses per thread.
-// Run for a context's first job and after a failed launch only: every
-// tables_kernel leaves that state zeroed for the next job.
-__global__ void job_init_kernel(unsigned long long *status, unsigned long long nt, unsigned *ticket,
-                                unsigned *err, JobAcc *acc) {
-    const unsigned long long i = 4 * ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x);
-    if (i + 4 <= nt && (((uintptr_t)(status + i)) & 15) == 0) {
-        uint4 *p = (uint4 *)(status + i);
-        p[0] = p[1] = make_uint4(0, 0, 0, 0);
-    } else {
-        for (unsigned long long k = i; k < i + 4 && k < nt; k++) status[k] = 0;
-    }
-    if (blockIdx.x == 0 && threadIdx.x == 0) zero_job_scalars(ticket, err, acc);
-}
-
-// For a full tile (every tile but the clipped ones at the field's edges)
-// the slot, neighbour flags and field offset of element e are the same in
-// every tile: computed once per job, they replace six integer divisions per
-// element and pass in the tile kernels.
-__global__ void meta_kernel(Geo g, unsigned *emeta, unsigned long long *eoff) {
-    int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= TILE) return;
-    int P = g.ty * g.tx, z = e / P, r = e - z * P, y = r / g.tx, x = r - y * g.tx;
-    emeta[e] = (unsigned)slot_of(z, y, x, g.tz, g.ty, g.tx, g) | (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14 | 1u << 15;
-    eoff[e] = ((unsigned long long)z * g.ny + y) * g.nx + x;
-}
-
-// ---------------------------------------------------------------- bit transpose
-
-// 32x32 bit transpose across a warp: lane r holds row r (bit c = column c);
-// on return lane r holds column r (bit c = old lane c's bit r). Five
-// butterfly stages, each swapping bit j of the row and column index. The
-// 16- and 8-bit stages move whole bytes: a shuffle and one byte permute.
-// The 4-, 2- and 1-bit stages: a shuffle, a rotate and one 3-input select
-// with the lane's mask in a register (written as lop3: left to itself the
-// compiler folds the mask into immediates and spends three logic ops).
-// The per-lane selectors, masks and rotations depend only on the lane (the
-// compiler hoists them where registers allow; at 128 it recomputes them).
-__device__ __forceinline__ unsigned bitsel(unsigned a, unsigned b, unsigned m) {  // (a & m) | (b & ~m)
-    unsigned r;
-    asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(r) : "r"(a), "r"(b), "r"(m));
-    return r;
-}
-// N independent transposes, stage by stage: each stage is a shuffle whose
-// result the next stage needs tens of cycles later, so one transpose alone
-// keeps a warp waiting most of the time; N of them in step issue N
-// shuffles back to back.
-template <int N> __device__ __forceinline__ void transpose32n(unsigned (&x)[N], int lane) {
-    const unsigned F = 0xffffffffu;
-    unsigned y[N];
-#pragma unroll
-    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 16);
-#pragma unroll
-    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 16) ? 0x3276u : 0x5410u);
-#pragma unroll
-    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 8);
-#pragma unroll
-    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 8) ? 0x3715u : 0x6240u);
-#pragma unroll
-    for (int j = 4; j >= 1; j >>= 1) {
-        const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
-        const bool top = (lane & j) == 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], j);
-#pragma unroll
-        for (int i = 0; i < N; i++) x[i] = bitsel(x[i], __funnelshift_l(y[i], y[i], top ? j : 32 - j), top ? m : ~m);
-    }
-}
-__device__ __forceinline__ unsigned transpose32(unsigned x, int lane) {
-    unsigned a[1] = {x};
-    transpose32n<1>(a, lane);
-    return a[0];
-}
-
-// ---------------------------------------------------------------- encode
-
-#include "offsets.cuh"
-#include "encode_block.cuh"
-#include "encode_warp.cuh"
+// The kernels, one file per stage; the dispatch (grid sizes, buffers,
+// which kernel) is the host part below them.
+#include "device_common.cuh"  // geometry, parameters, quantize, scans
+#include "range.cuh"          // range pass and parameters (REL)
+#include "job.cuh"            // a job's state, full-tile tables
+#include "transpose.cuh"      // 32x32 bit transposes
+#include "offsets.cuh"        // tile offsets: look-back and scanner
+#include "encode_block.cuh"   // the block encoder (v5)
+#include "encode_warp.cuh"    // the warp encoder (v6-v22) and its walks
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
@@ -409,9 +97,9 @@ static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 
     return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt) : enc_kernel_v<1>(dtype, fast, has_fill, opt);
 }
 
-#include "tables.cuh"
-#include "crc32c.cuh"
-#include "gather.cuh"
+#include "tables.cuh"          // tile-size tables, the job's result
+#include "crc32c.cuh"          // CRC32C on the device
+#include "gather.cuh"          // GPU-resident snapshots: device assembly
 
 // ---------------------------------------------------------------- decode
 

@@ -1,0 +1,452 @@
+// The staged f32 rank-3 walk (v9-v22, enc_fast3) and what it alone uses:
+// cp.async staging (Stager), the narrow coders (put_narrow) and the
+// placeholder pass of tiles with fill values (fill_placeholder3). Included
+// by encode_warp.cuh; encode_rank2.cuh builds on its staging and coders.
+
+// ---- fast paths. Each returns false (and leaves partial state that the
+// slow path overwrites) as soon as a hole shows up.
+
+// Rank 3 (v9, f32): lane = x. Each z-plane (16 rows of 32 values, 2 KiB)
+// is staged in shared memory by cp.async one plane ahead, so no registers
+// wait for DRAM. Lane x reads its column, quantizes it, takes Dy in
+// registers, Dz against a carried register per y and Dx by one shuffle,
+// and writes the residual d over its own value. Lane (dy, dx) of word pair
+// (j, k) then reads slot (dy, dx) of both words, codes them and runs one
+// 32x32 transpose, as in v6. Rows are padded to 40 words, so the copies,
+// the column reads and the slot reads all hit 32 banks with addresses that
+// are one register plus an immediate. One copy of the code serves both
+// buffers, the buffer offset a register (coding since v11, quantize since
+// v13: the copy per buffer cost instruction fetch). Escapes and raw values
+// are found once per plane (the extremes of d, a raw bitmask per lane) and
+// recorded by ballots; escapes are rewritten as d = -32768 (code 0x8000)
+// before the plane is coded.
+// v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
+// blocks per SM) walks the tile in slot order with two shuffles and a vote
+// per value and loads 32-byte row pieces into registers.
+#define STG_ROW 40              // words per staged row (32 values + 8 of padding: banks)
+#define STG_PLANE (16 * STG_ROW)
+
+__device__ __forceinline__ void cp_async16(unsigned sdst, const void *gsrc) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst), "l"(gsrc));
+}
+__device__ __forceinline__ void cp_async4(unsigned sdst, const void *gsrc) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sdst), "l"(gsrc));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// b - b(lane - 1); lane 0 keeps b. The shuffle's own in-range predicate
+// guards the subtraction: one instruction less than a select on the lane.
+__device__ __forceinline__ int sub_left(int b) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t.reg .b32 t;\n\t"
+        "shfl.sync.up.b32 t|p, %0, 1, 0, 0xffffffff;\n\t"
+        "@p sub.s32 %0, %0, t;\n\t}"
+        : "+r"(b));
+    return b;
+}
+
+// Bytes of a and b by a prmt selector whose nibbles may ask for sign
+// replication (bit 3), which __byte_perm does not promise.
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
+    unsigned r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// Sign-magnitude codes (FORMAT.md section 4) of two residuals with
+// |d| <= 32767, or d = -32768 for an escape (code 0x8000): per 16-bit half
+// h of the packed pair, (h ^ m) + (m & 1) = |h| where m replicates h's
+// sign (no carry leaves a half), and the sign goes back on top.
+__device__ __forceinline__ unsigned code16x2(int d0, int d1) {
+    const unsigned p = prmt((unsigned)d0, (unsigned)d1, 0x5410), m = prmt(p, p, 0xBB99);
+    return ((p ^ m) + (m & 0x00010001u)) | (p & 0x80008000u);
+}
+
+// Quantize + check of one f32 value (FORMAT.md section 4) for the v9 walk.
+// s, q and x' as in quant_q, but the check's difference is taken in f32:
+// x - x' is exact there (for |q| >= 2, x and x' are within a factor of 2
+// (Sterbenz); for q = 0, x' = 0; for |q| = 1 no float x lies below x'/2
+// while s >= 0.5), so e = |x - x'| equals the f64 difference and
+// e <= eb holds exactly when e <= ebf, the largest float <= eb. That saves
+// a conversion, a double subtraction and the double max per value.
+// Returns q; sets hole for values without q (|s| >= 2^28, NaN, Inf) and
+// folds the check's |e| into em, a float max: per value one subtraction and
+// one max (the raw test, e > ebf, and the largest e of the values that are
+// not raw are taken from em once per z-plane; v14 kept both per value, with
+// integer operations on the bits of e, 2 instructions more per value:
+// PERF.md v15). No NaN reaches em: the walk leaves on a hole first.
+__device__ __forceinline__ int quant_f32(float x, double inv, double step, float &em, bool &hole) {
+    const double s = __dmul_rn((double)x, inv);
+    hole = !(fabs(s) < 268435456.0);
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    const float rec = __double2float_rn(__dmul_rn(qd, step));
+    em = fmaxf(em, fabsf(__fsub_rn(x, rec)));
+    return __double2loint(sr);
+}
+
+// The warp's two plane buffers (5 KiB): one array for both instantiations.
+__device__ __forceinline__ float *stage_buf() {
+    __shared__ __align__(16) float stage3[ENC_W][2 * STG_PLANE];
+    return stage3[threadIdx.x >> 5];
+}
+
+// Copies the planes of one full rank-3 f32 tile into the warp's buffers.
+// 16-byte copies when every row starts on a 16-byte boundary: lane l
+// copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
+// lane l column l of every row. Each plane advances one pointer.
+struct Stager {
+    const float *gz;
+    unsigned long long rstep, plane;
+    unsigned scp;
+    bool al16;
+    __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
+        const unsigned long long nx = g.nx;
+        plane = g.ny * g.nx;
+        al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
+        gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
+        rstep = al16 ? 4 * nx : nx;
+        scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
+    }
+    // The bits of value (z, y, lane) of the tile from global memory (rare:
+    // raw values), after plane z's residuals replaced it in the buffer;
+    // planes up to min(z + 1, 7) have been loaded.
+    __device__ __forceinline__ unsigned bits(int z, int y, int lane) const {
+        const unsigned long long nx = al16 ? rstep >> 2 : rstep;
+        const unsigned long long lo = al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane;
+        const float *p = gz - (z < 7 ? 2 : 1) * plane - lo + y * nx + lane;
+        return __float_as_uint(*p);
+    }
+    // the next plane into buffer b (one commit group)
+    __device__ __forceinline__ void load(int b) {
+        const float *p = gz;
+        gz += plane;
+        const unsigned d = scp + 4u * STG_PLANE * b;
+        if (al16) {
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                cp_async16(d + 16u * STG_ROW * u, p);
+                p += rstep;
+            }
+        } else {
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                cp_async4(d + 4u * STG_ROW * y, p);
+                p += rstep;
+            }
+        }
+        cp_async_commit();
+    }
+};
+
+// Codes of one z-plane whose residuals all have |d| < 2^(W-1), W = 2, 4
+// or 8 bits each (most planes at loose bounds: on the smooth field at
+// 1e-2, |d| <= 1 in 83 % of them): the sign-magnitude code then has its
+// magnitude in planes 0..W-2 and its sign in plane 15, and planes W-1..14
+// are zero. Packing W-bit codes, 32 / W to a register, needs W / 2
+// transposes instead of 8 (the 16-bit path), and writes W of the 16
+// planes; the tile's walk zeroes the others once.
+// Word n = 4j + k of the z-plane (rows 4j + dy, columns 8k + dx) is field
+// n % (32 / W) of register n / (32 / W); after the transpose lane b holds
+// bit b % W of field b / W, i.e. plane b % W of that word, in every
+// register.
+template <int W>
+__device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, int lane) {
+    constexpr int C = 32 / W, R = W / 2;
+    constexpr unsigned FM = (1u << W) - 1, LSB = 0xffffffffu / FM;  // one bit per field
+    unsigned x[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        unsigned p;
+        if (W == 8) {  // words (r, 0..3): the low bytes of four residuals
+            p = __byte_perm(__byte_perm((unsigned)sb[STG_ROW * 4 * r], (unsigned)sb[STG_ROW * 4 * r + 8], 0x0040),
+                            __byte_perm((unsigned)sb[STG_ROW * 4 * r + 16], (unsigned)sb[STG_ROW * 4 * r + 24], 0x0040),
+                            0x5410);
+        } else {
+            p = 0;
+#pragma unroll
+            for (int f = 0; f < C; f++) {
+                const int n = r * C + f;
+                p |= ((unsigned)sb[STG_ROW * 4 * (n >> 2) + 8 * (n & 3)] & FM) << (W * f);
+            }
+        }
+        if (W > 2) {  // two's complement fields to sign-magnitude (no carry leaves a field)
+            const unsigned s = (p >> (W - 1)) & LSB;
+            p = ((p ^ (s * FM)) + s) | (p & (LSB << (W - 1)));
+        }  // W = 2: d in {-1, 0, 1} is its own code
+        x[r] = p;
+    }
+    transpose32n<R>(x, lane);
+    const int b = lane % W, pl = b == W - 1 ? 15 : b;
+    unsigned *const o = pw + pl * PW_STRIDE + 4 * (lane / W) + (z >> 2) * 64 + ((z & 3) ^ ((pl >> 2) & 3));
+#pragma unroll
+    for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
+}
+
+// The placeholder of a full rank-3 f32 tile for the FILLP walk (FORMAT.md
+// section 4, Holes): trunc(sum of q / count) over the values that are not
+// the fill value (int64 sum, truncated toward zero, 0 without any), from a
+// pass over the tile before the walk (the walk codes each z-plane as it goes,
+// so the placeholder must be known first). Loads through L2 only: the walk
+// stages the same lines right after. False if a value other than the fill
+// value has no q (NaN, Inf, |s| >= 2^28): the slow path takes the tile.
+__device__ __forceinline__ bool fill_placeholder3(const float *__restrict__ src, const Geo &g, unsigned long long base,
+                                                  double inv, unsigned fill32, int lane, int &ph) {
+    const unsigned long long nx = g.nx, plane = g.ny * g.nx;
+    long long sum = 0;
+    unsigned cnt = 0;
+    bool hole = false;
+    // The tile's 128 rows into L2 at once (first and last byte of each: a
+    // row may straddle two lines), so that the rounds below wait for L2,
+    // not for DRAM, one after another (H200, levitus 1 GiB: +4-5 % against
+    // one round at a time from DRAM; coads within 1 %).
+    for (int r = lane; r < 128; r += 32) {
+        const float *const row = src + base + (r >> 4) * plane + (r & 15) * nx;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 31));
+    }
+#pragma unroll 2
+    for (int z = 0; z < 8; z++) {
+        const float *const p = src + base + z * plane + lane;
+        float v[16];
+#pragma unroll
+        for (int y = 0; y < 16; y++) v[y] = __ldcg(p + y * nx);
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const bool f = __float_as_uint(v[y]) == fill32;
+            const double s = __dmul_rn((double)v[y], inv);
+            const bool ok = fabs(s) < 268435456.0;
+            hole |= !f && !ok;
+            const int q = __double2loint(__dadd_rn(s, 6755399441055744.0));  // as quant_f32
+            const bool has = !f && ok;
+            sum += has ? q : 0;
+            cnt += has;
+        }
+    }
+    if (__any_sync(0xffffffffu, hole)) return false;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    cnt = __reduce_add_sync(0xffffffffu, cnt);
+    ph = cnt ? (int)(sum / (long long)cnt) : 0;
+    return true;
+}
+
+// HOT: tiles with an escape or more than HOT_RV_MAX raw values are left to
+// the slow path (false), so that a walked tile always parks and has no
+// escape list. NO16: also tiles with a z-plane of 16-bit codes (ts.wide
+// says so), and no 16-bit coder (the narrow optimistic kernel).
+// FILLP (with HF, v22): fill values are not holes; they take the tile's
+// placeholder ph (fill_placeholder3), are left out of the check and the
+// error, and their bits go to the element-order fill bitmap (SC_FE); the
+// caller turns it into the fill mask. Without FILLP a fill value leaves the
+// tile to the slow path.
+template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false>
+__device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
+                                          double inv, double step, float ebf, unsigned fill32, unsigned *pw,
+                                          int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
+                                          int ph = 0) {
+    const unsigned F = 0xffffffffu;
+    float *stg = stage_buf();
+    Stager st(src, g, base, stg, lane);
+    const int dy = lane >> 3, dx = lane & 7;
+    float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
+    const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
+    // plane p of word w sits at pw[p * PW_STRIDE + (w ^ ((p / 4) % 4))] (put_planes):
+    // lanes 0-15 store plane lane of w0, lanes 16-31 plane lane - 16 of w0 + 16
+    unsigned *const pwl = pw + (lane & 15) * PW_STRIDE + (lane >> 4) * 16;
+    const int pws = (lane >> 2) & 3;
+    // Dy q of the previous plane, per y, updated in place. (v9-v12 kept two
+    // arrays and a copy of the quantize half per plane parity so that the
+    // carry needed no moves; nvcc moved the registers anyway, 16 per plane,
+    // and the second copy cost instruction fetch: PERF.md v13.)
+    int a[16];
+#pragma unroll
+    for (int y = 0; y < 16; y++) a[y] = 0;
+    float emx = 0.0f;  // the largest |e| of the lane's values that are not raw
+    unsigned nraw = 0, nesc = 0, nfill = 0;
+    int origin = 0;
+    st.load(0);
+    // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
+#pragma unroll
+        for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
+    // Quantizes plane z (buffer z % 2) and turns it into residuals d in
+    // place; mabs: the largest |d|. False for a hole (the tile then takes
+    // the slow path).
+    auto quant_plane = [&](int z, unsigned &mabs) -> bool {
+        const int b = z & 1;
+        if (z < 7) {
+            st.load(b ^ 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncwarp();
+        float *const xb = xcol + b * STG_PLANE;
+        // quantize the column first: 16 independent chains the scheduler
+        // can interleave; the Lorenzo steps and shuffles after them
+        int q[16];
+        unsigned rawm = 0;  // bit 15 - y: value y is raw
+        unsigned film = 0;  // FILLP: bit 15 - y: value y is the fill value
+        bool hole = false;
+        float em = 0.0f;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const float x = xb[STG_ROW * y];
+            bool h;
+            if (FILLP) {
+                const bool f = __float_as_uint(x) == fill32;
+                const float e0 = em;
+                const int qq = quant_f32(x, inv, step, em, h);
+                em = f ? e0 : em;
+                q[y] = f ? ph : qq;
+                hole |= h && !f;
+                film |= (unsigned)f << (15 - y);
+            } else {
+                q[y] = quant_f32(x, inv, step, em, h);
+                hole |= h;
+                if (HF) hole |= __float_as_uint(x) == fill32;
+            }
+        }
+        if (__any_sync(F, hole)) {
+            cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
+            return false;
+        }
+        // Rare: a value over the bound (raw). Which ones, and the largest
+        // |e| of the others, from a second pass over the column (the
+        // residuals have not replaced it yet). Not unrolled: unrolled by 4
+        // or 16 it was slower on every field (code layout, PERF.md v15).
+        if (__any_sync(F, em > ebf)) {
+            em = 0.0f;
+#pragma unroll 1
+            for (int y = 0; y < 16; y++) {
+                float e = 0.0f;
+                bool h;
+                (void)quant_f32(xb[STG_ROW * y], inv, step, e, h);
+                const bool fy = FILLP && ((film >> (15 - y)) & 1u);
+                const bool r = e > ebf && !fy;
+                rawm |= (unsigned)r << (15 - y);
+                em = r || fy ? em : fmaxf(em, e);
+            }
+        }
+        emx = fmaxf(emx, em);
+        if (FILLP) {  // the plane's rows of the fill bitmap, every word written
+            unsigned *const sfe = sraw + (SC_FE - SC_RAW) / 4;
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                const unsigned bf = __ballot_sync(F, (film >> (15 - y)) & 1u);
+                if (lane == 0) sfe[z * 16 + y] = bf;
+                nfill += __popc(bf);
+            }
+        }
+        int *const db = (int *)xb;
+        int dmax = 0, dmin = 0;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
+            const int B = (int)((unsigned)A - (unsigned)a[y]);
+            a[y] = A;
+            int d = sub_left(B);
+            if (y == 0 && z == 0) {
+                origin = __shfl_sync(F, d, 0);  // element 0's q: the tile's origin, its code 0
+                if (lane == 0) d = 0;
+            }
+            db[STG_ROW * y] = d;
+            dmax = max(dmax, d);
+            dmin = min(dmin, d);
+        }
+        __syncwarp();
+        // Rare: raw values (rows with one: a warp OR of the lanes' masks;
+        // at 1e-4 about one tile in ten has one, on csm most). The
+        // element-order bitmaps' words of this plane are z * 16 + y, bit
+        // x; words of rows without any stay 0. Rows in increasing y, so the
+        // values' bits, appended to srv for the tile's write, come in
+        // element order. They are read back from global memory (L2): taken
+        // from the buffer before the residuals overwrite it, the loop had
+        // to run before the Lorenzo steps and cost as much (PERF.md v15).
+        unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
+        for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
+            const int bit = 31 - __clz(rows), y = 15 - bit;
+            rows ^= 1u << bit;
+            const bool r = (rawm >> bit) & 1u;
+            const unsigned br = __ballot_sync(F, r);
+            if (lane == 0) sraw[z * 16 + y] = br;
+            const unsigned i = nraw + __popc(br & ((1u << lane) - 1));
+            if (r && i < SC_RV_MAX) srv[i] = st.bits(z, y, lane);
+            nraw += __popc(br);
+        }
+        // the largest |d| of the z-plane picks the code width
+        mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
+        return true;
+    };
+    // Codes plane z from buffer z % 2. One copy of this code for both
+    // buffers (the offset is a register): with a copy per buffer, the four
+    // code widths made the kernel 16 % larger and 1e-4 5 % slower (PERF.md v11).
+    auto code_plane = [&](int z, unsigned mabs) {
+        int *const db = (int *)xcol + (z & 1) * STG_PLANE;
+        // Escapes (rare): record d, then code them as 0x8000 (d = -32768).
+        if (!HOT && mabs > esc_max(V)) {
+#pragma unroll 1
+            for (int y = 0; y < 16; y++) {
+                const int d = db[STG_ROW * y];
+                const bool esc = (unsigned)abs(d) > esc_max(V);  // element 0 holds 0
+                const unsigned be = __ballot_sync(F, esc);
+                if (esc) {
+                    sq[z * 512 + y * 32 + lane] = d;
+                    db[STG_ROW * y] = -32768;
+                }
+                if (lane == 0) sesc[z * 16 + y] = be;
+                nesc += __popc(be);
+            }
+            __syncwarp();
+        }
+        const int *const sb = slot + (z & 1) * STG_PLANE;
+        if (mabs <= 1u) {
+            put_narrow<2>(sb, pw, z, lane);
+        } else if (mabs <= 7u) {
+            put_narrow<4>(sb, pw, z, lane);
+        } else if (NO16 || mabs <= 127u) {
+            put_narrow<8>(sb, pw, z, lane);
+        } else {
+            const int wz = (z >> 2) * 64 + (z & 3);
+            unsigned *const pwp = pwl + (wz ^ pws);
+            auto pair = [&](int jp) {
+                unsigned x[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++)  // rows 8jp + dy (word j = 2jp) and 8jp + 4 + dy (j = 2jp + 1)
+                    x[k] = code16x2(sb[STG_ROW * 8 * jp + 8 * k], sb[STG_ROW * (8 * jp + 4) + 8 * k]);
+                transpose32n<4>(x, lane);
+#pragma unroll
+                for (int k = 0; k < 4; k++) pwp[32 * jp + 4 * k] = x[k];
+            };
+#pragma unroll 1
+            for (int jp = 0; jp < 2; jp++) pair(jp);
+        }
+        __syncwarp();  // this buffer takes plane z + 2
+    };
+#pragma unroll 1
+    for (int z = 0; z < 8; z++) {
+        unsigned mabs;
+        if (!quant_plane(z, mabs)) return false;
+        if (HOT && mabs > esc_max(V)) {  // an escape: the slow path takes the tile
+            cp_async_wait<0>();
+            return false;
+        }
+        if (NO16 && mabs > 127u) {  // 16-bit codes: the kernel with that coder takes the job
+            cp_async_wait<0>();
+            ts.wide = 1;
+            return false;
+        }
+        code_plane(z, mabs);
+    }
+    if (HOT && nraw > (V == 2 ? HOT_RV_MAX_V2 : HOT_RV_MAX)) return false;  // it would not fit the park
+    ts.nesc = nesc;
+    ts.nraw = nraw;
+    if (FILLP) ts.nfill = nfill;
+    ts.origin = origin;
+    // every lane: the tile's largest |e| of the values that are not raw (one
+    // warp max over the bits: non-negative floats order as their bits; the
+    // caller's fold of ts.merr, 5 double shuffles, is skipped for this walk)
+    ts.merr = (double)__uint_as_float(__reduce_max_sync(F, __float_as_uint(emx)));
+    return true;
+}
