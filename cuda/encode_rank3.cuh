@@ -1,7 +1,10 @@
 // The staged f32 rank-3 walk (v9-v22, enc_fast3) and what it alone uses:
 // cp.async staging (Stager), the narrow coders (put_narrow) and the
 // placeholder pass of tiles with fill values (fill_placeholder3). Included
-// by encode_warp.cuh; encode_rank2.cuh builds on its staging and coders.
+// by encode_warp.cuh right after encode_ptx.cuh (the inline-PTX primitives:
+// cp.async, sub_left, prmt), so that the host emulation
+// (tools/encode_rank3_emu.cpp) can define those and include this file;
+// encode_rank2.cuh builds on its staging and coders.
 
 // ---- fast paths. Each returns false (and leaves partial state that the
 // slow path overwrites) as soon as a hole shows up.
@@ -25,34 +28,6 @@
 // per value and loads 32-byte row pieces into registers.
 #define STG_ROW 40              // words per staged row (32 values + 8 of padding: banks)
 #define STG_PLANE (16 * STG_ROW)
-
-__device__ __forceinline__ void cp_async16(unsigned sdst, const void *gsrc) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst), "l"(gsrc));
-}
-__device__ __forceinline__ void cp_async4(unsigned sdst, const void *gsrc) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sdst), "l"(gsrc));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-// b - b(lane - 1); lane 0 keeps b. The shuffle's own in-range predicate
-// guards the subtraction: one instruction less than a select on the lane.
-__device__ __forceinline__ int sub_left(int b) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t.reg .b32 t;\n\t"
-        "shfl.sync.up.b32 t|p, %0, 1, 0, 0xffffffff;\n\t"
-        "@p sub.s32 %0, %0, t;\n\t}"
-        : "+r"(b));
-    return b;
-}
-
-// Bytes of a and b by a prmt selector whose nibbles may ask for sign
-// replication (bit 3), which __byte_perm does not promise.
-__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
-    unsigned r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-    return r;
-}
 
 // Sign-magnitude codes (FORMAT.md section 4) of two residuals with
 // |d| <= 32767, or d = -32768 for an escape (code 0x8000): per 16-bit half

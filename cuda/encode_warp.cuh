@@ -47,6 +47,7 @@
 
 // The pieces, in the order they build on each other:
 #include "encode_common.cuh"      // configuration, scratch layout, per-value coding
+#include "encode_ptx.cuh"         // the staged walks' inline-PTX primitives (cp.async, sub_left, prmt)
 #include "encode_rank3.cuh"       // the staged f32 rank-3 walk
 #include "encode_slot_walks.cuh"  // the slot-order walks (f64, rank 1)
 #include "encode_rank2.cuh"       // the staged f32 rank-2 walk

@@ -1,0 +1,816 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// TestEncodeRank3Emulated checks the staged f32 rank-3 walk (enc_fast3 in
+// encode_rank3.cuh) and the placeholder pass of tiles with fill values
+// (fill_placeholder3, FILLP) without a GPU: tools/encode_rank3_emu.cpp runs
+// the header's code on the host (32 threads as the warp's lanes,
+// AddressSanitizer and UBSan, cp.async copies landing both at issue and at
+// their wait, poisoned staging, plane and scratch buffers: see its
+// comment) on every full 8 x 16 x 32 tile of 3-D f32 fields, with each walk
+// the kernel calls there:
+//   - fields without a fill value: enc_fast3<false, false, false, V>
+//     (plain: it records escapes), <false, true, false, V> (hot: the no-fill
+//     kernels' walk, false for a tile with an escape or more than
+//     HOT_RV_MAX(_V2) raw values) and <false, true, true, V> (no16: the
+//     narrow optimistic kernel's, also false, with ts.wide, at the first
+//     z-plane of 16-bit codes);
+//   - fields with one: fill_placeholder3, then, if it returned true,
+//     enc_fast3<true, false, false, V, true> with its placeholder.
+//
+// What the walks leave must be what the CPU codec writes for the tile in its
+// version-1 container, and what FORMAT.md section 4 gives recomputed here:
+//   - done (and wide, and fill_placeholder3's result): as the walk's rules
+//     give them from the tile's holes (values without q that are not the
+//     fill value: NaN, Inf, |s| >= 2^28), escapes, largest |d| per z-plane
+//     and raw count, in the walk's order (z-planes in turn: a hole, then an
+//     escape, then a 16-bit plane);
+//   - the placeholder: trunc(sum q / count) over the values with q that are
+//     not fill (0 without any); the CPU tile's origin where element 0 is fill;
+//   - the 16 bit planes (v1Planes), the origin, the escape count and list
+//     (element order; the element-order escape bitmap marks exactly them);
+//   - the raw count and element-order raw bitmap (the check failed, fill
+//     values left out) and the listed raw values: the raw elements' bits in
+//     element order, the first min(nraw, SC_RV_MAX) of them, equal to the CPU
+//     tile's raw values;
+//   - FILLP: nfill and the element-order fill bitmap (word z * 16 + y, bit x);
+//     the CPU tile has a fill mask exactly when nfill > 0;
+//   - merr: the largest check error of the values that are neither raw nor
+//     fill.
+//
+// Version 2 (V = 2) escapes |d| >= 32767 and still codes every escape as
+// 0x8000, as in TestEncodeRank2Emulated: the expected planes and escape list
+// are the version-1 tile's with residuals of ±32767 turned into escapes.
+//
+// Shapes 16 x 32 x 64 (nx % 4 == 0: the 16-byte cp.async path, 8 full
+// tiles) and 8 x 32 x 67 (odd nx: the 4-byte path; 4 full tiles, the
+// clipped ones skipped). A second build with SC_RV_MAX = 300 walks the
+// fields with many raw values again, so that tiles list fewer raw values
+// than they have. Real fields (levitus with its land, csm), where present:
+// a box of each.
+func TestEncodeRank3Emulated(t *testing.T) {
+	flags := []string{"-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing"}
+	emu := buildEmu(t, "encode_rank3_emu.cpp", flags...)
+	const lowCap = 300
+	emuLow := buildEmu(t, "encode_rank3_emu.cpp", append(flags, fmt.Sprintf("-DSC_RV_MAX=%d", lowCap))...)
+	ctx := context.Background()
+
+	const (
+		wPlain = 1
+		wHot   = 2
+		wNo16  = 4
+		wFillP = 8
+	)
+	walkName := map[int]string{wPlain: "plain", wHot: "hot", wNo16: "no16", wFillP: "fillp"}
+	type field struct {
+		name       string
+		nz, ny, nx int
+		v          []float32
+		p          fz.Params
+		lowCap     bool // also walked by the build with SC_RV_MAX = lowCap
+		real       bool
+	}
+	var fields []field
+	land := -1e10
+	// the first float32 from 1024 up whose check fails at 1e-4: a fill
+	// value that has a q and would be raw
+	rawFill := float32(1024)
+	for {
+		step := 2e-4
+		s := float64(float64(rawFill) * (1 / step))
+		q := float64(float64(s+6755399441055744.0) - 6755399441055744.0)
+		if math.Abs(float64(rawFill)-float64(float32(float64(q*step)))) > 1e-4 {
+			break
+		}
+		rawFill = math.Nextafter32(rawFill, 2048)
+	}
+	rawFillV := float64(rawFill)
+	shapes := [][3]int{{16, 32, 64}, {8, 32, 67}}
+	for si, shape := range shapes {
+		nz, ny, nx := shape[0], shape[1], shape[2]
+		r := rand.New(rand.NewPCG(uint64(si)+5, 33))
+		mk := func(name string, eb float64, fill *float64, lowCap bool, f func(z, y, x int, step float64) float64) {
+			v := make([]float32, nz*ny*nx)
+			for z := range nz {
+				for y := range ny {
+					for x := range nx {
+						v[(z*ny+y)*nx+x] = float32(f(z, y, x, 2*eb))
+					}
+				}
+			}
+			fields = append(fields, field{fmt.Sprintf("%s %dx%dx%d", name, nz, ny, nx), nz, ny, nx, v,
+				fz.Params{DType: fz.Float32, Dims: []uint64{uint64(nz), uint64(ny), uint64(nx)}, Mode: fz.Abs, Bound: eb, Fill: fill},
+				lowCap, false})
+		}
+		wave := func(z, y, x int) float64 {
+			return 15 + 10*math.Sin(0.05*float64(x)+0.03*float64(y))*math.Cos(0.2*float64(z))
+		}
+		// smooth: |d| <= 1 nearly everywhere (2-bit codes)
+		mk("smooth", 1e-3, nil, false, func(z, y, x int, step float64) float64 {
+			return (0.37*float64(x) + 0.21*float64(y) + 0.5*float64(z) + 3*math.Sin(0.02*float64(x+2*y+3*z))) * step
+		})
+		// residuals at the coders' and escapes' edges: each tile's q is the
+		// 3-D prefix sum (inside the tile) of residuals chosen per z-plane,
+		// a few at ±m and the rest smaller, m one of the largest |d| each
+		// coder takes and the smallest it does not (step 1: x = q exactly)
+		edges := []int{0, 1, 2, 7, 8, 127, 128, 32766, 32767, 32768, 100000}
+		dq := make([]int, nz*ny*nx)
+		for tz := 0; tz < nz; tz += 8 {
+			for ty := 0; ty < ny; ty += 16 {
+				for tx := 0; tx < nx; tx += 32 {
+					for z := range 8 {
+						m := edges[r.IntN(len(edges))]
+						at := func() int {
+							return ((tz+z)*ny+ty+r.IntN(16))*nx + tx + r.IntN(min(32, nx-tx))
+						}
+						for range 1 + r.IntN(3) {
+							dq[at()] = m * (1 - 2*r.IntN(2))
+						}
+						ms := min(m, 1000)
+						for range r.IntN(20) {
+							if i := at(); dq[i] == 0 {
+								dq[i] = r.IntN(2*ms+1) - ms
+							}
+						}
+					}
+				}
+			}
+		}
+		for z := range nz { // prefix sums along x, then y, then z, inside each tile
+			for y := range ny {
+				for x := range nx {
+					i := (z*ny+y)*nx + x
+					if x%32 != 0 {
+						dq[i] += dq[i-1]
+					}
+				}
+			}
+		}
+		for z := range nz {
+			for y := range ny {
+				for x := range nx {
+					i := (z*ny+y)*nx + x
+					if y%16 != 0 {
+						dq[i] += dq[i-nx]
+					}
+				}
+			}
+		}
+		for z := range nz {
+			for y := range ny {
+				for x := range nx {
+					i := (z*ny+y)*nx + x
+					if z%8 != 0 {
+						dq[i] += dq[i-nx*ny]
+					}
+					if dq[i] >= 1<<24 || dq[i] <= -1<<24 {
+						t.Fatalf("edges: q %d is not exact in float32", dq[i])
+					}
+				}
+			}
+		}
+		mk("edges", 0.5, nil, false, func(z, y, x int, step float64) float64 { return float64(dq[(z*ny+y)*nx+x]) })
+		// escapes: noise of 1e6 quanta (nearly every |d| > 32767) in the
+		// left half of each tile, sparse spikes of 5e4 quanta in a smooth
+		// right half
+		mk("escapes", 1e-3, nil, false, func(z, y, x int, step float64) float64 {
+			if x%32 < 16 && (z/8+y/16+x/32)%2 == 0 {
+				return 1e6 * (2*r.Float64() - 1) * step
+			}
+			q := 0.3*float64(x) + 0.2*float64(y)
+			if r.IntN(300) == 0 {
+				q += 5e4 * float64(1-2*r.IntN(2))
+			}
+			return q * step
+		})
+		// raw values at 1e-4: near 1024 (f32 spacing 1.2e-4: about 40 % of
+		// the values fail the check), near 512 (6.1e-5: about 8 %) or on
+		// both sides of 512 (fewer), by tile
+		mk("raw", 1e-4, nil, true, func(z, y, x int, step float64) float64 {
+			b := []float64{1024, 512, 511.995}[(z/8+y/16+2*(x/32))%3]
+			return b + 0.01*math.Sin(0.05*float64(x))*math.Cos(0.07*float64(y+z)) + 1e-3*r.NormFloat64()
+		})
+		// holes without a fill value: NaN, +Inf, 1e30 (|s| >= 2^28) and -Inf
+		// in tiles (iz, iy, ix) = (0,0,0) z 0, (0,0,1) z 3, (0,1,0) z 7 (its
+		// z-plane 2 noisy: 16-bit codes before the hole) and (0,1,1) z 5; the
+		// tiles of iz = 1 are walked
+		mk("holes", 1e-3, nil, false, func(z, y, x int, step float64) float64 {
+			switch {
+			case z == 0 && y == 0 && x == 5:
+				return math.NaN()
+			case z == 3 && y == 4 && x == 32+31:
+				return math.Inf(1)
+			case z == 7 && y == 31 && x == 31:
+				return 1e30
+			case z == 5 && y == 16+9 && x == 32+2:
+				return math.Inf(-1)
+			}
+			v := wave(z, y, x)
+			if z == 2 && y >= 16 && x < 32 {
+				v += 2 * r.Float64()
+			}
+			return v
+		})
+		// land (fill -1e10) at 1e-4, by tile (iz, iy, ix): (0,0,0) a land
+		// disc holding element 0 (origin = placeholder); (0,0,1) all land;
+		// (0,1,0) land and a NaN (fill_placeholder3 false); (0,1,1) no land,
+		// values near 1024 (raw); (1,0,0) land and negative values (a
+		// negative placeholder, truncated); (1,0,1) land stripes and values
+		// near 1024; (1,1,0) land and 1e30 (false); (1,1,1) one land value,
+		// the tile's last
+		mk("land", 1e-4, &land, false, func(z, y, x int, step float64) float64 {
+			iz, iy, ix := z/8, y/16, x/32
+			lz, ly, lx := z%8, y%16, x%32
+			v := wave(z, y, x)
+			disc := float64(ly*ly+(lx-3)*(lx-3)) < 60-4*float64(lz)
+			switch [3]int{iz, iy, ix} {
+			case [3]int{0, 0, 0}:
+				if disc {
+					return land
+				}
+			case [3]int{0, 0, 1}:
+				return land
+			case [3]int{0, 1, 0}:
+				if lz == 4 && ly == 7 && lx == 20 {
+					return math.NaN()
+				}
+				if disc {
+					return land
+				}
+			case [3]int{0, 1, 1}:
+				return 1024 + 0.01*math.Sin(0.1*float64(x+y)) + 1e-3*r.NormFloat64()
+			case [3]int{1, 0, 0}:
+				if (lx+ly)%7 < 2 {
+					return land
+				}
+				return -v - 7.3
+			case [3]int{1, 0, 1}:
+				if (lx/4+lz)%3 == 0 {
+					return land
+				}
+				return 1024 + 0.01*math.Sin(0.1*float64(x+y)) + 1e-3*r.NormFloat64()
+			case [3]int{1, 1, 0}:
+				if lz == 6 && ly == 2 && lx == 1 {
+					return 1e30
+				}
+				if disc {
+					return land
+				}
+			case [3]int{1, 1, 1}:
+				if lz == 7 && ly == 15 && lx == 31 {
+					return land
+				}
+			}
+			return v
+		})
+		// a fill value with a q whose check fails (it would be raw), among
+		// values near 1024 at 1e-4
+		mk("rawfill", 1e-4, &rawFillV, true, func(z, y, x int, step float64) float64 {
+			if (x+2*y+3*z)%11 == 0 {
+				return rawFillV
+			}
+			return 1024 + 0.01*math.Sin(0.05*float64(x))*math.Cos(0.07*float64(y)) + 1e-3*r.NormFloat64()
+		})
+		// a fill value with a q that passes its check with an error no other
+		// value has (step 1, the others integers: their errors are 0), in
+		// tiles other than (0,0,0): merr must leave it out
+		quarter := 0.25
+		mk("fillerr", 0.5, &quarter, false, func(z, y, x int, step float64) float64 {
+			if (z/8+y/16+x/32) > 0 && (x+y+z)%5 == 0 {
+				return quarter
+			}
+			return math.Round(100 * wave(z, y, x))
+		})
+	}
+	// real 3-D fields, where present: a box of each
+	dir := os.Getenv("FZ_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	for _, c := range []struct {
+		f          realField
+		z0, y0, x0 int
+		nz, ny, nx int
+		ebs        []float64
+	}{
+		{realFields[8], 0, 64, 0, 8, 64, 98, []float64{1e-2, 1e-4}}, // levitus: land (fill), unaligned box
+		{realFields[2], 40, 0, 0, 8, 32, 128, []float64{1e-4}},      // csm_b003_TS
+	} {
+		raw, err := os.ReadFile(filepath.Join(dir, c.f.name))
+		if err != nil {
+			t.Logf("%s not found (%v): left out", c.f.name, err)
+			continue
+		}
+		FY, FX := int(c.f.dims[1]), int(c.f.dims[2])
+		v := make([]float32, c.nz*c.ny*c.nx)
+		for z := range c.nz {
+			for y := range c.ny {
+				for x := range c.nx {
+					i := ((c.z0+z)*FY+c.y0+y)*FX + c.x0 + x
+					v[(z*c.ny+y)*c.nx+x] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+				}
+			}
+		}
+		for _, eb := range c.ebs {
+			fields = append(fields, field{fmt.Sprintf("%s box %dx%dx%d rel %g", c.f.name, c.nz, c.ny, c.nx, eb), c.nz, c.ny, c.nx, v,
+				fz.Params{DType: fz.Float32, Dims: []uint64{uint64(c.nz), uint64(c.ny), uint64(c.nx)}, Mode: fz.Rel, Bound: eb, Fill: c.f.fill},
+				false, true})
+		}
+	}
+
+	// What each tile must give, from the CPU tile and FORMAT.md section 4
+	// (independent of V and the walk).
+	type tileExp struct {
+		name      string
+		tile      int
+		aligned   bool
+		real      bool
+		holePlane int // first z-plane with a value without q that is not fill; 8: none
+		ph        int32
+		origin    int32
+		codes     [4096]uint32 // version-1 code by element
+		v1esc     map[int]int32
+		raw, fill [128]uint32
+		nraw      int
+		nfill     int
+		rawBits   []uint32
+		merr      float64
+	}
+	// What a walk must give.
+	type want struct {
+		name       string
+		te         *tileExp
+		V, walk    int
+		done, wide bool
+		planes     [16][128]uint32
+		escE       []int
+		escD       []int32
+		planeMax   [8]uint32 // largest |d| of each z-plane (element 0 left out); 32768 for an escape
+		v2only     int
+	}
+	type record struct {
+		in     []byte
+		wants  []want
+		lowCap bool
+	}
+	le := binary.LittleEndian
+	var recs []record
+	for _, f := range fields {
+		blob, _, err := fz.Compress(ctx, f32bytes(f.v), f.p, fz.WithFormatVersion(1))
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		tiles, _ := containerTiles(t, blob)
+		eb := math.Float64frombits(le.Uint64(blob[40:]))
+		step := math.Float64frombits(le.Uint64(blob[48:]))
+		inv := 1 / step
+		hasFill := blob[11]&1 != 0
+		fillBits := le.Uint32(blob[56:])
+		gy, gx := (f.ny+15)/16, (f.nx+31)/32
+		var tes []*tileExp
+		for iz := 0; iz < f.nz/8; iz++ {
+			for iy := 0; iy < f.ny/16; iy++ {
+				for ix := 0; ix < f.nx/32; ix++ {
+					ti := (iz*gy+iy)*gx + ix
+					te := &tileExp{name: fmt.Sprintf("%s tile %d (%d, %d, %d)", f.name, ti, iz, iy, ix), tile: ti,
+						aligned: f.nx%4 == 0, real: f.real, holePlane: 8, v1esc: map[int]int32{}}
+					val := func(e int) float32 {
+						return f.v[((8*iz+e/512)*f.ny+16*iy+e/32%16)*f.nx+32*ix+e%32]
+					}
+					var sum int64
+					var cnt int64
+					for e := range 4096 {
+						x := val(e)
+						if hasFill && math.Float32bits(x) == fillBits {
+							te.fill[e/32] |= 1 << (e % 32)
+							te.nfill++
+							continue
+						}
+						// FORMAT.md section 4, each step rounded on its own
+						s := float64(float64(x) * inv)
+						if !(math.Abs(s) < 1<<28) {
+							te.holePlane = min(te.holePlane, e/512)
+							continue
+						}
+						q := float64(float64(s+6755399441055744.0) - 6755399441055744.0)
+						sum += int64(q)
+						cnt++
+						xr := float32(float64(q * step))
+						d := math.Abs(float64(x) - float64(xr))
+						if !(d <= eb) {
+							te.raw[e/32] |= 1 << (e % 32)
+							te.nraw++
+							te.rawBits = append(te.rawBits, math.Float32bits(x))
+						} else {
+							te.merr = max(te.merr, d)
+						}
+					}
+					if cnt > 0 {
+						te.ph = int32(sum / cnt)
+					}
+					tile := tiles[ti]
+					word := func(i int) uint32 { return le.Uint32(tile[4*i:]) }
+					w0 := word(0)
+					te.origin = int32(word(1))
+					pl, end := v1Planes(tile)
+					var v1esc []int32
+					if w0>>16&1 != 0 {
+						m := int(word(end))
+						for i := range m {
+							v1esc = append(v1esc, int32(word(end+1+i)))
+						}
+						end += 1 + m
+					}
+					cpuFill := w0>>17&1 != 0
+					if cpuFill {
+						end += 1 + 4*bits.OnesCount32(word(end))
+					}
+					var cpuRaw []uint32
+					if w0>>18&1 != 0 {
+						end += 1 + 4*bits.OnesCount32(word(end))
+						for i := range int(word(end)) {
+							cpuRaw = append(cpuRaw, word(end+1+i))
+						}
+					}
+					// codes by element (full tile: slot = 2048i + 512j + 128k + 32dz + 8dy + dx)
+					next := 0
+					for e := range 4096 {
+						z, y, x := e/512, e/32%16, e%32
+						s := 2048*(z/4) + 512*(y/4) + 128*(x/8) + 32*(z%4) + 8*(y%4) + x%8
+						c := uint32(0)
+						for p := range 16 {
+							c |= (pl[p][s/32] >> (s % 32) & 1) << p
+						}
+						te.codes[e] = c
+						if c == 0x8000 {
+							if next >= len(v1esc) {
+								t.Fatalf("%s: more 0x8000 codes than escapes in the CPU tile", te.name)
+							}
+							te.v1esc[e] = v1esc[next]
+							next++
+						}
+					}
+					if next != len(v1esc) {
+						t.Fatalf("%s: %d escapes in the CPU tile, %d codes 0x8000", te.name, len(v1esc), next)
+					}
+					if te.holePlane == 8 { // the tile the walks take: the CPU's agrees with the recomputation
+						if len(cpuRaw) != te.nraw || fmt.Sprint(cpuRaw) != fmt.Sprint(te.rawBits) {
+							t.Fatalf("%s: the CPU tile's raw values (%d) differ from the recomputed ones (%d)", te.name, len(cpuRaw), te.nraw)
+						}
+						if cpuFill != (te.nfill > 0) {
+							t.Fatalf("%s: the CPU tile's fill bit is %v with %d fill values", te.name, cpuFill, te.nfill)
+						}
+						if te.fill[0]&1 != 0 && te.origin != te.ph {
+							t.Fatalf("%s: element 0 is fill: the CPU's origin %d, the placeholder recomputed %d", te.name, te.origin, te.ph)
+						}
+					}
+					tes = append(tes, te)
+				}
+			}
+		}
+		walks := []int{wPlain, wHot, wNo16}
+		if hasFill {
+			walks = []int{wFillP}
+		}
+		for V := 1; V <= 2; V++ {
+			var hdr [48]byte
+			le.PutUint32(hdr[0:], uint32(f.nz))
+			le.PutUint32(hdr[4:], uint32(f.ny))
+			le.PutUint32(hdr[8:], uint32(f.nx))
+			le.PutUint32(hdr[12:], uint32(V))
+			wb := 0
+			for _, w := range walks {
+				wb |= w
+			}
+			le.PutUint32(hdr[16:], uint32(wb))
+			le.PutUint32(hdr[20:], fillBits)
+			le.PutUint64(hdr[24:], math.Float64bits(inv))
+			le.PutUint64(hdr[32:], math.Float64bits(step))
+			le.PutUint64(hdr[40:], math.Float64bits(eb))
+			rec := record{in: append(hdr[:], f32bytes(f.v)...), lowCap: f.lowCap}
+			for _, te := range tes {
+				w := want{te: te, V: V}
+				// the planes and escapes version V's walk leaves (escapes coded 0x8000)
+				var codes [4096]uint32
+				for e := 1; e < 4096; e++ {
+					c := te.codes[e]
+					mag := c & 0x7FFF
+					switch {
+					case c == 0x8000:
+						w.escE = append(w.escE, e)
+						w.escD = append(w.escD, te.v1esc[e])
+						mag = 32768
+					case V == 2 && mag == 32767:
+						d := int32(32767)
+						if c&0x8000 != 0 {
+							d = -d
+						}
+						w.escE = append(w.escE, e)
+						w.escD = append(w.escD, d)
+						c = 0x8000
+						w.v2only++
+						mag = 32768
+					}
+					codes[e] = c
+					w.planeMax[e/512] = max(w.planeMax[e/512], mag)
+				}
+				for e := range 4096 {
+					z, y, x := e/512, e/32%16, e%32
+					s := 2048*(z/4) + 512*(y/4) + 128*(x/8) + 32*(z%4) + 8*(y%4) + x%8
+					for p := range 16 {
+						w.planes[p][s/32] |= (codes[e] >> p & 1) << (s % 32)
+					}
+				}
+				for _, walk := range walks {
+					w.walk = walk
+					w.name = fmt.Sprintf("%s v%d %s", te.name, V, walkName[walk])
+					w.done, w.wide = te.holePlane == 8, false
+					if walk == wHot || walk == wNo16 { // the walk's order: per z-plane a hole, an escape, 16-bit codes
+						escMax := uint32(32767)
+						if V == 2 {
+							escMax = 32766
+						}
+						for z := range 8 {
+							if z == te.holePlane || w.planeMax[z] > escMax {
+								w.done = false
+								break
+							}
+							if walk == wNo16 && w.planeMax[z] > 127 {
+								w.done, w.wide = false, true
+								break
+							}
+						}
+						// then more than HOT_RV_MAX(_V2) raw values: below, with the emulator's constants
+					}
+					rec.wants = append(rec.wants, w)
+				}
+			}
+			recs = append(recs, rec)
+		}
+	}
+
+	// coverage counts
+	type cover struct {
+		walked, left                                     map[string]int // by walk and staging path
+		withEsc, withV2, withRaw, overCap, underCap      int
+		hotEsc, hotRaw, hotRawDone, wide, no16Esc, holes int
+		fillTiles, noFillTiles, allFill, fill0, fillBad  int
+		classes                                          [4]int
+		edges                                            map[uint32]int
+		realWalked                                       int
+	}
+	cv := cover{walked: map[string]int{}, left: map[string]int{}, edges: map[uint32]int{}}
+	check := func(emu string, recs []record) {
+		var in bytes.Buffer
+		n := 0
+		for _, r := range recs {
+			in.Write(r.in)
+			n += len(r.wants)
+		}
+		got := runEmu(t, emu, in.Bytes())
+		u32 := func() uint32 {
+			if len(got) < 4 {
+				t.Fatal("emulator output ends early")
+			}
+			v := le.Uint32(got)
+			got = got[4:]
+			return v
+		}
+		rvMax, hotMax, hotMaxV2 := int(u32()), int(u32()), int(u32())
+		for _, r := range recs {
+			for _, w := range r.wants {
+				te := w.te
+				if (w.walk == wHot || w.walk == wNo16) && w.done && te.nraw > [3]int{0, hotMax, hotMaxV2}[w.V] {
+					w.done = false // a hot walk's tile must fit the park
+				}
+				if ti, walk := int(u32()), int(u32()); ti != te.tile || walk != w.walk {
+					t.Fatalf("%s: emulator record for tile %d walk %d", w.name, ti, walk)
+				}
+				done, wide := u32() == 1, u32() == 1
+				path := "4-byte"
+				if te.aligned {
+					path = "16-byte"
+				}
+				key := walkName[w.walk] + " " + path
+				if w.walk == wFillP {
+					ok, ph := u32() == 1, int32(u32())
+					if ok != (te.holePlane == 8) {
+						t.Fatalf("%s: fill_placeholder3 returned %v, want %v (a value without q that is not fill: z-plane %d)",
+							w.name, ok, te.holePlane == 8, te.holePlane)
+					}
+					if ok && ph != te.ph {
+						t.Fatalf("%s: placeholder %d, want %d", w.name, ph, te.ph)
+					}
+					if !ok {
+						cv.fillBad++
+					}
+				}
+				if done != w.done || wide != w.wide {
+					t.Fatalf("%s: the walk returned done=%v (wide %v), want done=%v (wide %v): holes from z-plane %d, largest |d| per z-plane %v, %d raw values",
+						w.name, done, wide, w.done, w.wide, te.holePlane, w.planeMax, te.nraw)
+				}
+				if !done {
+					cv.left[key]++
+					switch {
+					case te.holePlane < 8:
+						cv.holes++
+					case w.wide:
+						cv.wide++
+					case len(w.escE) > 0 && w.walk == wHot:
+						cv.hotEsc++
+					case len(w.escE) > 0:
+						cv.no16Esc++
+					case w.walk == wHot:
+						cv.hotRaw++
+					}
+					continue
+				}
+				cv.walked[key]++
+				origin, nesc, nraw, nfill, merr := int32(u32()), int(u32()), int(u32()), int(u32()), math.Float32frombits(u32())
+				var pl [16][128]uint32
+				for p := range 16 {
+					for i := range 128 {
+						pl[p][i] = u32()
+					}
+				}
+				var sraw, sesc, sfe [128]uint32
+				for i := range sraw {
+					sraw[i] = u32()
+				}
+				for i := range sesc {
+					sesc[i] = u32()
+				}
+				esc := make([]int32, nesc)
+				for i := range esc {
+					esc[i] = int32(u32())
+				}
+				listed := make([]uint32, min(nraw, rvMax))
+				for i := range listed {
+					listed[i] = u32()
+				}
+				if w.walk == wFillP {
+					for i := range sfe {
+						sfe[i] = u32()
+					}
+				}
+				if origin != te.origin {
+					t.Errorf("%s: origin %d, CPU %d", w.name, origin, te.origin)
+				}
+				for p := range 16 {
+					for i := range 128 {
+						if pl[p][i] != w.planes[p][i] {
+							t.Fatalf("%s: plane %d word %d (z-plane %d, row group %d, column group %d) is %#08x, CPU %#08x",
+								w.name, p, i, 4*(i/64)+i%4, i%64/16, i%16/4, pl[p][i], w.planes[p][i])
+						}
+					}
+				}
+				if nesc != len(w.escE) {
+					t.Fatalf("%s: %d escapes, CPU %d", w.name, nesc, len(w.escE))
+				}
+				var wesc [128]uint32
+				for i, e := range w.escE {
+					wesc[e/32] |= 1 << (e % 32)
+					if esc[i] != w.escD[i] {
+						t.Fatalf("%s: escape %d (element %d) is %d, CPU %d", w.name, i, e, esc[i], w.escD[i])
+					}
+				}
+				if sesc != wesc {
+					i := 0
+					for sesc[i] == wesc[i] {
+						i++
+					}
+					t.Fatalf("%s: escape bitmap word %d (z %d, y %d) is %#08x, want %#08x", w.name, i, i/16, i%16, sesc[i], wesc[i])
+				}
+				if nraw != te.nraw {
+					t.Fatalf("%s: %d raw values, want %d", w.name, nraw, te.nraw)
+				}
+				if sraw != te.raw {
+					i := 0
+					for sraw[i] == te.raw[i] {
+						i++
+					}
+					t.Fatalf("%s: raw bitmap word %d (z %d, y %d) is %#08x, want %#08x", w.name, i, i/16, i%16, sraw[i], te.raw[i])
+				}
+				for i, b := range listed {
+					if b != te.rawBits[i] {
+						t.Fatalf("%s: listed raw value %d is %#08x, want %#08x (the %dth raw element's bits)", w.name, i, b, te.rawBits[i], i)
+					}
+				}
+				wantFill := 0
+				if w.walk == wFillP {
+					wantFill = te.nfill
+					if sfe != te.fill {
+						i := 0
+						for sfe[i] == te.fill[i] {
+							i++
+						}
+						t.Fatalf("%s: fill bitmap word %d (z %d, y %d) is %#08x, want %#08x", w.name, i, i/16, i%16, sfe[i], te.fill[i])
+					}
+				}
+				if nfill != wantFill {
+					t.Fatalf("%s: nfill %d, want %d", w.name, nfill, wantFill)
+				}
+				if float64(merr) != te.merr {
+					t.Errorf("%s: merr %g, want %g", w.name, merr, te.merr)
+				}
+				// coverage
+				if nesc > 0 {
+					cv.withEsc++
+				}
+				if w.v2only > 0 {
+					cv.withV2++
+				}
+				if nraw > 0 {
+					cv.withRaw++
+					if w.walk == wHot {
+						cv.hotRawDone++
+					}
+				}
+				if nraw > rvMax {
+					cv.overCap++
+				} else if nraw > 0 {
+					cv.underCap++
+				}
+				if w.walk == wFillP {
+					switch {
+					case nfill == 4096:
+						cv.allFill++
+					case nfill == 0:
+						cv.noFillTiles++
+					default:
+						cv.fillTiles++
+					}
+					if te.fill[0]&1 != 0 && nfill < 4096 {
+						cv.fill0++
+					}
+				}
+				if te.real {
+					cv.realWalked++
+				}
+				for _, m := range w.planeMax {
+					switch {
+					case m <= 1:
+						cv.classes[0]++
+					case m <= 7:
+						cv.classes[1]++
+					case m <= 127:
+						cv.classes[2]++
+					default:
+						cv.classes[3]++
+					}
+					cv.edges[m]++
+				}
+			}
+		}
+		if len(got) != 0 {
+			t.Fatalf("emulator wrote %d bytes more than the tiles", len(got))
+		}
+		t.Logf("%s (SC_RV_MAX %d): %d walks of full tiles equal to the CPU's and the recomputation", filepath.Base(emu), rvMax, n)
+	}
+	check(emu, recs)
+	var low []record
+	for _, r := range recs {
+		if r.lowCap {
+			low = append(low, r)
+		}
+	}
+	check(emuLow, low)
+
+	// each check must have had something to catch
+	for _, k := range []string{"plain", "hot", "no16", "fillp"} {
+		for _, p := range []string{"16-byte", "4-byte"} {
+			if cv.walked[k+" "+p] == 0 {
+				t.Errorf("coverage: no tile walked by %s on the %s staging path", k, p)
+			}
+		}
+	}
+	if cv.withEsc == 0 || cv.withV2 == 0 || cv.withRaw == 0 || cv.overCap == 0 || cv.underCap == 0 || cv.hotEsc == 0 ||
+		cv.hotRaw == 0 || cv.hotRawDone == 0 || cv.wide == 0 || cv.no16Esc == 0 || cv.holes == 0 || cv.fillTiles == 0 ||
+		cv.noFillTiles == 0 || cv.allFill == 0 || cv.fill0 == 0 || cv.fillBad == 0 ||
+		cv.classes[0] == 0 || cv.classes[1] == 0 || cv.classes[2] == 0 || cv.classes[3] == 0 {
+		t.Errorf("coverage: %+v", cv)
+	}
+	for _, m := range []uint32{1, 2, 7, 8, 127, 128, 32766, 32767, 32768} {
+		if cv.edges[m] == 0 {
+			t.Errorf("coverage: no walked z-plane whose largest |d| is %d", m)
+		}
+	}
+	t.Logf("walked %v; left to the slow path %v: %d for holes, %d hot for escapes, %d hot for > HOT_RV_MAX raw values, %d no16 for 16-bit codes (wide), %d no16 for escapes; fill_placeholder3 false %d times",
+		cv.walked, cv.left, cv.holes, cv.hotEsc, cv.hotRaw, cv.wide, cv.no16Esc, cv.fillBad)
+	t.Logf("walked tiles: %d with escapes (%d with ±32767, version 2 only), %d with raw values (%d listing all, %d more than SC_RV_MAX), %d hot with raw values; FILLP: %d with fill, %d without, %d all fill, %d with element 0 fill; z-planes by coder (2/4/8/16 bits) %v; real-field walks %d",
+		cv.withEsc, cv.withV2, cv.withRaw, cv.underCap, cv.overCap, cv.hotRawDone, cv.fillTiles, cv.noFillTiles, cv.allFill, cv.fill0, cv.classes, cv.realWalked)
+}

@@ -1,0 +1,265 @@
+// walk_emu.h: what the host emulations of the staged f32 walks
+// (encode_rank3_emu.cpp: enc_fast3 and fill_placeholder3 of
+// cuda/encode_rank3.cuh; encode_rank2_emu.cpp: enc_fast2s of
+// cuda/encode_rank2.cuh) define in place of CUDA and of the device code
+// their headers take from elsewhere, with the same semantics: the CUDA
+// qualifiers and intrinsics, the warp-wide operations beyond warp_emu.h's,
+// transpose32n (as transpose.cuh's), Geo (the fields the walks read), and
+// encode_ptx.cuh's inline-PTX primitives (cp.async, sub_left, prmt). An
+// emulator includes this file, then ../encode_common.cuh (the scratch
+// layout, TileSum, esc_max: the real ones) and ../encode_rank3.cuh (and
+// ../encode_rank2.cuh), in encode_warp.cuh's order, so the walks, Stager,
+// the coders, quant_f32, code16x2 and stage_buf compiled are the headers'
+// own. Built with -ffp-contract=off: every floating operation is one IEEE
+// operation, rounded to nearest, as the GPU build's explicit intrinsics and
+// -fmad=false.
+//
+// The emulated hardware (the runner sets it up per tile):
+//  - 32 threads play the lanes of warp emu_warp of a block (warp_emu.h:
+//    shuffles, ballots, votes, reductions and __syncwarp meet at one
+//    barrier, so a warp-wide call that not every lane makes deadlocks the
+//    run instead of passing); each sets my_lane and threadIdx.x;
+//  - shared memory: the header's own stage_buf() (its __shared__ array of
+//    ENC_W rows, one per warp, static here); the warp's row is the arena
+//    that cp.async and __cvta_generic_to_shared accept;
+//  - cp.async: each lane's copies are queued per commit group and land
+//    either at issue ("early") or only when cp_async_wait<N> retires their
+//    group ("late"); a copy must be aligned to its size and lie inside the
+//    arena.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+#include "warp_emu.h"
+
+// ------------------------------------------------------------ CUDA types and intrinsics
+
+struct alignas(16) uint4 {  // as CUDA's: a 16-byte store must be 16-byte aligned (UBSan checks)
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct uint3 {
+    unsigned x, y, z;
+};
+thread_local uint3 threadIdx;  // x = 32 * emu_warp + my_lane (the runner sets it)
+
+// Shuffles of any 4- or 8-byte type (the walks shuffle ints, and
+// fill_placeholder3 a long long: one exchange of 64 bits, never a
+// conversion to warp_emu.h's unsigned). warp_emu.h's unsigned __shfl_sync
+// stays the better match for unsigned.
+static unsigned long long xch64[32];
+template <typename T> static T shfl_emu(T v, int src) {
+    static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 4 || sizeof(T) == 8), "a 4- or 8-byte shuffle");
+    unsigned long long u = 0;
+    memcpy(&u, &v, sizeof v);
+    xch64[my_lane] = u;
+    bar->arrive_and_wait();
+    u = xch64[src & 31];
+    bar->arrive_and_wait();
+    T r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+template <typename T> static T __shfl_sync(unsigned, T v, int src) { return shfl_emu(v, src); }
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int m) { return shfl_emu(v, my_lane ^ m); }
+template <typename F> static unsigned reduce_emu(unsigned v, F f) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    unsigned r = xch[0];
+    for (int i = 1; i < 32; i++) r = f(r, xch[i]);
+    bar->arrive_and_wait();
+    return r;
+}
+static unsigned __reduce_or_sync(unsigned, unsigned v) {
+    return reduce_emu(v, [](unsigned a, unsigned b) { return a | b; });
+}
+static unsigned __reduce_max_sync(unsigned, unsigned v) {
+    return reduce_emu(v, [](unsigned a, unsigned b) { return a > b ? a : b; });
+}
+static unsigned __reduce_add_sync(unsigned, unsigned v) {
+    return reduce_emu(v, [](unsigned a, unsigned b) { return a + b; });
+}
+static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+// the low 32 bits of the double's bits
+static inline int __double2loint(double d) {
+    unsigned long long u;
+    memcpy(&u, &d, 8);
+    return (int)(unsigned)u;
+}
+// one IEEE operation each, rounded to nearest even (x86-64 SSE2, -ffp-contract=off)
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline float __double2float_rn(double d) { return (float)d; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+// (hi:lo) << (s & 31), the high word (PTX shf.l.wrap)
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+    s &= 31;
+    return s ? hi << s | lo >> (32 - s) : hi;
+}
+// PTX prmt, default mode without sign replication (as __byte_perm: only
+// the selector nibbles' low 3 bits count)
+static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned sel) {
+    const unsigned long long x = (unsigned long long)b << 32 | a;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(x >> (8 * ((sel >> (4 * i)) & 7)) & 0xFFu) << (8 * i);
+    return r;
+}
+// a load through L2 (ld.global.cg): a load
+template <typename T> static inline T __ldcg(const T *p) { return *p; }
+// encode_common.cuh's note_rare (not used by the staged walks)
+static inline unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+// device_common.cuh's, declared for encode_common.cuh's templates (not
+// instantiated by the staged walks)
+template <typename T> struct Bits;
+template <typename T> int quant_q(T x, double s, double step, double &er);
+
+// fill_placeholder3 prefetches the tile's rows into L2 with inline PTX
+// ("prefetch.global.L2 [%0];", the operand a 64-bit register: constraint
+// "l", which x86-64 GCC takes as an index register). On the host that
+// line reaches the assembler: this GNU as macro of the same name makes it
+// expand to nothing (a prefetch changes no result), so the header's code is
+// compiled as it is.
+asm(".macro prefetch.global.L2 addr\n.endm");
+
+// ------------------------------------------------------------ as fzgpu.cu's
+
+struct Geo {  // the fields the staged walks read
+    unsigned long long nz, ny, nx;
+};
+// transpose.cuh's (its bitsel is lop3 0xE4)
+static inline unsigned bitsel(unsigned a, unsigned b, unsigned m) { return (a & m) | (b & ~m); }
+template <int N> void transpose32n(unsigned (&x)[N], int lane) {
+    const unsigned F = 0xffffffffu;
+    unsigned y[N];
+    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 16);
+    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 16) ? 0x3276u : 0x5410u);
+    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 8);
+    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 8) ? 0x3715u : 0x6240u);
+    for (int j = 4; j >= 1; j >>= 1) {
+        const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
+        const bool top = (lane & j) == 0;
+        for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], j);
+        for (int i = 0; i < N; i++) x[i] = bitsel(x[i], __funnelshift_l(y[i], y[i], top ? j : 32 - j), top ? m : ~m);
+    }
+}
+
+// ------------------------------------------------------------ as encode_ptx.cuh's
+
+// PTX prmt, default mode: selector nibble bit 3 replicates the sign (bit 7)
+// of the selected byte
+static inline unsigned prmt(unsigned a, unsigned b, unsigned sel) {
+    const unsigned long long x = (unsigned long long)b << 32 | a;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) {
+        const unsigned nib = (sel >> (4 * i)) & 15;
+        unsigned byte = (unsigned)(x >> (8 * (nib & 7))) & 0xFFu;
+        if (nib & 8) byte = (byte & 0x80u) ? 0xFFu : 0u;
+        r |= byte << (8 * i);
+    }
+    return r;
+}
+// b - b(lane - 1); lane 0 keeps b (shfl.sync.up by 1, the subtraction
+// predicated on the source lane being in range), wrapping
+static int sub_left(int b) {
+    const unsigned t = __shfl_up_sync(0xffffffffu, (unsigned)b, 1);
+    return my_lane >= 1 ? (int)((unsigned)b - t) : b;
+}
+
+// The shared arena: the warp's row of stage_buf()'s array (the runner sets
+// it from stage_buf() itself).
+static unsigned char *arena;
+static size_t arena_bytes;
+static inline size_t __cvta_generic_to_shared(const void *p) {
+    const unsigned char *c = (const unsigned char *)p;
+    if (c < arena || c >= arena + arena_bytes) {
+        fprintf(stderr, "lane %d: __cvta_generic_to_shared of a pointer outside the warp's staging buffer\n", my_lane);
+        abort();
+    }
+    return (size_t)(c - arena);
+}
+
+// cp.async: per lane, the copies of the open group and the committed groups
+// not yet retired, oldest first.
+struct Copy {
+    unsigned sdst;
+    const void *src;
+    unsigned n;
+};
+static bool late_landing;  // copies land at cp_async_wait (else at issue)
+thread_local std::vector<Copy> open_group;
+thread_local std::vector<std::vector<Copy>> groups;
+static void land(const Copy &c) { memcpy(arena + c.sdst, c.src, c.n); }
+static void cp_async(unsigned sdst, const void *gsrc, unsigned n) {
+    if (sdst % n || (uintptr_t)gsrc % n || sdst + n > arena_bytes) {
+        fprintf(stderr, "lane %d: cp.async of %u bytes to shared %u from %p: misaligned or outside the buffer\n", my_lane, n,
+                sdst, gsrc);
+        abort();
+    }
+    const Copy c{sdst, gsrc, n};
+    if (!late_landing) land(c);
+    open_group.push_back(c);
+}
+static void cp_async16(unsigned sdst, const void *gsrc) { cp_async(sdst, gsrc, 16); }
+static void cp_async4(unsigned sdst, const void *gsrc) { cp_async(sdst, gsrc, 4); }
+static void cp_async_commit() {
+    groups.push_back(std::move(open_group));
+    open_group.clear();
+}
+template <int N> void cp_async_wait() {
+    while (groups.size() > (size_t)N) {
+        if (late_landing)
+            for (const Copy &c : groups.front()) land(c);
+        groups.erase(groups.begin());
+    }
+}
+// Copies a lane left queued (0 unless the walk returned with some
+// pending: they would land in a buffer the next tile uses); clears them.
+static int pending_copies() {
+    const int n = (int)(groups.size() + open_group.size());
+    groups.clear();
+    open_group.clear();
+    return n;
+}
+
+// ------------------------------------------------------------ the warp
+
+static int emu_warp;  // the warp of its block the lanes play
+// Runs f(lane) on 32 threads, the warp's lanes.
+template <typename F> static void run_warp(F f) {
+    std::vector<std::thread> th;
+    for (int l = 0; l < 32; l++)
+        th.emplace_back([&f, l] {
+            my_lane = l;
+            threadIdx = uint3{32u * emu_warp + l, 0, 0};
+            f(l);
+        });
+    for (auto &t : th) t.join();
+}
