@@ -8,8 +8,9 @@
 //   encode_warp.cuh      encode_warp_kernel (v6-v22): one warp per tile,
 //                        persistent, tiles by ticket: the default. Its
 //                        pieces: encode_common.cuh (scratch layout, per-value
-//                        coding), encode_rank3.cuh (the staged f32 rank-3
-//                        walk), encode_rank2.cuh (the staged f32 rank-2
+//                        coding), encode_ptx.cuh (cp.async and other
+//                        inline PTX of the staged walks), encode_rank3.cuh
+//                        (the staged f32 rank-3 walk), encode_rank2.cuh (the staged f32 rank-2
 //                        walk), encode_slot_walks.cuh (f64, rank 1),
 //                        encode_slow.cuh (any other tile; masks),
 //                        encode_write.cuh (a v1 tile's layout and write),
