@@ -258,15 +258,20 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	return rep, nil
 }
 
-// The fields with a fill value (land in the ocean fields) are compressed
-// with it, as their users would (cuda/gpu_test.go's realFields): without
-// it, fill values of -1e34 are ordinary values that stretch the REL range.
-var benchFields = []struct {
+// realField is one of the real fields (under --data, or FZ_SHARED_DATA for
+// the tests): its file name, dtype, dims and fill value.
+type realField struct {
 	name  string
 	dtype fz.DType
 	dims  []uint64
 	fill  *float64
-}{
+}
+
+// benchFields are the real fields, for the benchmark and the tests (in this
+// order). The fields with a fill value (land in the ocean fields) are
+// compressed with it, as their users would: without it, fill values of
+// -1e34 are ordinary values that stretch the REL range.
+var benchFields = []realField{
 	{"adk_md_x_98x3341.f32", fz.Float32, []uint64{98, 3341}, nil},
 	{"coads_SST_12x90x180.f32", fz.Float32, []uint64{12, 90, 180}, benchFill(-1e34)},
 	{"csm_b003_TS_100x64x128.f32", fz.Float32, []uint64{100, 64, 128}, nil},

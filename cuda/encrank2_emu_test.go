@@ -2,14 +2,10 @@ package cuda
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -48,7 +44,6 @@ import (
 // tiles, which the walk does not take and the emulation skips).
 func TestEncodeRank2Emulated(t *testing.T) {
 	emu := buildEmu(t, "encode_rank2_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
-	ctx := context.Background()
 	type field struct {
 		name   string
 		ny, nx int
@@ -169,14 +164,9 @@ func TestEncodeRank2Emulated(t *testing.T) {
 		fields[len(fields)-1].p.Fill = &fill
 	}
 	// real 2-D fields, where present: their first 128 rows
-	dir := os.Getenv("FZ_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	for _, f := range []realField{realFields[5], realFields[12]} {
-		raw, err := os.ReadFile(filepath.Join(dir, f.name))
-		if err != nil {
-			t.Logf("%s not found (%v): left out", f.name, err)
+	for _, f := range []realField{benchFields[5], benchFields[12]} {
+		raw := sharedField(t, f)
+		if raw == nil {
 			continue
 		}
 		ny, nx := 128, int(f.dims[1])
@@ -192,33 +182,17 @@ func TestEncodeRank2Emulated(t *testing.T) {
 
 	// One emulator record per field and walk version; the expectations.
 	type want struct {
-		name    string
-		tile    int
-		done    bool
-		origin  int32
-		planes  [16][128]uint32
-		escE    []int // escaped elements, in order
-		escD    []int32
-		raw     [128]uint32
-		nraw    int
-		merr    float64
+		name string
+		tile int
+		done bool
+		tileCheck
+		walkExp
 		classes [4]int // segments by the coder their largest |d| picks: 2, 4, 8, 16 bits
-		segMax  [8]uint32
-		v2only  int // escapes of magnitude 32767 (version 2)
 	}
 	var in bytes.Buffer
 	var wants []want
 	for _, f := range fields {
-		blob, _, err := fz.Compress(ctx, f32bytes(f.v), f.p, fz.WithFormatVersion(1))
-		if err != nil {
-			t.Fatalf("%s: %v", f.name, err)
-		}
-		tiles, _ := containerTiles(t, blob)
-		eb := math.Float64frombits(binary.LittleEndian.Uint64(blob[40:]))
-		step := math.Float64frombits(binary.LittleEndian.Uint64(blob[48:]))
-		inv := 1 / step
-		hasFill := blob[11]&1 != 0
-		fillBits := binary.LittleEndian.Uint32(blob[56:])
+		c := compressV1(t, f.name, f.v, f.p)
 		gx := (f.nx + 63) / 64
 		for V := 1; V <= 2; V++ {
 			var hdr [44]byte
@@ -226,13 +200,11 @@ func TestEncodeRank2Emulated(t *testing.T) {
 			le.PutUint32(hdr[0:], uint32(f.ny))
 			le.PutUint32(hdr[4:], uint32(f.nx))
 			le.PutUint32(hdr[8:], uint32(V))
-			if hasFill {
+			if c.hasFill {
 				le.PutUint32(hdr[12:], 1)
 			}
-			le.PutUint32(hdr[16:], fillBits)
-			le.PutUint64(hdr[20:], math.Float64bits(inv))
-			le.PutUint64(hdr[28:], math.Float64bits(step))
-			le.PutUint64(hdr[36:], math.Float64bits(eb))
+			le.PutUint32(hdr[16:], c.fillBits)
+			c.putSteps(hdr[20:])
 			in.Write(hdr[:])
 			in.Write(f32bytes(f.v))
 			for ty := 0; ty < f.ny/64; ty++ {
@@ -242,8 +214,8 @@ func TestEncodeRank2Emulated(t *testing.T) {
 					val := func(e int) float32 { return f.v[(64*ty+e/64)*f.nx+64*tx+e%64] }
 					for e := range 4096 {
 						x := val(e)
-						s := float64(float64(x) * inv)
-						if !(math.Abs(s) < 1<<28) || hasFill && math.Float32bits(x) == fillBits {
+						s, _ := quantize(x, c.inv)
+						if !(math.Abs(s) < 1<<28) || c.hasFill && math.Float32bits(x) == c.fillBits {
 							w.done = false
 						}
 					}
@@ -251,106 +223,30 @@ func TestEncodeRank2Emulated(t *testing.T) {
 						wants = append(wants, w)
 						continue
 					}
-					tile := tiles[ti]
-					word := func(i int) uint32 { return le.Uint32(tile[4*i:]) }
-					w0 := word(0)
-					w.origin = int32(word(1))
-					pl, end := v1Planes(tile)
-					var v1esc []int32
-					if w0>>16&1 != 0 {
-						m := int(word(end))
-						for i := range m {
-							v1esc = append(v1esc, int32(word(end+1+i)))
-						}
-						end += 1 + m
-					}
-					if w0>>17&1 != 0 {
+					ct := parseV1Tile(c.tiles[ti])
+					if ct.fill {
 						t.Fatalf("%s: the CPU tile has fill values, the test found none", w.name)
 					}
-					cpuRaw := 0
-					if w0>>18&1 != 0 {
-						end += 1 + 4*bits.OnesCount32(word(end))
-						cpuRaw = int(word(end))
+					w.origin = ct.origin
+					codes, esc := elementCodes(t, w.name, &ct, rank2Layout)
+					w.walkExp = walkCodes(&codes, esc, V, rank2Layout)
+					for _, m := range w.groupMax {
+						w.classes[coderClass(m)]++
 					}
-					// codes by element (full tile: slot = 1024j + 128k + 8dy + dx)
-					slotOf := func(e int) int {
-						y, x := e/64, e%64
-						return 1024*(y/16) + 128*(x/8) + 8*(y%16) + x%8
-					}
-					code := func(s int) uint32 {
-						c := uint32(0)
-						for p := range 16 {
-							c |= (pl[p][s/32] >> (s % 32) & 1) << p
-						}
-						return c
-					}
-					setCode := func(s int, c uint32) {
-						for p := range 16 {
-							pl[p][s/32] = pl[p][s/32]&^(1<<(s%32)) | (c>>p&1)<<(s%32)
-						}
-					}
-					next := 0
-					var segMax [8]uint32
-					for e := 1; e < 4096; e++ {
-						s := slotOf(e)
-						c := code(s)
-						mag := c & 0x7FFF
-						switch {
-						case c == 0x8000:
-							if next >= len(v1esc) {
-								t.Fatalf("%s: more 0x8000 codes than escapes in the CPU tile", w.name)
-							}
-							w.escE = append(w.escE, e)
-							w.escD = append(w.escD, v1esc[next])
-							next++
-							mag = 32768
-						case V == 2 && mag == 32767:
-							d := int32(32767)
-							if c&0x8000 != 0 {
-								d = -d
-							}
-							w.escE = append(w.escE, e)
-							w.escD = append(w.escD, d)
-							setCode(s, 0x8000)
-							w.v2only++
-							mag = 32768
-						}
-						sg := 2*(e/64/16) + e%64/32
-						segMax[sg] = max(segMax[sg], mag)
-					}
-					if next != len(v1esc) {
-						t.Fatalf("%s: %d escapes in the CPU tile, %d codes 0x8000", w.name, len(v1esc), next)
-					}
-					for _, m := range segMax {
-						switch {
-						case m <= 1:
-							w.classes[0]++
-						case m <= 7:
-							w.classes[1]++
-						case m <= 127:
-							w.classes[2]++
-						default:
-							w.classes[3]++
-						}
-					}
-					w.planes = pl
-					w.segMax = segMax
-					// the check (FORMAT.md section 4), each step rounded on its own
+					// the check (FORMAT.md section 4)
 					for e := range 4096 {
 						x := val(e)
-						s := float64(float64(x) * inv)
-						q := float64(float64(s+6755399441055744.0) - 6755399441055744.0)
-						xr := float32(float64(q * step))
-						d := math.Abs(float64(x) - float64(xr))
-						if !(d <= eb) {
+						_, q := quantize(x, c.inv)
+						d := checkErr(x, q, c.step)
+						if !(d <= c.eb) {
 							w.raw[e/32] |= 1 << (e % 32)
 							w.nraw++
 						} else {
 							w.merr = max(w.merr, d)
 						}
 					}
-					if w.nraw != cpuRaw {
-						t.Fatalf("%s: %d raw values recomputed, the CPU tile has %d", w.name, w.nraw, cpuRaw)
+					if w.nraw != len(ct.raw) {
+						t.Fatalf("%s: %d raw values recomputed, the CPU tile has %d", w.name, w.nraw, len(ct.raw))
 					}
 					wants = append(wants, w)
 				}
@@ -358,23 +254,15 @@ func TestEncodeRank2Emulated(t *testing.T) {
 		}
 	}
 
-	got := runEmu(t, emu, in.Bytes())
-	u32 := func() uint32 {
-		if len(got) < 4 {
-			t.Fatal("emulator output ends early")
-		}
-		v := binary.LittleEndian.Uint32(got)
-		got = got[4:]
-		return v
-	}
+	out := emuOut{t: t, b: runEmu(t, emu, in.Bytes())}
 	var walked, left, withEsc, withV2, withRaw, planesSet int
 	var classes [4]int
 	edgeSeen := map[uint32]int{} // segments by their largest |d| (32768: escapes), at the coders' edges
 	for _, w := range wants {
-		if ti := int(u32()); ti != w.tile {
+		if ti := int(out.u32()); ti != w.tile {
 			t.Fatalf("%s: emulator record for tile %d", w.name, ti)
 		}
-		done := u32() == 1
+		done := out.u32() == 1
 		if done != w.done {
 			t.Fatalf("%s: the walk returned done=%v, want %v (holes: NaN, Inf, |s| >= 2^28 or fill)", w.name, done, w.done)
 		}
@@ -383,77 +271,20 @@ func TestEncodeRank2Emulated(t *testing.T) {
 			continue
 		}
 		walked++
-		origin, nesc, nraw, merr := int32(u32()), int(u32()), int(u32()), math.Float32frombits(u32())
-		var pl [16][128]uint32
-		for p := range 16 {
-			for i := range 128 {
-				pl[p][i] = u32()
-			}
-		}
-		var sraw, sesc [128]uint32
-		for i := range sraw {
-			sraw[i] = u32()
-		}
-		for i := range sesc {
-			sesc[i] = u32()
-		}
-		esc := make([]int32, nesc)
-		for i := range esc {
-			esc[i] = int32(u32())
-		}
-		if origin != w.origin {
-			t.Errorf("%s: origin %d, CPU %d", w.name, origin, w.origin)
-		}
-		for p := range 16 {
-			for i := range 128 {
-				if pl[p][i] != w.planes[p][i] {
-					t.Fatalf("%s: plane %d word %d (segment %d, row group %d, column group %d) is %#08x, CPU %#08x",
-						w.name, p, i, i/16, i%4, i%16/4, pl[p][i], w.planes[p][i])
-				}
-			}
-		}
-		if nesc != len(w.escE) {
-			t.Fatalf("%s: %d escapes, CPU %d", w.name, nesc, len(w.escE))
-		}
-		var wesc [128]uint32
-		for i, e := range w.escE {
-			wesc[e/32] |= 1 << (e % 32)
-			if esc[i] != w.escD[i] {
-				t.Fatalf("%s: escape %d (element %d) is %d, CPU %d", w.name, i, e, esc[i], w.escD[i])
-			}
-		}
-		if sesc != wesc {
-			i := 0
-			for sesc[i] == wesc[i] {
-				i++
-			}
-			t.Fatalf("%s: escape bitmap word %d (row %d, half %d) is %#08x, want %#08x", w.name, i, i/2, i%2, sesc[i], wesc[i])
-		}
-		if nraw != w.nraw {
-			t.Errorf("%s: %d raw values, CPU %d", w.name, nraw, w.nraw)
-		}
-		if sraw != w.raw {
-			i := 0
-			for sraw[i] == w.raw[i] {
-				i++
-			}
-			t.Fatalf("%s: raw bitmap word %d (row %d, half %d) is %#08x, want %#08x", w.name, i, i/2, i%2, sraw[i], w.raw[i])
-		}
-		if float64(merr) != w.merr {
-			t.Errorf("%s: merr %g, want %g", w.name, merr, w.merr)
-		}
-		if nesc > 0 {
+		r := out.walk(false)
+		checkWalkTile(t, w.name, &r, &w.tileCheck, &w.walkExp, rank2Layout)
+		if r.nesc > 0 {
 			withEsc++
 		}
 		if w.v2only > 0 {
 			withV2++
 		}
-		if nraw > 0 {
+		if r.nraw > 0 {
 			withRaw++
 		}
 		for p := 1; p < 15; p++ {
 			for i := range 128 {
-				if pl[p][i] != 0 {
+				if r.planes[p][i] != 0 {
 					planesSet++
 				}
 			}
@@ -461,13 +292,11 @@ func TestEncodeRank2Emulated(t *testing.T) {
 		for i := range classes {
 			classes[i] += w.classes[i]
 		}
-		for _, m := range w.segMax {
+		for _, m := range w.groupMax {
 			edgeSeen[m]++
 		}
 	}
-	if len(got) != 0 {
-		t.Fatalf("emulator wrote %d bytes more than the tiles", len(got))
-	}
+	out.end()
 	// each check must have had something to catch
 	if walked == 0 || left < 8 || withEsc == 0 || withV2 == 0 || withRaw == 0 || planesSet == 0 ||
 		classes[0] == 0 || classes[1] == 0 || classes[2] == 0 || classes[3] == 0 {
@@ -481,4 +310,19 @@ func TestEncodeRank2Emulated(t *testing.T) {
 	}
 	t.Logf("%d full tiles of %d fields (walk versions 1 and 2): %d walked, equal to the CPU's (planes, origin, escapes, raw values, merr); %d with holes left to the slow path; %d with escapes (%d with residuals of ±32767, escapes in version 2 only), %d with raw values; segments by coder (2/4/8/16 bits): %v",
 		len(wants), len(fields), walked, left, withEsc, withV2, withRaw, classes)
+}
+
+// rank2Layout: a full 64 x 64 tile (element e = 64y + x) has slot
+// 1024(y / 16) + 128(x / 8) + 8(y % 16) + x % 8; its 8 segments of 16 x 32
+// elements pick the coders.
+var rank2Layout = walkLayout{
+	slot: func(e int) int {
+		y, x := e/64, e%64
+		return 1024*(y/16) + 128*(x/8) + 8*(y%16) + x%8
+	},
+	group: func(e int) int { return 2*(e/64/16) + e%64/32 },
+	planeWord: func(i int) string {
+		return fmt.Sprintf("segment %d, row group %d, column group %d", i/16, i%4, i%16/4)
+	},
+	bitmapWord: func(i int) string { return fmt.Sprintf("row %d, half %d", i/2, i%2) },
 }

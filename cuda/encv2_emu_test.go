@@ -133,7 +133,7 @@ func TestEncodeV2Emulated(t *testing.T) {
 	if dir == "" {
 		dir = filepath.Join("..", "..", "shared", "data")
 	}
-	for _, f := range []realField{realFields[5], realFields[6], realFields[2], realFields[9]} {
+	for _, f := range []realField{benchFields[5], benchFields[6], benchFields[2], benchFields[9]} {
 		raw, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
 			t.Logf("%s not found (%v): left out", f.name, err)

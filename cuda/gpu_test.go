@@ -95,37 +95,14 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-type realField struct {
-	name  string
-	dtype fz.DType
-	dims  []uint64
-	fill  *float64
-}
-
 func ptr(f float64) *float64 { return &f }
-
-var realFields = []realField{
-	{"adk_md_x_98x3341.f32", fz.Float32, []uint64{98, 3341}, nil},
-	{"coads_SST_12x90x180.f32", fz.Float32, []uint64{12, 90, 180}, ptr(-1e34)},
-	{"csm_b003_TS_100x64x128.f32", fz.Float32, []uint64{100, 64, 128}, nil},
-	{"csm_b020_T_18x64x128.f32", fz.Float32, []uint64{18, 64, 128}, nil},
-	{"era5_t2m_uk_744x33x49.f32", fz.Float32, []uint64{744, 33, 49}, nil},
-	{"hst_acs_j8bt06nyq_SCI_1024x1024.f32", fz.Float32, []uint64{1024, 1024}, nil},
-	{"hyg_stars_x_107857.f32", fz.Float32, []uint64{107857}, nil},
-	{"hyg_stars_y_107857.f32", fz.Float32, []uint64{107857}, nil},
-	{"levitus_TEMP_20x180x360.f32", fz.Float32, []uint64{20, 180, 360}, ptr(-1e10)},
-	{"mpas_surface_pressure_163842.f64", fz.Float64, []uint64{163842}, nil},
-	{"plot3d_comb_density_25x33x57.f32", fz.Float32, []uint64{25, 33, 57}, nil},
-	{"plot3d_post_energy_38x76x38.f32", fz.Float32, []uint64{38, 76, 38}, nil},
-	{"stageIV_precip6h_881x1121.f32", fz.Float32, []uint64{881, 1121}, nil},
-}
 
 func dataDir(t testing.TB) string {
 	dir := os.Getenv("FZ_SHARED_DATA")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "shared", "data")
 	}
-	if _, err := os.Stat(filepath.Join(dir, realFields[0].name)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, benchFields[0].name)); err != nil {
 		skiplog.Skipf(t, "SKIP: real fields not found at %s (set FZ_SHARED_DATA): %v", dir, err)
 	}
 	return dir
@@ -153,7 +130,7 @@ func TestRealFieldsMatchCPU(t *testing.T) {
 	g := gpu(t)
 	dir := dataDir(t)
 	n := 0
-	for _, f := range realFields {
+	for _, f := range benchFields {
 		raw, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
 			t.Fatal(err)

@@ -68,26 +68,17 @@ struct Field {
 
 static bool read_field(FILE *f, Field &F) {
     unsigned h[5];
-    if (fread(h, 4, 5, f) != 5) return false;
     double d[3];
-    if (fread(d, 8, 3, f) != 3) {
-        fprintf(stderr, "truncated record header\n");
-        exit(1);
-    }
+    if (!read_header(f, h, 5, d)) return false;
     F.ny = h[0], F.nx = h[1], F.V = h[2], F.has_fill = h[3], F.fill_bits = h[4];
     F.inv = d[0], F.step = d[1], F.eb = d[2];
     if ((F.V != 1 && F.V != 2) || (unsigned long long)F.ny * F.nx > (1ull << 28)) {
         fprintf(stderr, "bad record: ny %u nx %u V %u\n", F.ny, F.nx, F.V);
         exit(1);
     }
-    const size_t n = (size_t)F.ny * F.nx;
-    void *p = nullptr;
-    if (posix_memalign(&p, 16, n ? 4 * n : 16)) abort();
-    F.v = (float *)p;
-    if (fread(F.v, 4, n, f) != n) {
-        fprintf(stderr, "truncated field (%u x %u)\n", F.ny, F.nx);
-        exit(1);
-    }
+    char shape[32];
+    snprintf(shape, sizeof shape, "%u x %u", F.ny, F.nx);
+    F.v = read_values(f, (size_t)F.ny * F.nx, shape);
     return true;
 }
 
@@ -100,36 +91,11 @@ struct Result {
 };
 
 int main(int argc, char **argv) {
-    FILE *in = stdin, *out = stdout;
-    if (argc == 3) {
-        in = fopen(argv[1], "rb");
-        if (!in) {
-            perror(argv[1]);
-            return 1;
-        }
-        out = fopen(argv[2], "wb");
-        if (!out) {
-            perror(argv[2]);
-            return 1;
-        }
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: encode_rank2_emu [in out] (else stdin to stdout)\n");
-        return 2;
-    }
+    FILE *in, *out;
+    if (const int rc = open_io(argc, argv, "encode_rank2_emu", in, out)) return rc;
     // the lanes play a warp with rows on both sides; its row of stage_buf() is the arena
-    static_assert(ENC_W >= 3, "the warp's row needs a guard row on either side");
-    emu_warp = ENC_W / 2;
-    threadIdx.x = 32u * emu_warp;
-    arena = (unsigned char *)stage_buf();
-    arena_bytes = 4 * 2 * STG_PLANE;
-    unsigned char *const stage_all = arena - emu_warp * arena_bytes;
-    const size_t stage_all_bytes = ENC_W * arena_bytes;
-    unsigned *pw = nullptr;
-    {
-        void *p = nullptr;
-        if (posix_memalign(&p, 16, 4 * 16 * PW_STRIDE)) abort();
-        pw = (unsigned *)p;
-    }
+    const WalkBufs B = walk_bufs<ENC_W>(4 * 2 * STG_PLANE, PW_STRIDE, [] { return stage_buf(); });
+    unsigned *const pw = B.pw;
     std::vector<int> sq(4096);
     std::vector<unsigned> sesc(128), sraw(128);
     std::barrier<> b(32);
@@ -138,19 +104,20 @@ int main(int argc, char **argv) {
     Field F;
     while (read_field(in, F)) {
         const unsigned gy = F.ny / 64, gx = (F.nx + 63) / 64, fgx = F.nx / 64;
-        float ebf = (float)F.eb;
-        if ((double)ebf > F.eb) ebf = nextafterf(ebf, -INFINITY);
+        const float ebf = eb_float(F.eb);
         Geo g{};
         g.ny = F.ny;
         g.nx = F.nx;
         for (unsigned ty = 0; ty < gy; ty++)
             for (unsigned tx = 0; tx < fgx; tx++) {
                 const unsigned long long base = (unsigned long long)ty * 64 * F.nx + 64ull * tx;
+                const unsigned tile = ty * gx + tx;
+                char what[32];
+                snprintf(what, sizeof what, "tile %u", tile);
                 Result res[2];
                 for (int mode = 0; mode < 2; mode++) {
                     late_landing = mode == 1;
-                    memset(stage_all, 0xFF, stage_all_bytes);
-                    for (int i = 0; i < 16 * PW_STRIDE; i++) pw[i] = 0xDEADBEEFu;
+                    poison(B);
                     std::fill(sq.begin(), sq.end(), 0x7F7F7F7F);
                     std::fill(sesc.begin(), sesc.end(), 0u);
                     std::fill(sraw.begin(), sraw.end(), 0u);
@@ -167,33 +134,16 @@ int main(int argc, char **argv) {
                             tss[l] = ts;
                             pending[l] = pending_copies();
                         });
-                    const unsigned tile = ty * gx + tx;
-                    for (size_t i = 0; i < stage_all_bytes; i++)
-                        if ((i < emu_warp * arena_bytes || i >= (emu_warp + 1) * arena_bytes) && stage_all[i] != 0xFF) {
-                            fprintf(stderr, "tile %u: byte %zu of another warp's staging buffer written\n", tile, i);
-                            failed = 1;
-                            break;
-                        }
-                    for (int l = 0; l < 32; l++) {
-                        if (pending[l]) {
-                            fprintf(stderr, "tile %u (%s landing): lane %d returned with %d cp.async groups or copies pending\n",
-                                    tile, mode ? "late" : "early", l, pending[l]);
-                            failed = 1;
-                        }
+                    failed |= check_other_rows(B, what);
+                    failed |= check_pending(pending, what, mode == 1);
+                    for (int l = 0; l < 32; l++)
                         if (rets[l] != rets[0] ||
                             (rets[0] && (tss[l].nesc != tss[0].nesc || tss[l].nraw != tss[0].nraw ||
                                          tss[l].origin != tss[0].origin || memcmp(&tss[l].merr, &tss[0].merr, 8)))) {
                             fprintf(stderr, "tile %u: lane %d's result differs from lane 0's (not warp-uniform)\n", tile, l);
                             failed = 1;
                         }
-                    }
-                    if (rets[0])
-                        for (int p = 0; p < 16; p++)
-                            for (int w = 128; w < PW_STRIDE; w++)
-                                if (pw[p * PW_STRIDE + w] != 0xDEADBEEFu) {
-                                    fprintf(stderr, "tile %u: pad word %d of plane row %d written\n", tile, w, p);
-                                    failed = 1;
-                                }
+                    if (rets[0]) failed |= check_pads(B, what);
                     Result &R = res[mode];
                     R.done = rets[0];
                     R.ts = tss[0];
@@ -202,7 +152,6 @@ int main(int argc, char **argv) {
                     R.sraw = sraw;
                     R.sq = sq;
                 }
-                const unsigned tile = ty * gx + tx;
                 const Result &R = res[0], &L = res[1];
                 bool same = R.done == L.done;
                 if (same && R.done) {
@@ -218,15 +167,9 @@ int main(int argc, char **argv) {
                 unsigned hdr[2] = {tile, R.done ? 1u : 0u};
                 fwrite(hdr, 4, 2, out);
                 if (!R.done) continue;
-                const float mf = (float)R.ts.merr;
-                unsigned rec[4] = {(unsigned)R.ts.origin, R.ts.nesc, R.ts.nraw, __float_as_uint(mf)};
-                if ((double)mf != R.ts.merr) {
-                    fprintf(stderr, "tile %u: merr %.17g is not a float\n", tile, R.ts.merr);
-                    failed = 1;
-                }
+                unsigned rec[4] = {(unsigned)R.ts.origin, R.ts.nesc, R.ts.nraw, merr_bits(R.ts.merr, what, failed)};
                 fwrite(rec, 4, 4, out);
-                for (int p = 0; p < 16; p++)
-                    for (int w = 0; w < 128; w++) fwrite(&R.pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))], 4, 1, out);
+                write_planes(out, R.pw.data(), PW_STRIDE);
                 fwrite(R.sraw.data(), 4, 128, out);
                 fwrite(R.sesc.data(), 4, 128, out);
                 unsigned listed = 0;

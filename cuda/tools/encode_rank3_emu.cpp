@@ -88,26 +88,17 @@ struct Field {
 
 static bool read_field(FILE *f, Field &F) {
     unsigned h[6];
-    if (fread(h, 4, 6, f) != 6) return false;
     double d[3];
-    if (fread(d, 8, 3, f) != 3) {
-        fprintf(stderr, "truncated record header\n");
-        exit(1);
-    }
+    if (!read_header(f, h, 6, d)) return false;
     F.nz = h[0], F.ny = h[1], F.nx = h[2], F.V = h[3], F.walks = h[4], F.fill_bits = h[5];
     F.inv = d[0], F.step = d[1], F.eb = d[2];
     if ((F.V != 1 && F.V != 2) || (F.walks & ~15u) || (unsigned long long)F.nz * F.ny * F.nx > (1ull << 28)) {
         fprintf(stderr, "bad record: %u x %u x %u V %u walks %u\n", F.nz, F.ny, F.nx, F.V, F.walks);
         exit(1);
     }
-    const size_t n = (size_t)F.nz * F.ny * F.nx;
-    void *p = nullptr;
-    if (posix_memalign(&p, 16, n ? 4 * n : 16)) abort();
-    F.v = (float *)p;
-    if (fread(F.v, 4, n, f) != n) {
-        fprintf(stderr, "truncated field (%u x %u x %u)\n", F.nz, F.ny, F.nx);
-        exit(1);
-    }
+    char shape[48];
+    snprintf(shape, sizeof shape, "%u x %u x %u", F.nz, F.ny, F.nx);
+    F.v = read_values(f, (size_t)F.nz * F.ny * F.nx, shape);
     return true;
 }
 
@@ -153,36 +144,14 @@ static bool walk_lane(int walk, const Field &F, const Geo &g, unsigned long long
 }
 
 int main(int argc, char **argv) {
-    FILE *in = stdin, *out = stdout;
-    if (argc == 3) {
-        in = fopen(argv[1], "rb");
-        if (!in) {
-            perror(argv[1]);
-            return 1;
-        }
-        out = fopen(argv[2], "wb");
-        if (!out) {
-            perror(argv[2]);
-            return 1;
-        }
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: encode_rank3_emu [in out] (else stdin to stdout)\n");
-        return 2;
-    }
+    FILE *in, *out;
+    if (const int rc = open_io(argc, argv, "encode_rank3_emu", in, out)) return rc;
     // the lanes play a warp with rows on both sides; its row of stage_buf() is the arena
-    static_assert(ENC_W >= 3, "the warp's row needs a guard row on either side");
-    emu_warp = ENC_W / 2;
-    threadIdx.x = 32u * emu_warp;
-    arena = (unsigned char *)stage_buf();
-    arena_bytes = 4 * 2 * STG_PLANE;
-    unsigned char *const stage_all = arena - emu_warp * arena_bytes;
-    const size_t stage_all_bytes = ENC_W * arena_bytes;
-    unsigned *pw = nullptr;
+    const WalkBufs B = walk_bufs<ENC_W>(4 * 2 * STG_PLANE, PW_STRIDE, [] { return stage_buf(); });
+    unsigned *const pw = B.pw;
     unsigned char *sc = nullptr;
     {
         void *p = nullptr;
-        if (posix_memalign(&p, 16, 4 * 16 * PW_STRIDE)) abort();
-        pw = (unsigned *)p;
         if (posix_memalign(&p, 16, SC_BYTES)) abort();
         sc = (unsigned char *)p;
     }
@@ -195,8 +164,7 @@ int main(int argc, char **argv) {
     Field F;
     while (read_field(in, F)) {
         const unsigned gy = (F.ny + 15) / 16, gx = (F.nx + 31) / 32;
-        float ebf = (float)F.eb;
-        if ((double)ebf > F.eb) ebf = nextafterf(ebf, -INFINITY);
+        const float ebf = eb_float(F.eb);
         Geo g{};
         g.nz = F.nz;
         g.ny = F.ny;
@@ -210,12 +178,13 @@ int main(int argc, char **argv) {
                             ((unsigned long long)iz * 8 * F.ny + iy * 16ull) * F.nx + 32ull * ix;
                         const unsigned tile = (iz * gy + iy) * gx + ix;
                         const bool fillp = walk == W_FILLP;
+                        char what[48];
+                        snprintf(what, sizeof what, "tile %u walk %d", tile, walk);
                         Result res[2];
                         for (int mode = 0; mode < 2; mode++) {
                             late_landing = mode == 1;
                             const unsigned char pb = mode ? 0xC3 : 0x5A;  // the scratch pattern
-                            memset(stage_all, 0xFF, stage_all_bytes);
-                            for (int i = 0; i < 16 * PW_STRIDE; i++) pw[i] = 0xDEADBEEFu;
+                            poison(B);
                             memset(sc, pb, SC_BYTES);
                             memset(sc + SC_ESC, 0, 512);
                             memset(sc + SC_RAW, 0, 512);
@@ -240,12 +209,8 @@ int main(int argc, char **argv) {
                                 pending[l] = pending_copies();
                             });
                             const char *const mname = mode ? "late" : "early";
+                            failed |= check_pending(pending, what, mode == 1);
                             for (int l = 0; l < 32; l++) {
-                                if (pending[l]) {
-                                    fprintf(stderr, "tile %u walk %d (%s landing): lane %d returned with %d cp.async copies pending\n",
-                                            tile, walk, mname, l, pending[l]);
-                                    failed = 1;
-                                }
                                 const TileSum &a = tss[l], &z = tss[0];
                                 if (rets[l] != rets[0] || oks[l] != oks[0] || phs[l] != phs[0] || a.wide != z.wide ||
                                     (rets[0] && (a.nesc != z.nesc || a.nraw != z.nraw || a.nfill != z.nfill ||
@@ -255,19 +220,8 @@ int main(int argc, char **argv) {
                                     failed = 1;
                                 }
                             }
-                            for (int p = 0; p < 16; p++)
-                                for (int w = 128; w < PW_STRIDE; w++)
-                                    if (pw[p * PW_STRIDE + w] != 0xDEADBEEFu) {
-                                        fprintf(stderr, "tile %u walk %d: pad word %d of plane row %d written\n", tile, walk, w, p);
-                                        failed = 1;
-                                    }
-                            for (size_t i = 0; i < stage_all_bytes; i++)
-                                if ((i < emu_warp * arena_bytes || i >= (emu_warp + 1) * arena_bytes) && stage_all[i] != 0xFF) {
-                                    fprintf(stderr, "tile %u walk %d: byte %zu of another warp's staging buffer written\n", tile,
-                                            walk, i);
-                                    failed = 1;
-                                    break;
-                                }
+                            failed |= check_pads(B, what);
+                            failed |= check_other_rows(B, what);
                             const bool done = rets[0];
                             const TileSum &ts = tss[0];
                             unsigned *const sesc = (unsigned *)(sc + SC_ESC), *const sraw = (unsigned *)(sc + SC_RAW);
@@ -333,15 +287,10 @@ int main(int argc, char **argv) {
                             fwrite(o, 4, 2, out);
                         }
                         if (!R.done) continue;
-                        const float mf = (float)R.ts.merr;
-                        if ((double)mf != R.ts.merr) {
-                            fprintf(stderr, "tile %u walk %d: merr %.17g is not a float\n", tile, walk, R.ts.merr);
-                            failed = 1;
-                        }
-                        const unsigned rec[5] = {(unsigned)R.ts.origin, R.ts.nesc, R.ts.nraw, R.ts.nfill, __float_as_uint(mf)};
+                        const unsigned rec[5] = {(unsigned)R.ts.origin, R.ts.nesc, R.ts.nraw, R.ts.nfill,
+                                                 merr_bits(R.ts.merr, what, failed)};
                         fwrite(rec, 4, 5, out);
-                        for (int p = 0; p < 16; p++)
-                            for (int w = 0; w < 128; w++) fwrite(&R.pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))], 4, 1, out);
+                        write_planes(out, R.pw.data(), PW_STRIDE);
                         fwrite(R.sraw.data(), 4, 128, out);
                         fwrite(R.sesc.data(), 4, 128, out);
                         if (R.esc.size() != R.ts.nesc) {

@@ -263,3 +263,147 @@ template <typename F> static void run_warp(F f) {
         });
     for (auto &t : th) t.join();
 }
+
+// ------------------------------------------------------------ the runner's common part
+
+// Opens the runner's input and output: the files argv[1] and argv[2], or
+// stdin and stdout without arguments. Returns 0, or the exit status after a
+// message (name: the runner's, for its usage line).
+static int open_io(int argc, char **argv, const char *name, FILE *&in, FILE *&out) {
+    in = stdin, out = stdout;
+    if (argc == 3) {
+        in = fopen(argv[1], "rb");
+        if (!in) {
+            perror(argv[1]);
+            return 1;
+        }
+        out = fopen(argv[2], "wb");
+        if (!out) {
+            perror(argv[2]);
+            return 1;
+        }
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: %s [in out] (else stdin to stdout)\n", name);
+        return 2;
+    }
+    return 0;
+}
+
+// Reads a record's header: nh u32 words (false at the end of the input),
+// then the 3 f64 d (inv, step, eb); exits on a truncated header.
+static bool read_header(FILE *f, unsigned *h, size_t nh, double *d) {
+    if (fread(h, 4, nh, f) != nh) return false;
+    if (fread(d, 8, 3, f) != 3) {
+        fprintf(stderr, "truncated record header\n");
+        exit(1);
+    }
+    return true;
+}
+
+// Reads a record's n float32 values into a heap block of exactly n floats,
+// 16-byte aligned (shape: the field's, for the message on a short read).
+static float *read_values(FILE *f, size_t n, const char *shape) {
+    void *p = nullptr;
+    if (posix_memalign(&p, 16, n ? 4 * n : 16)) abort();
+    float *v = (float *)p;
+    if (fread(v, 4, n, f) != n) {
+        fprintf(stderr, "truncated field (%s)\n", shape);
+        exit(1);
+    }
+    return v;
+}
+
+// ebf: the largest float <= eb, as the GPU's __double2float_rd(eb).
+static float eb_float(double eb) {
+    float ebf = (float)eb;
+    if ((double)ebf > eb) ebf = nextafterf(ebf, -INFINITY);
+    return ebf;
+}
+
+// The buffers a walk writes besides its scratch: the block's whole staging
+// array (stage_buf()'s rows, the lanes' warp's in the middle) and the plane
+// buffer pw (16 rows of stride words, a 16-byte aligned heap block of
+// exactly that size).
+struct WalkBufs {
+    unsigned char *stage_all;
+    size_t stage_all_bytes;
+    unsigned *pw;
+    int stride;
+};
+
+// Makes the lanes play warp emu_warp = Warps / 2 of a block of Warps, with
+// rows on both sides: the arena is its row of the staging array, which
+// stage_row() (stage_buf()) returns for the warp threadIdx names, of
+// row_bytes bytes; and allocates the plane buffer.
+template <int Warps, typename F> static WalkBufs walk_bufs(size_t row_bytes, int stride, F stage_row) {
+    static_assert(Warps >= 3, "the warp's row needs a guard row on either side");
+    emu_warp = Warps / 2;
+    threadIdx.x = 32u * emu_warp;
+    arena = (unsigned char *)stage_row();
+    arena_bytes = row_bytes;
+    void *p = nullptr;
+    if (posix_memalign(&p, 16, 4 * 16 * (size_t)stride)) abort();
+    return WalkBufs{arena - emu_warp * arena_bytes, Warps * arena_bytes, (unsigned *)p, stride};
+}
+
+// Before a walk: the whole staging array filled with 0xFF bytes (NaN, a
+// hole to the walk), the plane buffer with 0xDEADBEEF.
+static void poison(const WalkBufs &B) {
+    memset(B.stage_all, 0xFF, B.stage_all_bytes);
+    for (int i = 0; i < 16 * B.stride; i++) B.pw[i] = 0xDEADBEEFu;
+}
+
+// After a walk (what: "tile %u" and the walk, for the messages): 1 if it
+// wrote a byte of another warp's staging row (the first reported), else 0.
+static int check_other_rows(const WalkBufs &B, const char *what) {
+    for (size_t i = 0; i < B.stage_all_bytes; i++)
+        if ((i < emu_warp * arena_bytes || i >= (emu_warp + 1) * arena_bytes) && B.stage_all[i] != 0xFF) {
+            fprintf(stderr, "%s: byte %zu of another warp's staging buffer written\n", what, i);
+            return 1;
+        }
+    return 0;
+}
+
+// 1 if the walk wrote a pad word (128 to stride - 1) of a plane row (each
+// reported), else 0.
+static int check_pads(const WalkBufs &B, const char *what) {
+    int failed = 0;
+    for (int p = 0; p < 16; p++)
+        for (int w = 128; w < B.stride; w++)
+            if (B.pw[p * B.stride + w] != 0xDEADBEEFu) {
+                fprintf(stderr, "%s: pad word %d of plane row %d written\n", what, w, p);
+                failed = 1;
+            }
+    return failed;
+}
+
+// 1 if a lane returned with cp.async copies pending (pending[l]: its
+// pending_copies(), each reported; late: the landing mode), else 0.
+static int check_pending(const int *pending, const char *what, bool late) {
+    int failed = 0;
+    for (int l = 0; l < 32; l++)
+        if (pending[l]) {
+            fprintf(stderr, "%s (%s landing): lane %d returned with %d cp.async groups or copies pending\n", what,
+                    late ? "late" : "early", l, pending[l]);
+            failed = 1;
+        }
+    return failed;
+}
+
+// merr as the f32 bits the runner writes; failed = 1 (after a message) if it
+// is not a float.
+static unsigned merr_bits(double merr, const char *what, int &failed) {
+    const float mf = (float)merr;
+    if ((double)mf != merr) {
+        fprintf(stderr, "%s: merr %.17g is not a float\n", what, merr);
+        failed = 1;
+    }
+    return __float_as_uint(mf);
+}
+
+// Writes the 16 planes x 128 words of a copy of the plane buffer (rows of
+// stride words): plane p word w = pw[p * stride + (w ^ ((p >> 2) & 3))].
+static void write_planes(FILE *out, const unsigned *pw, int stride) {
+    for (int p = 0; p < 16; p++)
+        for (int w = 0; w < 128; w++) fwrite(&pw[p * stride + (w ^ ((p >> 2) & 3))], 4, 1, out);
+}
