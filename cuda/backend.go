@@ -170,6 +170,30 @@ func makeField(dt fz.DType, g fz.Geometry) field {
 	return f
 }
 
+// compressField is the field the kernels compress for p: its geometry, the
+// container version ver written, the bound and the fill value.
+func compressField(p fz.Params, g fz.Geometry, ver uint16) field {
+	f := makeField(p.DType, g)
+	f.version = uint32(ver)
+	f.mode, f.bound = uint32(p.Mode), p.Bound
+	if bits, ok := fz.FillBits(p); ok {
+		f.hasFill, f.fillBits = 1, bits
+	}
+	return f
+}
+
+// decodeField is the field the kernels decode from a container whose
+// header is h and geometry g.
+func decodeField(h *fz.Header, g fz.Geometry) field {
+	f := makeField(h.DType, g)
+	f.version = uint32(h.Version)
+	f.step = h.Step
+	if h.Fill != nil {
+		f.hasFill, f.fillBits = 1, h.FillBits
+	}
+	return f
+}
+
 // jobs cuts chunks into runs of at most maxTiles tiles.
 func jobs(g fz.Geometry, maxTiles uint64) [][2]uint64 {
 	per := max(1, maxTiles/g.TilesPerChunk)
@@ -202,12 +226,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 	if err := b.ensureCtx(max(b.maxTiles, g.TilesPerChunk)); err != nil {
 		return nil, fz.Stats{}, err
 	}
-	f := makeField(p.DType, g)
-	f.version = uint32(ver)
-	f.mode, f.bound = uint32(p.Mode), p.Bound
-	if bits, ok := fz.FillBits(p); ok {
-		f.hasFill, f.fillBits = 1, bits
-	}
+	f := compressField(p, g, ver)
 	l := b.lib
 	if err := b.grow(&b.a, &b.aCap, uint64(len(src))); err != nil {
 		return nil, fz.Stats{}, err
@@ -427,12 +446,7 @@ func (b *Backend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...fz
 	if h.Version != 1 && h.Version != 2 {
 		return nil, fz.FormatError("container version %d: the GPU decoder reads versions 1 and 2", h.Version)
 	}
-	f := makeField(h.DType, g)
-	f.version = uint32(h.Version)
-	f.step = h.Step
-	if h.Fill != nil {
-		f.hasFill, f.fillBits = 1, h.FillBits
-	}
+	f := decodeField(h, g)
 	for _, j := range jobs(g, b.maxTiles) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("decompress: %w", err)

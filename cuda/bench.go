@@ -189,11 +189,8 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return false
 	}
 	type input struct {
-		name string
-		dt   fz.DType
-		dims []uint64
-		fill *float64
-		raw  []byte
+		realField // dims as tiled up to the bench's size
+		raw       []byte
 	}
 	var inputs []func() (input, error)
 	smooth := func() (input, error) {
@@ -208,7 +205,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				}
 			}
 		})
-		return input{"smooth3d", fz.Float32, []uint64{nz, ny, nx}, nil, raw}, nil
+		return input{realField{"smooth3d", fz.Float32, []uint64{nz, ny, nx}, nil}, raw}, nil
 	}
 	if want("smooth3d") {
 		inputs = append(inputs, smooth)
@@ -230,7 +227,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				}
 				dims := append([]uint64(nil), f.dims...)
 				dims[0] *= reps
-				return input{f.name, f.dtype, dims, f.fill, raw}, nil
+				return input{realField{f.name, f.dtype, dims, f.fill}, raw}, nil
 			})
 		}
 	}
@@ -246,7 +243,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 			return nil, err
 		}
 		for _, rel := range cfg.Rels {
-			c, err := b.benchOne(tm, in.name, in.dt, in.dims, in.fill, in.raw, rel, cfg.Reps, rep.D2DBps, cfg.FormatVersion)
+			c, err := b.benchOne(tm, in.realField, in.raw, rel, cfg.Reps, rep.D2DBps, cfg.FormatVersion)
 			if err != nil {
 				return nil, fmt.Errorf("%s rel %g: %w", in.name, rel, err)
 			}
@@ -290,9 +287,10 @@ var benchFields = []realField{
 func benchFill(v float64) *float64 { return &v }
 
 // benchOne times compress and decompress of one field already on the host.
-func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, fill *float64, raw []byte, rel float64, reps int, d2d float64, ver uint16) (BenchCase, error) {
+func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, reps int, d2d float64, ver uint16) (BenchCase, error) {
 	l := b.lib
-	p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: rel, Fill: fill}
+	name, dt, dims := fld.name, fld.dtype, fld.dims
+	p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: rel, Fill: fld.fill}
 	g, err := fz.PlanGeometry(dims, fz.DefaultTilesPerChunk)
 	if err != nil {
 		return BenchCase{}, err
@@ -302,13 +300,7 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, f
 			return BenchCase{}, err
 		}
 	}
-	f := makeField(dt, g)
-	f.version = uint32(ver)
-	f.mode, f.bound = uint32(fz.Rel), rel
-	fillBits, hasFill := fz.FillBits(p)
-	if hasFill {
-		f.hasFill, f.fillBits = 1, fillBits
-	}
+	f := compressField(p, g, ver)
 	if err := b.grow(&b.a, &b.aCap, uint64(len(raw))); err != nil {
 		return BenchCase{}, err
 	}
@@ -350,12 +342,7 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, f
 	if err := b.h2d(b.b, blob); err != nil {
 		return BenchCase{}, err
 	}
-	fd := makeField(dt, g)
-	fd.version = uint32(ver)
-	fd.step = h.Step
-	if hasFill {
-		fd.hasFill, fd.fillBits = 1, fillBits
-	}
+	fd := decodeField(h, g)
 	dms, err := tm.median(reps, func() error {
 		return l.cerr(l.decompress(b.ctx, b.stream, &fd, b.b, uint64(len(blob)), h.IndexOffset(), 0, g.Chunks, b.a, b.res), "decompress")
 	})
@@ -383,6 +370,6 @@ func (b *Backend) benchOne(tm *timer, name string, dt fz.DType, dims []uint64, f
 		Ratio: in / float64(len(blob)), CompressMs: cms, DecompressMs: dms,
 		CompressBps: in / (cms / 1e3), DecompressBps: in / (dms / 1e3),
 		CompressX: in / (cms / 1e3) / d2d, DecompressX: in / (dms / 1e3) / d2d, Violations: viol,
-		FormatVersion: ver, Fill: fill,
+		FormatVersion: ver, Fill: fld.fill,
 	}, nil
 }

@@ -782,13 +782,8 @@ type run struct {
 func (ln *lane) compress(ctx context.Context, src Source, p fz.Params, g fz.Geometry, ver uint16, set fz.Settings) (out []byte, st fz.Stats, err error) {
 	s, l := ln.s, ln.s.lib
 	t0 := time.Now()
-	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: makeField(p.DType, g), lastJob: [2]int{-1, -1},
+	r := &run{ln: ln, ctx: ctx, src: src, es: uint64(p.DType.Size()), f: compressField(p, g, ver), lastJob: [2]int{-1, -1},
 		exact: ln.exact || exactCopyBack}
-	r.f.version = uint32(ver)
-	r.f.mode, r.f.bound = uint32(p.Mode), p.Bound
-	if bits, ok := fz.FillBits(p); ok {
-		r.f.hasFill, r.f.fillBits = 1, bits
-	}
 	for _, j := range jobs(g, ln.jobTiles) {
 		lo, hi := jobSpan(g, j[0], j[1])
 		r.jobs = append(r.jobs, job{first: j[0], n: j[1], lo: lo * r.es, hi: hi * r.es})
