@@ -32,40 +32,18 @@
 // the slow path, as in the other walks.
 
 // Copies the segments of one full rank-2 f32 tile into the warp's buffers:
-// as Stager, but segment s + 1 starts 32 values right of segment s (s even)
-// or 16 rows down and 32 values left (s odd).
-struct Stager2 {
-    const float *gz;
-    unsigned long long rstep, down;
-    unsigned scp;
-    bool al16;
-    __device__ __forceinline__ Stager2(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
-        const unsigned long long nx = g.nx;
-        al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
-        gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
-        rstep = al16 ? 4 * nx : nx;
-        down = 16 * nx - 32;
-        scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
-    }
+// the rank-3 walk's Stager (same copies, same buffer layout), whose step
+// from one load to the next is set per segment: segment s + 1 starts 32
+// values right of segment s (s even) or 16 rows down and 32 values left
+// (s odd).
+struct Stager2 : Stager {
+    unsigned long long down;
+    __device__ __forceinline__ Stager2(const float *src, const Geo &g, unsigned long long base, float *stg, int lane)
+        : Stager(src, g, base, stg, lane), down(16 * g.nx - 32) {}
     // segment s into buffer b (one commit group)
     __device__ __forceinline__ void load(int b, int s) {
-        const float *p = gz;
-        gz += (s & 1) ? down : 32;
-        const unsigned d = scp + 4u * STG_PLANE * b;
-        if (al16) {
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                cp_async16(d + 16u * STG_ROW * u, p);
-                p += rstep;
-            }
-        } else {
-#pragma unroll
-            for (int y = 0; y < 16; y++) {
-                cp_async4(d + 4u * STG_ROW * y, p);
-                p += rstep;
-            }
-        }
-        cp_async_commit();
+        plane = (s & 1) ? down : 32;
+        Stager::load(b);
     }
 };
 

@@ -70,7 +70,8 @@ __device__ __forceinline__ float *stage_buf() {
 // Copies the planes of one full rank-3 f32 tile into the warp's buffers.
 // 16-byte copies when every row starts on a 16-byte boundary: lane l
 // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
-// lane l column l of every row. Each plane advances one pointer.
+// lane l column l of every row. Each plane advances one pointer by
+// `plane` (the rank-2 walk's Stager2 sets that step per segment).
 struct Stager {
     const float *gz;
     unsigned long long rstep, plane;
@@ -172,15 +173,10 @@ __device__ __forceinline__ bool fill_placeholder3(const float *__restrict__ src,
     long long sum = 0;
     unsigned cnt = 0;
     bool hole = false;
-    // The tile's 128 rows into L2 at once (first and last byte of each: a
-    // row may straddle two lines), so that the rounds below wait for L2,
-    // not for DRAM, one after another (H200, levitus 1 GiB: +4-5 % against
-    // one round at a time from DRAM; coads within 1 %).
-    for (int r = lane; r < 128; r += 32) {
-        const float *const row = src + base + (r >> 4) * plane + (r & 15) * nx;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 31));
-    }
+    // The tile's 128 rows into L2 at once, so that the rounds below wait
+    // for L2, not for DRAM, one after another (H200, levitus 1 GiB: +4-5 %
+    // against one round at a time from DRAM; coads within 1 %).
+    prefetch_tile(src, g, base, 8, 16, 32, lane);
 #pragma unroll 2
     for (int z = 0; z < 8; z++) {
         const float *const p = src + base + z * plane + lane;
