@@ -26,6 +26,17 @@ type BenchConfig struct {
 	// FormatVersion is the container version written and read (1 or 2;
 	// 0: fz.DefaultVersion).
 	FormatVersion uint16
+	// File is a raw field of the user's own (row-major, little-endian),
+	// measured in addition to the others; nil: none.
+	File *BenchFile
+}
+
+// BenchFile is a raw field file and how to read it.
+type BenchFile struct {
+	Path  string
+	DType fz.DType
+	Dims  []uint64
+	Fill  *float64 // the field's fill value; nil: none
 }
 
 // BenchCase is one field at one bound.
@@ -179,7 +190,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 
 	want := func(name string) bool {
 		if len(cfg.Fields) == 0 {
-			return true
+			return cfg.File == nil // --file alone measures only the file
 		}
 		for _, p := range cfg.Fields {
 			if strings.HasPrefix(name, p) {
@@ -230,6 +241,30 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				return input{realField{f.name, f.dtype, dims, f.fill}, raw}, nil
 			})
 		}
+	}
+	if f := cfg.File; f != nil {
+		inputs = append(inputs, func() (input, error) {
+			one, err := os.ReadFile(f.Path)
+			if err != nil {
+				return input{}, err
+			}
+			n, err := fz.NumElements(f.Dims)
+			if err != nil {
+				return input{}, fmt.Errorf("%s: %w", f.Path, err)
+			}
+			if want := n * uint64(f.DType.Size()); uint64(len(one)) != want || n == 0 {
+				return input{}, fmt.Errorf("%s: %d bytes, but dims %s of %s need %d", f.Path, len(one),
+					fz.FormatDims(f.Dims), f.DType, want)
+			}
+			reps := (S + uint64(len(one)) - 1) / uint64(len(one))
+			raw := make([]byte, 0, reps*uint64(len(one)))
+			for i := uint64(0); i < reps; i++ {
+				raw = append(raw, one...)
+			}
+			dims := append([]uint64(nil), f.Dims...)
+			dims[0] *= reps
+			return input{realField{filepath.Base(f.Path), f.DType, dims, f.Fill}, raw}, nil
+		})
 	}
 	if len(inputs) == 0 {
 		return nil, fmt.Errorf("no bench field matches %q (smooth3d, or a real field's name with --data)", cfg.Fields)
