@@ -52,7 +52,6 @@
 #include "encode_slot_walks.cuh"  // the slot-order walks (f64, rank 1)
 #include "encode_rank2.cuh"       // the staged f32 rank-2 walk
 #include "encode_slow.cuh"        // the slow path, the masks
-#include "encode_box3.cuh"        // the rank-3 box walk: clipped tiles, holes
 #include "encode_write.cuh"       // a version-1 tile's layout and write
 #include "encode_v2.cuh"          // version 2's code section
 
@@ -259,12 +258,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);
             return;
         }
-        if (!done) {
-            if constexpr (FAST == 3)
-                enc_box3<T, V>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-            else
-                enc_slow<T, FAST, V>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
-        }
+        if (!done)
+            enc_slow<T, FAST, V>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         else {
             if (ts.nraw) {
                 if (FAST == 3)  // the fast paths take full tiles only
