@@ -27,6 +27,8 @@
 // after it on the same stream and rewrites all of it. Output does not
 // depend on which decoder took a tile.
 
+#include "tile_order.cuh"  // which tile a warp takes: full tiles first
+
 #define DEC_W 4         // warps per block
 #define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
 #ifndef DEC_MINB_W
@@ -810,19 +812,29 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
 // reads its bytes from global memory (L1) and takes a generic walk. The
 // generic walks in a kernel of their own, over a list this one filled,
 // measured slower on the fill fields (PERF.md, dec v20).
-template <typename T, int R>
+//
+// FK: the field has a fill value, and every tile takes the walks that
+// apply masks (a tile without them has none to apply): one walk's code
+// per tile shape in the instruction cache instead of two, where fill
+// tiles and tiles without fill alternate (H200, PERF.md dec v23: levitus
+// +14-15 %, coads +13-16 % decompress).
+// fl: full tiles along z, y, x when the warps take the job's full tiles
+// first (tile_order.cuh; rank-3 fields with a fill value, fzgpu.cu);
+// 0, 0, 0: tile order.
+template <typename T, int R, bool FK>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
-                       unsigned long long fill_bits) {
+                       unsigned long long fill_bits, uint3 fl) {
     // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
     // (1536-2047); the generic walks use the first part for codes and masks
     __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
     const T fill = Bits<T>::from(fill_bits);
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
-    const unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;
+    unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;
     if (rel >= nt) return;
+    if (R == 3 && fl.z) rel = dec_tile_of(g, tile0, nt, rel, fl) - tile0;
     const unsigned sz = tsz[rel];
     if (sz == 0) return;  // its size was invalid, already reported by the chunk scan
     unsigned long long z0, y0, x0;
@@ -904,20 +916,20 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         int *pb = (int *)(sw + DEC_STAGE);
         if (R == 3) {
             if (staged)
-                ok = (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                ok = FK || (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
                                     : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
-                ok = flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
+                ok = FK || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
             if (staged)
-                ok = (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                ok = FK || (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
                                     : dec_fast2<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
-                ok = flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
+                ok = FK || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
         } else {
-            ok = flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
+            ok = FK || flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
                    : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);
         }
     }

@@ -33,7 +33,9 @@
 //   decode_warp.cuh      decode_warp_kernel: one warp per tile; a tile that
 //                        does not check out goes on a list for the block
 //                        decoder (decode_list_kernel), which rejects it as
-//                        the CPU decoder does (or decodes it)
+//                        the CPU decoder does (or decodes it);
+//                        tile_order.cuh: which tile a warp takes (full
+//                        tiles first, for rank-3 fill fields)
 // Shared by all: device_common.cuh (geometry, parameters, the exact
 // quantize, scans), job.cuh (a job's state, full-tile tables),
 // transpose.cuh (32x32 bit transposes). Performance notes: PERF.md.
@@ -265,10 +267,14 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess.
-    const void *dwk[6] = {(const void *)decode_warp_kernel<float, 1>,  (const void *)decode_warp_kernel<float, 2>,
-                          (const void *)decode_warp_kernel<float, 3>,  (const void *)decode_warp_kernel<double, 1>,
-                          (const void *)decode_warp_kernel<double, 2>, (const void *)decode_warp_kernel<double, 3>};
-    for (int i = 0; i < 6 && e == cudaSuccess; i++)
+    const void *dwk[12] = {
+        (const void *)decode_warp_kernel<float, 1, false>,  (const void *)decode_warp_kernel<float, 2, false>,
+        (const void *)decode_warp_kernel<float, 3, false>,  (const void *)decode_warp_kernel<double, 1, false>,
+        (const void *)decode_warp_kernel<double, 2, false>, (const void *)decode_warp_kernel<double, 3, false>,
+        (const void *)decode_warp_kernel<float, 1, true>,   (const void *)decode_warp_kernel<float, 2, true>,
+        (const void *)decode_warp_kernel<float, 3, true>,   (const void *)decode_warp_kernel<double, 1, true>,
+        (const void *)decode_warp_kernel<double, 2, true>,  (const void *)decode_warp_kernel<double, 3, true>};
+    for (int i = 0; i < 12 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
@@ -595,9 +601,23 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
     if (rank) {
         CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
-        auto k = rank == 3 ? decode_warp_kernel<T, 3> : rank == 2 ? decode_warp_kernel<T, 2> : decode_warp_kernel<T, 1>;
+        auto k = rank == 3 ? decode_warp_kernel<T, 3, false> : rank == 2 ? decode_warp_kernel<T, 2, false>
+                                                             : decode_warp_kernel<T, 1, false>;
+        if (f->has_fill)  // the walks that apply masks for every tile (decode_warp.cuh, FK)
+            k = rank == 3 ? decode_warp_kernel<T, 3, true> : rank == 2 ? decode_warp_kernel<T, 2, true>
+                                                           : decode_warp_kernel<T, 1, true>;
+        // Fill fields of rank 3 with clipped tiles: the full tiles first
+        // (tile_order.cuh). Only there: measured on an H200 (1 GiB, same
+        // call), levitus and coads gained 23-53 % on top of FK, era5 8-42 %,
+        // but plot3d (the same tile structure as era5) lost up to 36 % and
+        // stageIV (rank 2) 11 %: partial sectors read back from DRAM where
+        // rows are not 32-byte multiples (tile_order.cuh, PERF.md dec v23).
+        uint3 fl = make_uint3(0, 0, 0);
+        if (f->has_fill && rank == 3 && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx) &&
+            g.nz >= (unsigned long long)g.tz && g.ny >= (unsigned long long)g.ty && g.nx >= (unsigned long long)g.tx)
+            fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,
-                                     f->fill_bits);
+                                     f->fill_bits, fl);
         CK(cudaGetLastError());
     }
     decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, toff,
