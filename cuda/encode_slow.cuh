@@ -25,6 +25,63 @@ __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int
     return i * BZ * ly * lx + ez * j * BY * lx + ez * ey * k * BX + (dz * ey + dy) * ex + dx;
 }
 
+// The word pairs (64 slots each) of codes that slow_masks_planes reads for
+// a tile of n values: those holding slots < n, rounded up to its rounds of 4.
+__device__ __forceinline__ int slot_pairs(int n) { return 4 * ((n + 255) >> 8); }
+
+// Steps 3 and 4 of the slow path, once the codes are in SC_CODE (slot
+// order; slots >= n zero up to slot_pairs) and the element flags in SC_FL:
+// the fill and raw masks (the parity Lorenzo transform of the element
+// bitmaps, in slot order) and the bit planes by warp transposes, two words
+// at a time. The words past slot n are zero without a transpose (a clipped
+// tile of 136 values needs 4 of the 64 word pairs): H200, same call, adk
+// +2-7 % and stageIV +3-4 % compress (their clipped tiles; PERF.md v23).
+// The masks by rows for rank 3 (lane x, a ballot per row of planes z and
+// z - 1, XORed with the row before and shifted by one: no divisions, two
+// byte loads per element instead of eight) were slower: coads and
+// levitus -8 % compress (128 dependent rows of ballots against 80
+// independent rounds; PERF.md v23).
+template <int FAST>
+__device__ __forceinline__ void slow_masks_planes(const Geo &g, int lz, int ly, int lx, unsigned NR, unsigned NF,
+                                                  unsigned *pw, unsigned char *sc, int lane) {
+    constexpr int U = 4;
+    const unsigned short *scode = (const unsigned short *)(sc + SC_CODE);
+    const unsigned char *sfl = sc + SC_FL;
+    unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
+    const int n = lz * ly * lx, P = ly * lx;
+    const unsigned mP = magic12(P), mX = magic12(lx);
+    __syncwarp();
+    if (NR | NF) {
+        for (int i = lane; i < 128; i += 32) {
+            smf[i] = 0;
+            smr[i] = 0;
+        }
+        __syncwarp();
+        for (int e = lane; e < n; e += 32) {
+            const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
+            const unsigned m = (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14;
+            const int sl = slot_std<FAST>(z, y, x, lz, ly, lx, g);
+            if (NF && xor_corners(sfl, e, m, P, lx, 2)) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
+            if (NR && xor_corners(sfl, e, m, P, lx, 4)) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
+        }
+    }
+    __syncwarp();
+    const int mw = slot_pairs(n);
+    for (int m = 0; m < 64; m += U) {
+        if (m >= mw) {
+#pragma unroll
+            for (int u = 0; u < U; u++) put_planes(pw, 0u, 2 * (m + u), 2 * (m + u) + 1, lane);
+            continue;
+        }
+        unsigned c[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            c[u] = (unsigned)scode[64 * (m + u) + lane] | (unsigned)scode[64 * (m + u) + 32 + lane] << 16;
+#pragma unroll
+        for (int u = 0; u < U; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
+    }
+}
+
 template <typename T, int FAST, int V>
 __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
                          unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
@@ -35,7 +92,6 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     unsigned short *scode = (unsigned short *)(sc + SC_CODE);
     unsigned char *sfl = sc + SC_FL;
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
-    unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
     const int n = lz * ly * lx, P = ly * lx;
     const unsigned mP = magic12(P), mX = magic12(lx);
     // a fast path may have set bits before it gave up
@@ -43,7 +99,8 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
         sesc[i] = 0;
         sraw[i] = 0;
     }
-    for (int i = lane; i < TILE / 8; i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);  // slots >= n: 0
+    // slots >= n that slow_masks_planes reads are 0
+    for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
     // 1. quantize + check
     unsigned nraw = 0, nfill = 0, cnt = 0;
@@ -159,32 +216,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
             }
         }
     }
-    __syncwarp();
-    // 3. fill / raw masks: parity Lorenzo of the element bitmaps, slot order
-    if (NR | NF) {
-        for (int i = lane; i < 128; i += 32) {
-            smf[i] = 0;
-            smr[i] = 0;
-        }
-        __syncwarp();
-        for (int e = lane; e < n; e += 32) {
-            const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
-            const unsigned m = (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14;
-            const int sl = slot_std<FAST>(z, y, x, lz, ly, lx, g);
-            if (NF && xor_corners(sfl, e, m, P, lx, 2)) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
-            if (NR && xor_corners(sfl, e, m, P, lx, 4)) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
-        }
-    }
-    __syncwarp();
-    // 4. bit planes by warp transpose, two words at a time
-    for (int m = 0; m < 64; m += U) {
-        unsigned c[U];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            c[u] = (unsigned)scode[64 * (m + u) + lane] | (unsigned)scode[64 * (m + u) + 32 + lane] << 16;
-#pragma unroll
-        for (int u = 0; u < U; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
-    }
+    slow_masks_planes<FAST>(g, lz, ly, lx, NR, NF, pw, sc, lane);
     ts.nesc = __reduce_add_sync(0xffffffffu, nesc);
     ts.nraw = NR;
     ts.nfill = NF;

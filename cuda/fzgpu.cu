@@ -366,7 +366,10 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // path, and on fields where most tiles are clipped the block-per-tile v5
 // is faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
 // v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x; every
-// field with at most a third of its tiles clipped: 0.93-2.3x).
+// field with at most a third of its tiles clipped: 0.93-2.3x). v23's slow
+// path (no transposes past slot n) brought v6 to 1.10 / 1.04 / 0.93x of v5
+// on era5 and 1.08-1.10x on plot3d_comb: not switched while era5 at 1e-4
+// loses (PERF.md v23).
 static int use_v5(const Geo &g) {
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
