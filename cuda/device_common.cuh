@@ -110,43 +110,7 @@ __device__ __forceinline__ int slot_of(int z, int y, int x, int lz, int ly, int 
     return i * g.bz * ly * lx + ez * j * g.by * lx + ez * ey * k * g.bx + (dz * ey + dy) * ex + dx;
 }
 
-// f64(q) for any int32 q without the quarter-rate I2F: the bits of
-// 1.5*2^52 + q are 0x4338000000000000 + q (|q| < 2^51), and subtracting
-// 1.5*2^52 is exact.
-__device__ __forceinline__ double i2d(int q) {
-    return __dsub_rn(__longlong_as_double(0x4338000000000000ll + (long long)q), 6755399441055744.0);
-}
-
-template <typename T> struct Bits;
-template <> struct Bits<float> {
-    typedef unsigned int U;
-    static __device__ __forceinline__ unsigned long long of(float x) { return __float_as_uint(x); }
-    static __device__ __forceinline__ float from(unsigned long long b) { return __uint_as_float((unsigned)b); }
-    static __device__ __forceinline__ float rec(int q, double step) {
-        return __double2float_rn(__dmul_rn(i2d(q), step));
-    }
-    static __device__ __forceinline__ float recd(double qd, double step) {
-        return __double2float_rn(__dmul_rn(qd, step));
-    }
-};
-template <> struct Bits<double> {
-    typedef unsigned long long U;
-    static __device__ __forceinline__ unsigned long long of(double x) { return __double_as_longlong(x); }
-    static __device__ __forceinline__ double from(unsigned long long b) { return __longlong_as_double(b); }
-    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn(i2d(q), step); }
-    static __device__ __forceinline__ double recd(double qd, double step) { return __dmul_rn(qd, step); }
-};
-
-// q = round(s) (ties to even, |s| < 2^28) and the check's error er = |x - rec(q)|
-// (FORMAT.md section 4), for every encoder. (s + 1.5*2^52) - 1.5*2^52, rounded
-// twice: the first sum is 1.5*2^52 + q exactly, so its low word is q (no F2I)
-// and the second gives f64(q) (no I2F): conversions run at 1/4 rate.
-template <typename T> __device__ __forceinline__ int quant_q(T x, double s, double step, double &er) {
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    er = fabs(__dsub_rn((double)x, (double)Bits<T>::recd(qd, step)));
-    return __double2loint(sr);
-}
+#include "quantize.cuh"  // the exact quantize: Bits, quant_q (also compiled on the host by tools/encode_slow_emu.cpp)
 
 // ---------------------------------------------------------------- block scans
 

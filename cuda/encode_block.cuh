@@ -20,23 +20,7 @@ struct EncShared {
     int origin;
 };
 
-// XOR over the 2^3 corners of bit `bit` of fl (0 outside the box); m is
-// the element's meta word (x>0, y>0, z>0 in bits 12..14).
-__device__ __forceinline__ int xor_corners(const unsigned char *fl, int e, unsigned m, int P, int lx,
-                                           unsigned char bit) {
-    const bool x = (m >> 12) & 1, y = (m >> 13) & 1, z = (m >> 14) & 1;
-    int b = (fl[e] & bit) != 0;
-    if (x) b ^= (fl[e - 1] & bit) != 0;
-    if (y) b ^= (fl[e - lx] & bit) != 0;
-    if (x && y) b ^= (fl[e - lx - 1] & bit) != 0;
-    if (z) {
-        b ^= (fl[e - P] & bit) != 0;
-        if (x) b ^= (fl[e - P - 1] & bit) != 0;
-        if (y) b ^= (fl[e - P - lx] & bit) != 0;
-        if (x && y) b ^= (fl[e - P - lx - 1] & bit) != 0;
-    }
-    return b;
-}
+#include "mask_corners.cuh"  // xor_corners (also the warp encoder's slow path)
 
 template <typename T>
 __global__ void __launch_bounds__(NT, ENC_MINB)

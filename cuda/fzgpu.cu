@@ -36,8 +36,9 @@
 //                        the CPU decoder does (or decodes it);
 //                        tile_order.cuh: which tile a warp takes (full
 //                        tiles first, for rank-3 fill fields)
-// Shared by all: device_common.cuh (geometry, parameters, the exact
-// quantize, scans), job.cuh (a job's state, full-tile tables),
+// Shared by all: device_common.cuh (geometry, parameters, scans; the exact
+// quantize in quantize.cuh), mask_corners.cuh (a mask element's parity
+// transform: block encoder and slow path), job.cuh (a job's state, full-tile tables),
 // transpose.cuh (32x32 bit transposes). Performance notes: PERF.md.
 //
 // Bit-exactness with the CPU: the build uses -fmad=false and every floating
