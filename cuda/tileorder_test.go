@@ -44,7 +44,7 @@ func TestTileOrderEmulated(t *testing.T) {
 		add(8+r.Uint64N(200), 16+r.Uint64N(200), 32+r.Uint64N(300))
 	}
 	// a long field: tile indices near 2^32 (the header's 32-bit quotients)
-	jobs = append(jobs, job{8 * ((1<<32 - 1) / 6), 33, 49, (1<<32 - 1) / 6 * 6 - 1000, 1000})
+	jobs = append(jobs, job{8 * ((1<<32 - 1) / 6), 33, 49, (1<<32-1)/6*6 - 1000, 1000})
 	var in bytes.Buffer
 	for _, j := range jobs {
 		for _, v := range []uint64{j.nz, j.ny, j.nx, 8, 16, 32, j.tile0, j.nt} {
