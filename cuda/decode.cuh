@@ -19,13 +19,7 @@ __device__ __forceinline__ void report(unsigned long long *err, unsigned long lo
     atomicMin(err, (rel << 8) | code);
 }
 
-// Word W (0-127) of a zero-block coded 512-byte bitmap (FORMAT.md section
-// 5) whose block mask is bm and whose blocks start at word at of p: 0 for
-// an absent block (bm = 0 stands for an absent plane).
-__device__ __forceinline__ unsigned zb_word(const unsigned *p, unsigned bm, unsigned at, int W) {
-    const int kb = W >> 2;
-    return ((bm >> kb) & 1) ? p[at + 4 * __popc(bm & ((1u << kb) - 1)) + (W & 3)] : 0u;
-}
+#include "zero_block.cuh"  // zb_word (also the warp decoder; compiled on the host by tools/decode_warp_emu.cpp)
 
 // Slot of element e of a tile (n elements, P = ly * lx per z): from the
 // per-job table for full tiles, by FORMAT.md's formula for clipped ones.

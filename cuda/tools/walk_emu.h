@@ -151,9 +151,11 @@ asm(".macro prefetch.global.L2 addr\n.endm");
 
 // ------------------------------------------------------------ as fzgpu.cu's
 
+#ifndef EMU_WITH_DEVICE_COMMON  // decode_warp_emu.cpp includes device_common.cuh, with the real Geo
 struct Geo {  // the fields the staged walks read
     unsigned long long nz, ny, nx;
 };
+#endif
 // transpose.cuh's (its bitsel is lop3 0xE4)
 static inline unsigned bitsel(unsigned a, unsigned b, unsigned m) { return (a & m) | (b & ~m); }
 template <int N> void transpose32n(unsigned (&x)[N], int lane) {

@@ -35,6 +35,7 @@ static unsigned __ballot_sync(unsigned, bool p) {
     return r;
 }
 static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
+#ifndef EMU_WITH_DEVICE_COMMON  // else device_common.cuh's own
 // as fzgpu.cu's
 template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
     for (int o = 1; o < N; o <<= 1) {
@@ -43,3 +44,4 @@ template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
     }
     return x;
 }
+#endif

@@ -1,0 +1,224 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// TestDecodeWarpEmulated checks the warp decoder (decode_warp.cuh) without a
+// GPU: tools/decode_warp_emu.cpp runs decode_warp_kernel on the host, one
+// warp of 32 threads per tile (ASan/UBSan), on the version-1 tiles of each
+// field, and every value must equal the CPU decoder's, bit for bit, with no
+// tile left for the block decoder. That covers the staged walks (full tiles
+// of ranks 1-3, with and without masks), the generic walks (clipped tiles,
+// escapes, tiles too big to stage), the masked walks of fill fields (FK) and
+// the full-tiles-first order (tile_order.cuh: rank-3 fill fields, and here
+// every rank-3 field once more). Fields: clipped edges down to one column,
+// fill values, NaN, Inf, values past 2^28 steps, escapes, noise at a tight
+// bound (big tiles), and boxes of the real fields where ../shared/data is
+// present. Corrupted copies of the tiles must not crash it (the tiles that
+// do not check out go on the list; what the others decode to is not
+// checked: the block decoder judges them on the GPU).
+func TestDecodeWarpEmulated(t *testing.T) {
+	emu := buildEmu(t, "decode_warp_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
+	type field struct {
+		name string
+		v    []float32
+		p    fz.Params
+	}
+	var fields []field
+	r := rand.New(rand.NewPCG(17, 29))
+	fillv := -9999.0
+	wave := func(z, y, x int) float64 {
+		return math.Sin(0.3*float64(z)+1) * math.Cos(0.2*float64(y)) * (1 + 0.1*math.Sin(0.15*float64(x)))
+	}
+	holes := func(z, y, x int) float64 {
+		switch u := r.IntN(300); {
+		case u == 0:
+			return math.NaN()
+		case u == 1:
+			return math.Inf(1 - 2*(x&1))
+		case u == 2:
+			return 1e30
+		case u < 40 && (x+y)%7 < 3:
+			return fillv
+		case u < 44:
+			return wave(z, y, x) + 50
+		}
+		return wave(z, y, x) + 1e-4*r.NormFloat64()
+	}
+	mk := func(name string, dims []uint64, bound float64, mode fz.Mode, fill *float64, f func(z, y, x int) float64) {
+		nz, ny, nx := 1, 1, int(dims[len(dims)-1])
+		if len(dims) >= 2 {
+			ny = int(dims[len(dims)-2])
+		}
+		if len(dims) == 3 {
+			nz = int(dims[0])
+		}
+		v := make([]float32, nz*ny*nx)
+		for z := range nz {
+			for y := range ny {
+				for x := range nx {
+					v[(z*ny+y)*nx+x] = float32(f(z, y, x))
+				}
+			}
+		}
+		fields = append(fields, field{name, v, fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+	}
+	for _, d := range [][]uint64{{9, 17, 33}, {16, 32, 64}, {12, 33, 49}, {8, 16, 2}, {70, 129}, {64, 128}, {5000}, {8192}} {
+		name := fmt.Sprint(d)
+		mk(name+" smooth", d, 1e-3, fz.Rel, nil, wave)
+		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, holes)
+		mk(name+" noise 1e-6", d, 1e-6, fz.Rel, nil, func(z, y, x int) float64 { return r.NormFloat64() })
+	}
+	for _, c := range []struct {
+		i  int
+		zs int // rank 3: z slabs taken; rank 2: rows
+		eb float64
+	}{{1, 12, 1e-2}, {8, 8, 1e-4}, {4, 16, 1e-3}, {10, 25, 1e-2}, {12, 100, 1e-3}, {0, 98, 1e-2}, {6, 0, 1e-4}} {
+		f := benchFields[c.i]
+		raw := sharedField(t, f)
+		if raw == nil {
+			continue
+		}
+		dims := append([]uint64(nil), f.dims...)
+		if len(dims) > 1 {
+			dims[0] = uint64(c.zs)
+		}
+		n := 1
+		for _, d := range dims {
+			n *= int(d)
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), v,
+			fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
+	}
+
+	le := binary.LittleEndian
+	type job struct {
+		name    string
+		want    []byte // the CPU's values; nil: corrupted, not compared
+		nt, n   int
+		corrupt bool
+	}
+	var jobs []job
+	var in bytes.Buffer
+	put := func(name string, cf *v1Field, g fz.Geometry, rank int, order bool, tiles [][]byte, want []byte) {
+		var blob []byte
+		var offs []uint64
+		var sizes []uint32
+		for _, tl := range tiles {
+			offs = append(offs, uint64(len(blob)))
+			sizes = append(sizes, uint32(len(tl)))
+			blob = append(blob, tl...)
+		}
+		for _, u := range []uint32{uint32(rank), 4} {
+			in.Write(le.AppendUint32(nil, u))
+		}
+		for _, u := range []uint64{g.NZ, g.NY, g.NX, uint64(len(tiles))} {
+			in.Write(le.AppendUint64(nil, u))
+		}
+		in.Write(le.AppendUint32(nil, b2u(cf.hasFill)))
+		in.Write(le.AppendUint32(nil, b2u(order)))
+		in.Write(le.AppendUint64(nil, uint64(cf.fillBits)))
+		in.Write(le.AppendUint64(nil, math.Float64bits(cf.step)))
+		in.Write(le.AppendUint64(nil, uint64(len(blob))))
+		for _, o := range offs {
+			in.Write(le.AppendUint64(nil, o))
+		}
+		for _, s := range sizes {
+			in.Write(le.AppendUint32(nil, s))
+		}
+		in.Write(blob)
+		jobs = append(jobs, job{name, want, len(tiles), int(g.NZ * g.NY * g.NX), want == nil})
+	}
+	for _, f := range fields {
+		blob, _, err := fz.Compress(context.Background(), f32bytes(f.v), f.p, fz.WithFormatVersion(1))
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		_, want, err := fz.Decompress(context.Background(), blob)
+		if err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		cf := compressV1(t, f.name, f.v, f.p)
+		g, err := fz.PlanGeometry(f.p.Dims, fz.DefaultTilesPerChunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank := map[[3]int]int{{8, 16, 32}: 3, {1, 64, 64}: 2, {1, 1, 4096}: 1}[g.Tile]
+		if rank == 0 {
+			t.Fatalf("%s: tile %v", f.name, g.Tile)
+		}
+		clipped := g.NZ%uint64(g.Tile[0]) != 0 || g.NY%uint64(g.Tile[1]) != 0 || g.NX%uint64(g.Tile[2]) != 0
+		full := g.NZ >= uint64(g.Tile[0]) && g.NY >= uint64(g.Tile[1]) && g.NX >= uint64(g.Tile[2])
+		// as fzgpu.cu: the order for rank-3 fill fields with clipped tiles
+		order := rank == 3 && cf.hasFill && clipped && full
+		put(f.name, &cf, g, rank, order, cf.tiles, want)
+		if rank == 3 && clipped && full && !order {
+			put(f.name+" full tiles first", &cf, g, rank, true, cf.tiles, want)
+		}
+		// a corrupted copy: random bytes of a third of the tiles
+		bad := make([][]byte, len(cf.tiles))
+		for i, tl := range cf.tiles {
+			bad[i] = append([]byte(nil), tl...)
+			if i%3 == 0 {
+				for range 1 + r.IntN(4) {
+					bad[i][r.IntN(len(tl))] ^= byte(1 << r.IntN(8))
+				}
+			}
+		}
+		put(f.name+" corrupted", &cf, g, rank, order, bad, nil)
+	}
+	out := runEmu(t, emu, in.Bytes())
+	at := 0
+	compared := 0
+	for _, j := range jobs {
+		if at+4 > len(out) {
+			t.Fatalf("decode_warp_emu's output ends early at %s", j.name)
+		}
+		cnt := int(le.Uint32(out[at:]))
+		at += 4
+		if cnt > j.nt {
+			t.Fatalf("%s: %d tiles listed of %d", j.name, cnt, j.nt)
+		}
+		listed := make([]uint32, cnt)
+		for i := range listed {
+			listed[i] = le.Uint32(out[at:])
+			at += 4
+		}
+		vals := out[at : at+4*j.n]
+		at += 4 * j.n
+		if j.corrupt {
+			continue
+		}
+		if cnt != 0 {
+			t.Errorf("%s: the warps left %d tiles for the block decoder (%v): a valid tile must decode", j.name, cnt, listed)
+			continue
+		}
+		if !bytes.Equal(vals, j.want) {
+			for i := 0; i < j.n; i++ {
+				if a, b := le.Uint32(vals[4*i:]), le.Uint32(j.want[4*i:]); a != b {
+					t.Errorf("%s: value %d has bits %#08x, the CPU's %#08x", j.name, i, a, b)
+					break
+				}
+			}
+			continue
+		}
+		compared++
+	}
+	if at != len(out) {
+		t.Fatalf("decode_warp_emu wrote %d bytes, the jobs account for %d", len(out), at)
+	}
+	t.Logf("%d jobs decoded identically to the CPU, %d corrupted ones ran", compared, len(jobs)-compared)
+}

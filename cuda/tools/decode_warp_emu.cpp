@@ -1,0 +1,147 @@
+// decode_warp_emu: cuda/decode_warp.cuh's warp decoder (decode_warp_kernel:
+// the staged walks dec_fast3/2/1, the generic walks dec_gen3/2, masks,
+// escapes, the masked walks of fill fields (FK) and the full-tiles-first
+// order of tile_order.cuh) run on the host, so a bug in it is caught without
+// a GPU (cuda/decwarp_emu_test.go builds and drives it and compares the
+// values with the CPU decoder's). The kernel itself is included, not copied,
+// after device_common.cuh (the real Geo, tile_box, quantize.cuh) and
+// zero_block.cuh; the CUDA intrinsics and warp operations are walk_emu.h's
+// host versions plus the few below. 32 threads play one warp of a block at
+// a time: warp rel of the job runs as warp rel % 4 of block rel / 4, as the
+// GPU's grid numbers them. Built with AddressSanitizer and UBSan.
+//
+// Input (stdin, or the file argv[1]): records, each a job of one field:
+//   {u32 rank (1, 2, 3), u32 dtype bytes (4), u64 nz, ny, nx, u64 nt,
+//    u32 has_fill, u32 order (1: full tiles first, as fzgpu.cu picks for
+//    rank-3 fill fields), u64 fill_bits, f64 step, u64 blob bytes}, then nt
+//   u64 tile offsets into the blob, nt u32 tile sizes, and the blob (the
+//   job's tiles; tile0 = 0).
+// Output (stdout, or the file argv[2]): per record, u32 count of tiles the
+// warps left for the block decoder, those tiles' indices (sorted), then the
+// field's nz * ny * nx float32 values (0xFFFFFFFF bits where no warp wrote).
+#include <algorithm>
+
+#define EMU_WITH_DEVICE_COMMON  // walk_emu.h and warp_emu.h leave Geo and warp_incl_scan to it
+#include "walk_emu.h"
+
+#define __global__
+#define __launch_bounds__(a, b)
+struct int4 {
+    int x, y, z, w;
+};
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+thread_local uint3 blockIdx;
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline double __longlong_as_double(long long v) {
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+static inline long long __double_as_longlong(double d) {
+    long long v;
+    memcpy(&v, &d, 8);
+    return v;
+}
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+template <typename T> static inline T __ldcs(const T *p) { return *p; }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+// shfl.up within segments of `width` lanes
+static unsigned __shfl_up_sync(unsigned, unsigned v, int d, int width) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    const unsigned r = (my_lane % width) >= d ? xch[my_lane - d] : v;
+    bar->arrive_and_wait();
+    return r;
+}
+static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
+// the warp decoder's L1 prefetch (inline PTX): nothing on the host
+asm(".macro prefetch.global.L1 addr\n.endm");
+
+#include "../device_common.cuh"
+#include "../zero_block.cuh"
+#include "../decode_warp.cuh"
+
+static unsigned long long magic(unsigned long long d) {  // fzgpu.cu's make_geo
+    return d >= 2 && d <= 0xFFFFFFFFull ? ~0ull / d + (~0ull % d == d - 1 ? 2 : 1) : 0ull;
+}
+
+int main(int argc, char **argv) {
+    FILE *in, *out;
+    if (int rc = open_io(argc, argv, "decode_warp_emu", in, out)) return rc;
+    struct {
+        unsigned rank, dbytes;
+        unsigned long long nz, ny, nx, nt;
+        unsigned has_fill, order;
+        unsigned long long fill_bits;
+        double step;
+        unsigned long long blob_bytes;
+    } h;
+    while (fread(&h.rank, 4, 2, in) == 2) {
+        if (fread(&h.nz, 8, 4, in) != 4 || fread(&h.has_fill, 4, 2, in) != 2 || fread(&h.fill_bits, 8, 1, in) != 1 ||
+            fread(&h.step, 8, 1, in) != 1 || fread(&h.blob_bytes, 8, 1, in) != 1 || h.dbytes != 4 || h.rank < 1 ||
+            h.rank > 3) {
+            fprintf(stderr, "decode_warp_emu: bad record header\n");
+            return 2;
+        }
+        Geo g{};
+        g.nz = h.nz, g.ny = h.ny, g.nx = h.nx;
+        g.tz = h.rank == 3 ? 8 : 1, g.ty = h.rank == 3 ? 16 : h.rank == 2 ? 64 : 1, g.tx = h.rank == 3 ? 32 : h.rank == 2 ? 64 : 4096;
+        g.bz = h.rank == 3 ? 4 : 1, g.by = h.rank == 3 ? 4 : h.rank == 2 ? 16 : 1, g.bx = h.rank == 1 ? 128 : 8;
+        g.gz = (g.nz + g.tz - 1) / g.tz, g.gy = (g.ny + g.ty - 1) / g.ty, g.gx = (g.nx + g.tx - 1) / g.tx;
+        g.tiles = g.gz * g.gy * g.gx;
+        g.mgx = magic(g.gx), g.mgy = magic(g.gy);
+        g.per_chunk = 256, g.mpc = magic(256);
+        g.fast3 = h.rank == 3, g.fast2 = h.rank == 2, g.fast1 = h.rank == 1;
+        if (h.nt != g.tiles) {
+            fprintf(stderr, "decode_warp_emu: %llu tiles given, the field has %llu\n", h.nt, g.tiles);
+            return 2;
+        }
+        std::vector<unsigned long long> toff(h.nt);
+        std::vector<unsigned> tsz(h.nt);
+        std::vector<unsigned char> blob(h.blob_bytes + 64);  // the kernel may read a word past a short tile
+        if (fread(toff.data(), 8, h.nt, in) != h.nt || fread(tsz.data(), 4, h.nt, in) != h.nt ||
+            fread(blob.data(), 1, h.blob_bytes, in) != h.blob_bytes) {
+            fprintf(stderr, "decode_warp_emu: truncated record\n");
+            return 2;
+        }
+        const unsigned long long n = g.nz * g.ny * g.nx;
+        std::vector<float> dst(n);
+        memset(dst.data(), 0xFF, 4 * n);
+        std::vector<unsigned> list(h.nt + 1);
+        unsigned count = 0;
+        uint3 fl = {0, 0, 0};
+        if (h.order && h.rank == 3)
+            fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
+        for (unsigned long long w = 0; w < h.nt; w++) {
+            bar = new std::barrier<>(32);
+            std::vector<std::thread> th;
+            for (int l = 0; l < 32; l++)
+                th.emplace_back([&, l] {
+                    my_lane = l;
+                    blockIdx = uint3{(unsigned)(w / DEC_W), 0, 0};
+                    threadIdx = uint3{(unsigned)(32 * (w % DEC_W) + l), 0, 0};
+                    auto run = [&](auto k) {
+                        k(g, blob.data(), 0ull, h.nt, h.step, toff.data(), tsz.data(), dst.data(), list.data(), &count,
+                          h.fill_bits, fl);
+                    };
+                    if (h.rank == 3)
+                        h.has_fill ? run(decode_warp_kernel<float, 3, true>) : run(decode_warp_kernel<float, 3, false>);
+                    else if (h.rank == 2)
+                        h.has_fill ? run(decode_warp_kernel<float, 2, true>) : run(decode_warp_kernel<float, 2, false>);
+                    else
+                        h.has_fill ? run(decode_warp_kernel<float, 1, true>) : run(decode_warp_kernel<float, 1, false>);
+                });
+            for (auto &t : th) t.join();
+            delete bar;
+        }
+        std::sort(list.begin(), list.begin() + count);
+        fwrite(&count, 4, 1, out);
+        fwrite(list.data(), 4, count, out);
+        fwrite(dst.data(), 4, n, out);
+    }
+    return fclose(out) ? 1 : 0;
+}
