@@ -15,11 +15,12 @@ import (
 // enc_slow, which takes every clipped tile, every tile with a value that has
 // no q, and the tiles a walk gave up on) without a GPU: tools/encode_slow_emu.cpp
 // runs it on the host with 32 threads as the warp's lanes (ASan/UBSan) on
-// every tile of each field, and each tile must give what the CPU codec's tile
-// holds: the origin, the 16 bit planes, the escapes' residuals, the fill and
-// raw masks (slot order), the raw values, and the counts; the largest error
-// must be the largest |x - x'| over the tile's values that keep their q and
-// pass the check. Fields: ranks 1, 2 and 3 with clipped edges (narrow ones
+// every tile of each field, then the kernel's tail (tile_layout, tile_write),
+// and each tile's bytes must be the CPU codec's tile; so must its parts, for
+// the message: the origin, the 16 bit planes, the escapes' residuals, the
+// fill and raw masks (slot order), the raw values, and the counts; the
+// largest error must be the largest |x - x'| over the tile's values that
+// keep their q and pass the check. Fields: ranks 1, 2 and 3 with clipped edges (narrow ones
 // too: 1, 2 and 17 of a tile's 32 columns), fill values, NaN, Inf, values
 // past 2^28 steps, escapes (jumps of more than 32767 steps), errors of
 // exactly eb (kept), and boxes of
@@ -236,7 +237,20 @@ func TestEncodeSlowEmulated(t *testing.T) {
 					}
 				}
 			}
-			// what the slow path gave
+			// what the slow path gave: the tile's bytes, then its parts
+			size := int(u32())
+			if at+size > len(out) {
+				t.Fatalf("%s: encode_slow_emu's output ends early", name)
+			}
+			gotTile := out[at : at+size]
+			at += size
+			if !bytes.Equal(gotTile, tile) {
+				i := 0
+				for i < min(len(gotTile), len(tile)) && gotTile[i] == tile[i] {
+					i++
+				}
+				t.Errorf("%s: the tile's %d bytes differ from the CPU's %d from byte %d", name, len(gotTile), len(tile), i)
+			}
 			origin := int32(u32())
 			nesc, nraw, nf := u32(), u32(), u32()
 			gm := math.Float64frombits(uint64(u32()) | uint64(u32())<<32)

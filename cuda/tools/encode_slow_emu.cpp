@@ -25,7 +25,9 @@
 // Every tile of the rank's standard shape (FORMAT.md section 3: 8x16x32,
 // 64x64, 4096), clipped at the field's edges, is run through
 // enc_slow<float, rank, 1>, in tile order.
-// Output (stdout, or the file argv[2]): per tile: i32 origin, u32 nesc,
+// Output (stdout, or the file argv[2]): per tile: u32 size and the tile's
+// bytes as the warp kernel's tail writes them after the slow path
+// (tile_layout, tile_write: encode_write.cuh), then i32 origin, u32 nesc,
 // u32 nraw, u32 nfill, f64 merr, the 16 planes x 128 words (plane p word w
 // = pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))]), the fill mask's and the raw
 // mask's 128 words (slot order; zeros when the tile has none), the nesc
@@ -34,6 +36,7 @@
 // the set bits of sraw).
 #include <algorithm>
 
+#define EMU_WITH_DEVICE_COMMON  // walk_emu.h and warp_emu.h leave Geo and warp_incl_scan to it
 #include "walk_emu.h"
 
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
@@ -53,13 +56,17 @@ static inline unsigned transpose32(unsigned x, int lane) {  // transpose.cuh's
     transpose32n<1>(a, lane);
     return a[0];
 }
-// device_common.cuh's, for slot_std<0> (not instantiated here)
-int slot_of(int z, int y, int x, int lz, int ly, int lx, const Geo &g);
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
 
-#include "../quantize.cuh"
+#include "../device_common.cuh"  // Geo, tile_box, slot_of, quantize.cuh
 #include "../encode_common.cuh"
 #include "../mask_corners.cuh"
 #include "../encode_slow.cuh"
+#include "../encode_write.cuh"  // the tile's layout and bytes (TileStore<false>: plain stores)
 
 template <int R>
 static int run_field(FILE *in, FILE *out, const unsigned *h, const double *d) {
@@ -69,9 +76,11 @@ static int run_field(FILE *in, FILE *out, const unsigned *h, const double *d) {
     char shape[64];
     snprintf(shape, sizeof shape, "%ux%ux%u", nz, ny, nx);
     float *v = read_values(in, n, shape);
-    Geo g{nz, ny, nx};
+    Geo g{};
+    g.nz = nz, g.ny = ny, g.nx = nx;
     const int tz = R == 3 ? 8 : 1, ty = R == 3 ? 16 : R == 2 ? 64 : 1, tx = R == 3 ? 32 : R == 2 ? 64 : 4096;
     const unsigned gz = (nz + tz - 1) / tz, gy = (ny + ty - 1) / ty, gx = (nx + tx - 1) / tx;
+    static unsigned tile[16384];  // a tile's bytes (at most 42 KB: fzgpu_compress_bound)
     unsigned char *sc = (unsigned char *)malloc(SC_BYTES);
     unsigned *pw = (unsigned *)malloc(4 * PW_WORDS);
     int failed = 0;
@@ -85,11 +94,20 @@ static int run_field(FILE *in, FILE *out, const unsigned *h, const double *d) {
                 memset(sc + SC_RAW, 0, 512);
                 for (int i = 0; i < PW_WORDS; i++) pw[i] = 0xDEADBEEFu;
                 TileSum ts[32];
+                unsigned tsize[32];
+                memset(tile, 0xEE, sizeof tile);
                 bar = new std::barrier<>(32);
                 run_warp([&](int lane) {
                     TileSum t{};
                     enc_slow<float, R, 1>(v, g, z0, y0, x0, lz, ly, lx, inv, step, eb, (int)has_fill, fill_bits, pw, sc,
                                           lane, t);
+                    __syncwarp();
+                    // then the kernel's tail for a slow tile: layout, bytes
+                    const TileLayout L = tile_layout<float>(pw, sc, t, lane);
+                    tsize[lane] = L.size;
+                    if (L.size <= sizeof tile)
+                        tile_write<float, R == 3 ? 1 : 4, false>(TileStore<false>(false), tile, L, t, pw, sc, v, g, z0, y0,
+                                                                 x0, ly, lx, false, lane);
                     ts[lane] = t;
                 });
                 delete bar;
@@ -108,6 +126,18 @@ static int run_field(FILE *in, FILE *out, const unsigned *h, const double *d) {
                             failed = 1;
                         }
                 if (failed) break;
+                for (int l = 1; l < 32; l++)
+                    if (tsize[l] != tsize[0]) {
+                        fprintf(stderr, "%s tile %u,%u,%u: lane %d's size differs from lane 0's\n", shape, iz, iy, ix, l);
+                        failed = 1;
+                    }
+                if (tsize[0] > sizeof tile || tsize[0] % 4) {
+                    fprintf(stderr, "%s tile %u,%u,%u: size %u\n", shape, iz, iy, ix, tsize[0]);
+                    failed = 1;
+                }
+                if (failed) break;
+                fwrite(&tsize[0], 4, 1, out);
+                fwrite(tile, 1, tsize[0], out);
                 const unsigned *sesc = (const unsigned *)(sc + SC_ESC), *sraw = (const unsigned *)(sc + SC_RAW);
                 const int *sq = (const int *)(sc + SC_Q);
                 fwrite(&t.origin, 4, 1, out);
