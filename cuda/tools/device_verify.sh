@@ -13,6 +13,14 @@
 #   compare  the peers (../shared/peers/compare.sh: cuSZp plain/outlier and
 #            FZ-GPU, timed with Nsight Compute) and `fzsidecar bench` on the
 #            same fields in the same run.
+#   ab       an A/B of two library builds in one call: A is the cuda/ tree of
+#            BASE (a git revision, packed into R by `prepare`; default HEAD)
+#            built with A_FLAGS, B the working tree's cuda/ with B_FLAGS (extra
+#            nvcc flags, e.g. -DENC_PCT=0); sm_90 only, both at once. Then,
+#            unless NOTESTS=1, B's GPU tests (AB_TESTS, a -test.run pattern);
+#            then `bench` over FIELDS (REPS, default 5) with A, B, A, B, and
+#            one line per case: A's and B's compress and decompress GB/s (the
+#            better of each pair) and B / A.
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -32,6 +40,7 @@ if [ "$mode" = prepare ]; then
   gzip -f "$R/fzsidecar" "$R/cuda.test"
   rm -rf "$R/data" "$R/peers" "$R/data.tar.xz"
   tar -C ../shared -cJf "$R/data.tar.xz" data && cp -r ../shared/peers "$R/peers" || exit 1
+  git archive "${BASE:-HEAD}" cuda | gzip > "$R/base.tgz" || exit 1  # mode ab's A
   chmod -R u+w "$R"
   du -sh "$R"
   exit 0
@@ -40,6 +49,42 @@ fi
 for f in "$R"/*.gz; do [ -e "$f" ] && gunzip -f "$f" && chmod +x "${f%.gz}"; done
 [ -f "$R/data.tar.xz" ] && [ ! -d "$R/data" ] && tar -C "$R" -xJf "$R/data.tar.xz"
 lib=$PWD/cuda/build/libfzgpu.so
+if [ "$mode" = ab ]; then
+  # both libraries at once, sm_90 only (the H100/H200's; half the build time)
+  nv='-O3 -std=c++17 -fmad=false -Xcompiler -fPIC -cudart static -Xptxas -v $(GENCODE)'
+  gen="-gencode arch=compute_90,code=sm_90"
+  rm -rf /tmp/ab && mkdir -p /tmp/ab/a /tmp/ab/b && tar -xzf "$R/base.tgz" -C /tmp/ab/a && cp -r cuda /tmp/ab/b/ || exit 1
+  make -C /tmp/ab/a/cuda GENCODE="$gen" NVFLAGS="$nv ${A_FLAGS:-}" >"$OUT/build-a.log" 2>&1 &
+  make -C /tmp/ab/b/cuda GENCODE="$gen" NVFLAGS="$nv ${B_FLAGS:-}" >"$OUT/build-b.log" 2>&1 &
+  wait
+  la=/tmp/ab/a/cuda/build/libfzgpu.so lb=/tmp/ab/b/cuda/build/libfzgpu.so
+  [ -f "$la" ] && [ -f "$lb" ] || { tail -30 "$OUT"/build-*.log; exit 1; }
+  export FZ_SHARED_DATA=$PWD/$R/data
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+  if [ "${NOTESTS:-0}" != 1 ]; then
+    ( cd cuda && FZ_CUDA_LIB=$lb timeout 300 "../$R/cuda.test" -test.v -test.count=1 \
+        -test.run "${AB_TESTS:-RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|ChunkTables|Streamer|V2Decode|Staged}" ) >"$OUT/tests-b.log" 2>&1
+    echo "tests (B) rc=$?"; grep -E "^(--- FAIL|FAIL|ok)|panic" "$OUT/tests-b.log" | head -20
+  fi
+  for run in a1 b1 a2 b2; do
+    l=$la; [ "${run:0:1}" = b ] && l=$lb
+    FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$FIELDS" \
+      --json "$OUT/bench-$run.json" >"$OUT/bench-$run.log" 2>&1 || { echo "bench $run failed"; tail -5 "$OUT/bench-$run.log"; exit 1; }
+  done
+  python3 - "$OUT" <<'PY'
+import json, sys
+o = sys.argv[1]
+runs = {r: json.load(open(f"{o}/bench-{r}.json"))["cases"] for r in ("a1", "b1", "a2", "b2")}
+print(f"{'field':<36} {'rel':>7}  {'A comp':>8} {'B comp':>8} {'B/A':>5}  {'A dec':>8} {'B dec':>8} {'B/A':>5}  viol")
+for i, c in enumerate(runs["a1"]):
+    best = lambda s, k: max(runs[s + "1"][i][k], runs[s + "2"][i][k]) / 1e9
+    ac, bc = best("a", "compress_bytes_per_s"), best("b", "compress_bytes_per_s")
+    ad, bd = best("a", "decompress_bytes_per_s"), best("b", "decompress_bytes_per_s")
+    v = sum(runs[r][i]["bound_violations"] for r in runs)
+    print(f"{c['field'][:36]:<36} {c['rel']:>7g}  {ac:8.1f} {bc:8.1f} {bc/ac:5.2f}  {ad:8.1f} {bd:8.1f} {bd/ad:5.2f}  {v}")
+PY
+  exit 0
+fi
 if [ ! -f "$lib" ]; then
   make -C cuda >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
@@ -66,5 +111,5 @@ compare)
     --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"; tail -3 "$OUT/bench.log"
   ;;
-*) echo "usage: device_verify.sh prepare|tests|compare"; exit 2 ;;
+*) echo "usage: device_verify.sh prepare|tests|compare|ab"; exit 2 ;;
 esac
