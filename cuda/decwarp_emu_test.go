@@ -22,15 +22,15 @@ import (
 // the full-tiles-first order (tile_order.cuh: rank-3 fill fields, and here
 // every rank-3 field once more). Fields: clipped edges down to one column,
 // fill values, NaN, Inf, values past 2^28 steps, escapes, noise at a tight
-// bound (big tiles), and boxes of the real fields where ../shared/data is
-// present. Corrupted copies of the tiles must not crash it (the tiles that
+// bound (big tiles), f32 and f64, and boxes of the real fields (mpas is f64)
+// where ../shared/data is present. Corrupted copies of the tiles must not crash it (the tiles that
 // do not check out go on the list; what the others decode to is not
 // checked: the block decoder judges them on the GPU).
 func TestDecodeWarpEmulated(t *testing.T) {
 	emu := buildEmu(t, "decode_warp_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
 	type field struct {
 		name string
-		v    []float32
+		raw  []byte // the values, f32 or f64 (p.DType)
 		p    fz.Params
 	}
 	var fields []field
@@ -62,15 +62,21 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		if len(dims) == 3 {
 			nz = int(dims[0])
 		}
-		v := make([]float32, nz*ny*nx)
+		v32 := make([]float32, nz*ny*nx)
+		v64 := make([]byte, 8*nz*ny*nx)
 		for z := range nz {
 			for y := range ny {
 				for x := range nx {
-					v[(z*ny+y)*nx+x] = float32(f(z, y, x))
+					u := f(z, y, x)
+					v32[(z*ny+y)*nx+x] = float32(u)
+					binary.LittleEndian.PutUint64(v64[8*((z*ny+y)*nx+x):], math.Float64bits(u))
 				}
 			}
 		}
-		fields = append(fields, field{name, v, fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+		fields = append(fields, field{name, f32bytes(v32), fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+		if len(dims) != 2 || dims[0] != 64 { // f64 too (every shape but one)
+			fields = append(fields, field{name + " f64", v64, fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+		}
 	}
 	for _, d := range [][]uint64{{9, 17, 33}, {16, 32, 64}, {12, 33, 49}, {8, 16, 2}, {70, 129}, {64, 128}, {5000}, {8192}} {
 		name := fmt.Sprint(d)
@@ -82,7 +88,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		i  int
 		zs int // rank 3: z slabs taken; rank 2: rows
 		eb float64
-	}{{1, 12, 1e-2}, {8, 8, 1e-4}, {4, 16, 1e-3}, {10, 25, 1e-2}, {12, 100, 1e-3}, {0, 98, 1e-2}, {6, 0, 1e-4}} {
+	}{{1, 12, 1e-2}, {8, 8, 1e-4}, {4, 16, 1e-3}, {10, 25, 1e-2}, {12, 100, 1e-3}, {0, 98, 1e-2}, {6, 0, 1e-4}, {9, 0, 1e-3}} {
 		f := benchFields[c.i]
 		raw := sharedField(t, f)
 		if raw == nil {
@@ -96,24 +102,20 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		for _, d := range dims {
 			n *= int(d)
 		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), v,
-			fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
+		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), raw[:f.dtype.Size()*n],
+			fz.Params{DType: f.dtype, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
 	}
 
 	le := binary.LittleEndian
 	type job struct {
 		name    string
 		want    []byte // the CPU's values; nil: corrupted, not compared
-		nt, n   int
+		nt, n   int    // tiles, bytes of values
 		corrupt bool
 	}
 	var jobs []job
 	var in bytes.Buffer
-	put := func(name string, cf *v1Field, g fz.Geometry, rank int, order bool, tiles [][]byte, want []byte) {
+	put := func(name string, cf *decField, dbytes int, g fz.Geometry, rank int, order bool, tiles [][]byte, want []byte) {
 		var blob []byte
 		var offs []uint64
 		var sizes []uint32
@@ -122,7 +124,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 			sizes = append(sizes, uint32(len(tl)))
 			blob = append(blob, tl...)
 		}
-		for _, u := range []uint32{uint32(rank), 4} {
+		for _, u := range []uint32{uint32(rank), uint32(dbytes)} {
 			in.Write(le.AppendUint32(nil, u))
 		}
 		for _, u := range []uint64{g.NZ, g.NY, g.NX, uint64(len(tiles))} {
@@ -130,7 +132,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		}
 		in.Write(le.AppendUint32(nil, b2u(cf.hasFill)))
 		in.Write(le.AppendUint32(nil, b2u(order)))
-		in.Write(le.AppendUint64(nil, uint64(cf.fillBits)))
+		in.Write(le.AppendUint64(nil, cf.fillBits64))
 		in.Write(le.AppendUint64(nil, math.Float64bits(cf.step)))
 		in.Write(le.AppendUint64(nil, uint64(len(blob))))
 		for _, o := range offs {
@@ -140,10 +142,10 @@ func TestDecodeWarpEmulated(t *testing.T) {
 			in.Write(le.AppendUint32(nil, s))
 		}
 		in.Write(blob)
-		jobs = append(jobs, job{name, want, len(tiles), int(g.NZ * g.NY * g.NX), want == nil})
+		jobs = append(jobs, job{name, want, len(tiles), dbytes * int(g.NZ*g.NY*g.NX), want == nil})
 	}
 	for _, f := range fields {
-		blob, _, err := fz.Compress(context.Background(), f32bytes(f.v), f.p, fz.WithFormatVersion(1))
+		blob, _, err := fz.Compress(context.Background(), f.raw, f.p, fz.WithFormatVersion(1))
 		if err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
@@ -151,7 +153,10 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
-		cf := compressV1(t, f.name, f.v, f.p)
+		// the container's step and fill value (FORMAT.md section 2)
+		cf := decField{step: math.Float64frombits(le.Uint64(blob[48:])), hasFill: blob[11]&1 != 0, fillBits64: le.Uint64(blob[56:])}
+		cf.tiles, _ = containerTiles(t, blob)
+		db := f.p.DType.Size()
 		g, err := fz.PlanGeometry(f.p.Dims, fz.DefaultTilesPerChunk)
 		if err != nil {
 			t.Fatal(err)
@@ -164,9 +169,9 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		full := g.NZ >= uint64(g.Tile[0]) && g.NY >= uint64(g.Tile[1]) && g.NX >= uint64(g.Tile[2])
 		// as fzgpu.cu: the order for rank-3 fill fields with clipped tiles
 		order := rank == 3 && cf.hasFill && clipped && full
-		put(f.name, &cf, g, rank, order, cf.tiles, want)
+		put(f.name, &cf, db, g, rank, order, cf.tiles, want)
 		if rank == 3 && clipped && full && !order {
-			put(f.name+" full tiles first", &cf, g, rank, true, cf.tiles, want)
+			put(f.name+" full tiles first", &cf, db, g, rank, true, cf.tiles, want)
 		}
 		// a corrupted copy: random bytes of a third of the tiles
 		bad := make([][]byte, len(cf.tiles))
@@ -178,7 +183,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 				}
 			}
 		}
-		put(f.name+" corrupted", &cf, g, rank, order, bad, nil)
+		put(f.name+" corrupted", &cf, db, g, rank, order, bad, nil)
 	}
 	out := runEmu(t, emu, in.Bytes())
 	at := 0
@@ -197,8 +202,8 @@ func TestDecodeWarpEmulated(t *testing.T) {
 			listed[i] = le.Uint32(out[at:])
 			at += 4
 		}
-		vals := out[at : at+4*j.n]
-		at += 4 * j.n
+		vals := out[at : at+j.n]
+		at += j.n
 		if j.corrupt {
 			continue
 		}
@@ -208,8 +213,8 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		}
 		if !bytes.Equal(vals, j.want) {
 			for i := 0; i < j.n; i++ {
-				if a, b := le.Uint32(vals[4*i:]), le.Uint32(j.want[4*i:]); a != b {
-					t.Errorf("%s: value %d has bits %#08x, the CPU's %#08x", j.name, i, a, b)
+				if vals[i] != j.want[i] {
+					t.Errorf("%s: byte %d of the values is %#02x, the CPU's %#02x", j.name, i, vals[i], j.want[i])
 					break
 				}
 			}
@@ -221,4 +226,12 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		t.Fatalf("decode_warp_emu wrote %d bytes, the jobs account for %d", len(out), at)
 	}
 	t.Logf("%d jobs decoded identically to the CPU, %d corrupted ones ran", compared, len(jobs)-compared)
+}
+
+// decField is what the warp decoder takes of a version-1 container.
+type decField struct {
+	tiles      [][]byte
+	step       float64
+	hasFill    bool
+	fillBits64 uint64
 }

@@ -11,14 +11,14 @@
 // GPU's grid numbers them. Built with AddressSanitizer and UBSan.
 //
 // Input (stdin, or the file argv[1]): records, each a job of one field:
-//   {u32 rank (1, 2, 3), u32 dtype bytes (4), u64 nz, ny, nx, u64 nt,
+//   {u32 rank (1, 2, 3), u32 dtype bytes (4 or 8), u64 nz, ny, nx, u64 nt,
 //    u32 has_fill, u32 order (1: full tiles first, as fzgpu.cu picks for
 //    rank-3 fill fields), u64 fill_bits, f64 step, u64 blob bytes}, then nt
 //   u64 tile offsets into the blob, nt u32 tile sizes, and the blob (the
 //   job's tiles; tile0 = 0).
 // Output (stdout, or the file argv[2]): per record, u32 count of tiles the
 // warps left for the block decoder, those tiles' indices (sorted), then the
-// field's nz * ny * nx float32 values (0xFFFFFFFF bits where no warp wrote).
+// field's nz * ny * nx values (f32 or f64; all bits 1 where no warp wrote).
 #include <algorithm>
 
 #define EMU_WITH_DEVICE_COMMON  // walk_emu.h and warp_emu.h leave Geo and warp_incl_scan to it
@@ -69,6 +69,46 @@ static unsigned long long magic(unsigned long long d) {  // fzgpu.cu's make_geo
     return d >= 2 && d <= 0xFFFFFFFFull ? ~0ull / d + (~0ull % d == d - 1 ? 2 : 1) : 0ull;
 }
 
+// Decodes one job (the whole field) warp by warp and writes the record's output.
+template <typename T>
+static void decode_job(FILE *out, const Geo &g, unsigned rank, unsigned long long nt, unsigned has_fill, unsigned order,
+                       unsigned long long fill_bits, double step, std::vector<unsigned long long> &toff,
+                       std::vector<unsigned> &tsz, std::vector<unsigned char> &blob) {
+    const unsigned long long n = g.nz * g.ny * g.nx;
+    std::vector<T> dst(n);
+    memset(dst.data(), 0xFF, sizeof(T) * n);
+    std::vector<unsigned> list(nt + 1);
+    unsigned count = 0;
+    uint3 fl = {0, 0, 0};
+    if (order && rank == 3) fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
+    for (unsigned long long w = 0; w < nt; w++) {
+        bar = new std::barrier<>(32);
+        std::vector<std::thread> th;
+        for (int l = 0; l < 32; l++)
+            th.emplace_back([&, l] {
+                my_lane = l;
+                blockIdx = uint3{(unsigned)(w / DEC_W), 0, 0};
+                threadIdx = uint3{(unsigned)(32 * (w % DEC_W) + l), 0, 0};
+                auto run = [&](auto k) {
+                    k(g, blob.data(), 0ull, nt, step, toff.data(), tsz.data(), dst.data(), list.data(), &count, fill_bits,
+                      fl);
+                };
+                if (rank == 3)
+                    has_fill ? run(decode_warp_kernel<T, 3, true>) : run(decode_warp_kernel<T, 3, false>);
+                else if (rank == 2)
+                    has_fill ? run(decode_warp_kernel<T, 2, true>) : run(decode_warp_kernel<T, 2, false>);
+                else
+                    has_fill ? run(decode_warp_kernel<T, 1, true>) : run(decode_warp_kernel<T, 1, false>);
+            });
+        for (auto &t : th) t.join();
+        delete bar;
+    }
+    std::sort(list.begin(), list.begin() + count);
+    fwrite(&count, 4, 1, out);
+    fwrite(list.data(), 4, count, out);
+    fwrite(dst.data(), sizeof(T), n, out);
+}
+
 int main(int argc, char **argv) {
     FILE *in, *out;
     if (int rc = open_io(argc, argv, "decode_warp_emu", in, out)) return rc;
@@ -82,7 +122,7 @@ int main(int argc, char **argv) {
     } h;
     while (fread(&h.rank, 4, 2, in) == 2) {
         if (fread(&h.nz, 8, 4, in) != 4 || fread(&h.has_fill, 4, 2, in) != 2 || fread(&h.fill_bits, 8, 1, in) != 1 ||
-            fread(&h.step, 8, 1, in) != 1 || fread(&h.blob_bytes, 8, 1, in) != 1 || h.dbytes != 4 || h.rank < 1 ||
+            fread(&h.step, 8, 1, in) != 1 || fread(&h.blob_bytes, 8, 1, in) != 1 || (h.dbytes != 4 && h.dbytes != 8) || h.rank < 1 ||
             h.rank > 3) {
             fprintf(stderr, "decode_warp_emu: bad record header\n");
             return 2;
@@ -108,40 +148,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "decode_warp_emu: truncated record\n");
             return 2;
         }
-        const unsigned long long n = g.nz * g.ny * g.nx;
-        std::vector<float> dst(n);
-        memset(dst.data(), 0xFF, 4 * n);
-        std::vector<unsigned> list(h.nt + 1);
-        unsigned count = 0;
-        uint3 fl = {0, 0, 0};
-        if (h.order && h.rank == 3)
-            fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
-        for (unsigned long long w = 0; w < h.nt; w++) {
-            bar = new std::barrier<>(32);
-            std::vector<std::thread> th;
-            for (int l = 0; l < 32; l++)
-                th.emplace_back([&, l] {
-                    my_lane = l;
-                    blockIdx = uint3{(unsigned)(w / DEC_W), 0, 0};
-                    threadIdx = uint3{(unsigned)(32 * (w % DEC_W) + l), 0, 0};
-                    auto run = [&](auto k) {
-                        k(g, blob.data(), 0ull, h.nt, h.step, toff.data(), tsz.data(), dst.data(), list.data(), &count,
-                          h.fill_bits, fl);
-                    };
-                    if (h.rank == 3)
-                        h.has_fill ? run(decode_warp_kernel<float, 3, true>) : run(decode_warp_kernel<float, 3, false>);
-                    else if (h.rank == 2)
-                        h.has_fill ? run(decode_warp_kernel<float, 2, true>) : run(decode_warp_kernel<float, 2, false>);
-                    else
-                        h.has_fill ? run(decode_warp_kernel<float, 1, true>) : run(decode_warp_kernel<float, 1, false>);
-                });
-            for (auto &t : th) t.join();
-            delete bar;
-        }
-        std::sort(list.begin(), list.begin() + count);
-        fwrite(&count, 4, 1, out);
-        fwrite(list.data(), 4, count, out);
-        fwrite(dst.data(), 4, n, out);
+        if (h.dbytes == 4)
+            decode_job<float>(out, g, h.rank, h.nt, h.has_fill, h.order, h.fill_bits, h.step, toff, tsz, blob);
+        else
+            decode_job<double>(out, g, h.rank, h.nt, h.has_fill, h.order, h.fill_bits, h.step, toff, tsz, blob);
     }
     return fclose(out) ? 1 : 0;
 }
