@@ -24,31 +24,10 @@
 #define EMU_WITH_DEVICE_COMMON  // walk_emu.h and warp_emu.h leave Geo and warp_incl_scan to it
 #include "walk_emu.h"
 
-#define __global__
-#define __launch_bounds__(a, b)
-struct int4 {
+struct int4 {  // the v7 walks' 16-byte pieces of the plane buffer
     int x, y, z, w;
 };
 static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-thread_local uint3 blockIdx;
-static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
-}
-static inline double __longlong_as_double(long long v) {
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
-static inline long long __double_as_longlong(double d) {
-    long long v;
-    memcpy(&v, &d, 8);
-    return v;
-}
-static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-template <typename T> static inline T __ldg(const T *p) { return *p; }
-template <typename T> static inline T __ldcs(const T *p) { return *p; }
-static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 // shfl.up within segments of `width` lanes
 static unsigned __shfl_up_sync(unsigned, unsigned v, int d, int width) {
     xch[my_lane] = v;
@@ -57,17 +36,13 @@ static unsigned __shfl_up_sync(unsigned, unsigned v, int d, int width) {
     bar->arrive_and_wait();
     return r;
 }
-static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
 // the warp decoder's L1 prefetch (inline PTX): nothing on the host
 asm(".macro prefetch.global.L1 addr\n.endm");
 
 #include "../device_common.cuh"
 #include "../zero_block.cuh"
 #include "../decode_warp.cuh"
-
-static unsigned long long magic(unsigned long long d) {  // fzgpu.cu's make_geo
-    return d >= 2 && d <= 0xFFFFFFFFull ? ~0ull / d + (~0ull % d == d - 1 ? 2 : 1) : 0ull;
-}
+#include "emu_geo.h"
 
 // Decodes one job (the whole field) warp by warp and writes the record's output.
 template <typename T>
@@ -127,15 +102,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "decode_warp_emu: bad record header\n");
             return 2;
         }
-        Geo g{};
-        g.nz = h.nz, g.ny = h.ny, g.nx = h.nx;
-        g.tz = h.rank == 3 ? 8 : 1, g.ty = h.rank == 3 ? 16 : h.rank == 2 ? 64 : 1, g.tx = h.rank == 3 ? 32 : h.rank == 2 ? 64 : 4096;
-        g.bz = h.rank == 3 ? 4 : 1, g.by = h.rank == 3 ? 4 : h.rank == 2 ? 16 : 1, g.bx = h.rank == 1 ? 128 : 8;
-        g.gz = (g.nz + g.tz - 1) / g.tz, g.gy = (g.ny + g.ty - 1) / g.ty, g.gx = (g.nx + g.tx - 1) / g.tx;
-        g.tiles = g.gz * g.gy * g.gx;
-        g.mgx = magic(g.gx), g.mgy = magic(g.gy);
-        g.per_chunk = 256, g.mpc = magic(256);
-        g.fast3 = h.rank == 3, g.fast2 = h.rank == 2, g.fast1 = h.rank == 1;
+        const Geo g = emu_geo((int)h.rank, h.nz, h.ny, h.nx);
         if (h.nt != g.tiles) {
             fprintf(stderr, "decode_warp_emu: %llu tiles given, the field has %llu\n", h.nt, g.tiles);
             return 2;

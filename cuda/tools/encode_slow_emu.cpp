@@ -39,34 +39,12 @@
 #define EMU_WITH_DEVICE_COMMON  // walk_emu.h and warp_emu.h leave Geo and warp_incl_scan to it
 #include "walk_emu.h"
 
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-static inline double __longlong_as_double(long long v) {
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
-static inline long long __double_as_longlong(double d) {
-    long long v;
-    memcpy(&v, &d, 8);
-    return v;
-}
-static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
-static inline unsigned transpose32(unsigned x, int lane) {  // transpose.cuh's
-    unsigned a[1] = {x};
-    transpose32n<1>(a, lane);
-    return a[0];
-}
-static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
-}
-static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
-
 #include "../device_common.cuh"  // Geo, tile_box, slot_of, quantize.cuh
 #include "../encode_common.cuh"
 #include "../mask_corners.cuh"
 #include "../encode_slow.cuh"
 #include "../encode_write.cuh"  // the tile's layout and bytes (TileStore<false>: plain stores)
+#include "emu_geo.h"
 
 template <int R>
 static int run_field(FILE *in, FILE *out, const unsigned *h, const double *d) {
@@ -76,10 +54,9 @@ static int run_field(FILE *in, FILE *out, const unsigned *h, const double *d) {
     char shape[64];
     snprintf(shape, sizeof shape, "%ux%ux%u", nz, ny, nx);
     float *v = read_values(in, n, shape);
-    Geo g{};
-    g.nz = nz, g.ny = ny, g.nx = nx;
-    const int tz = R == 3 ? 8 : 1, ty = R == 3 ? 16 : R == 2 ? 64 : 1, tx = R == 3 ? 32 : R == 2 ? 64 : 4096;
-    const unsigned gz = (nz + tz - 1) / tz, gy = (ny + ty - 1) / ty, gx = (nx + tx - 1) / tx;
+    const Geo g = emu_geo(R, nz, ny, nx);
+    const int tz = g.tz, ty = g.ty, tx = g.tx;
+    const unsigned gz = (unsigned)g.gz, gy = (unsigned)g.gy, gx = (unsigned)g.gx;
     static unsigned tile[16384];  // a tile's bytes (at most 42 KB: fzgpu_compress_bound)
     unsigned char *sc = (unsigned char *)malloc(SC_BYTES);
     unsigned *pw = (unsigned *)malloc(4 * PW_WORDS);

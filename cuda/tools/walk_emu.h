@@ -173,6 +173,12 @@ template <int N> void transpose32n(unsigned (&x)[N], int lane) {
     }
 }
 
+static inline unsigned transpose32(unsigned x, int lane) {
+    unsigned a[1] = {x};
+    transpose32n<1>(a, lane);
+    return a[0];
+}
+
 // ------------------------------------------------------------ as encode_ptx.cuh's
 
 // PTX prmt, default mode: selector nibble bit 3 replicates the sign (bit 7)
@@ -188,6 +194,39 @@ static inline unsigned prmt(unsigned a, unsigned b, unsigned sel) {
     }
     return r;
 }
+#ifdef EMU_WITH_DEVICE_COMMON
+// ------------------------------------------------------------ for emulators that include device_common.cuh
+// (encode_slow_emu.cpp, decode_warp_emu.cpp): what it and the kernels after it
+// use beyond the walks' intrinsics above
+#define __global__
+#define __launch_bounds__(a, b)
+thread_local uint3 blockIdx;
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline double __longlong_as_double(long long v) {
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+static inline long long __double_as_longlong(double d) {
+    long long v;
+    memcpy(&v, &d, 8);
+    return v;
+}
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+template <typename T> static inline T __ldcs(const T *p) { return *p; }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
+#endif
+
 // b - b(lane - 1); lane 0 keeps b (shfl.sync.up by 1, the subtraction
 // predicated on the source lane being in range), wrapping
 static int sub_left(int b) {
