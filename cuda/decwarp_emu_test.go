@@ -36,73 +36,30 @@ func TestDecodeWarpEmulated(t *testing.T) {
 	var fields []field
 	r := rand.New(rand.NewPCG(17, 29))
 	fillv := -9999.0
-	wave := func(z, y, x int) float64 {
-		return math.Sin(0.3*float64(z)+1) * math.Cos(0.2*float64(y)) * (1 + 0.1*math.Sin(0.15*float64(x)))
-	}
-	holes := func(z, y, x int) float64 {
-		switch u := r.IntN(300); {
-		case u == 0:
-			return math.NaN()
-		case u == 1:
-			return math.Inf(1 - 2*(x&1))
-		case u == 2:
-			return 1e30
-		case u < 40 && (x+y)%7 < 3:
-			return fillv
-		case u < 44:
-			return wave(z, y, x) + 50
-		}
-		return wave(z, y, x) + 1e-4*r.NormFloat64()
-	}
 	mk := func(name string, dims []uint64, bound float64, mode fz.Mode, fill *float64, f func(z, y, x int) float64) {
-		nz, ny, nx := 1, 1, int(dims[len(dims)-1])
-		if len(dims) >= 2 {
-			ny = int(dims[len(dims)-2])
-		}
-		if len(dims) == 3 {
-			nz = int(dims[0])
-		}
-		v32 := make([]float32, nz*ny*nx)
-		v64 := make([]byte, 8*nz*ny*nx)
-		for z := range nz {
-			for y := range ny {
-				for x := range nx {
-					u := f(z, y, x)
-					v32[(z*ny+y)*nx+x] = float32(u)
-					binary.LittleEndian.PutUint64(v64[8*((z*ny+y)*nx+x):], math.Float64bits(u))
-				}
-			}
-		}
-		fields = append(fields, field{name, f32bytes(v32), fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+		v := gridValues(dims, f)
+		fields = append(fields, field{name, f32bytes(asF32(v)), fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
 		if len(dims) != 2 || dims[0] != 64 { // f64 too (every shape but one)
-			fields = append(fields, field{name + " f64", v64, fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+			fields = append(fields, field{name + " f64", asF64(v), fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
 		}
 	}
 	for _, d := range [][]uint64{{9, 17, 33}, {16, 32, 64}, {12, 33, 49}, {8, 16, 2}, {70, 129}, {64, 128}, {5000}, {8192}} {
 		name := fmt.Sprint(d)
-		mk(name+" smooth", d, 1e-3, fz.Rel, nil, wave)
-		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, holes)
+		mk(name+" smooth", d, 1e-3, fz.Rel, nil, emuWave)
+		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
 		mk(name+" noise 1e-6", d, 1e-6, fz.Rel, nil, func(z, y, x int) float64 { return r.NormFloat64() })
 	}
 	for _, c := range []struct {
-		i  int
-		zs int // rank 3: z slabs taken; rank 2: rows
-		eb float64
+		i     int
+		first int // rank 3: z slabs taken; rank 2: rows
+		eb    float64
 	}{{1, 12, 1e-2}, {8, 8, 1e-4}, {4, 16, 1e-3}, {10, 25, 1e-2}, {12, 100, 1e-3}, {0, 98, 1e-2}, {6, 0, 1e-4}, {9, 0, 1e-3}} {
 		f := benchFields[c.i]
-		raw := sharedField(t, f)
+		raw, dims := realFieldBox(t, f, c.first)
 		if raw == nil {
 			continue
 		}
-		dims := append([]uint64(nil), f.dims...)
-		if len(dims) > 1 {
-			dims[0] = uint64(c.zs)
-		}
-		n := 1
-		for _, d := range dims {
-			n *= int(d)
-		}
-		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), raw[:f.dtype.Size()*n],
+		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), raw,
 			fz.Params{DType: f.dtype, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
 	}
 
@@ -161,7 +118,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rank := map[[3]int]int{{8, 16, 32}: 3, {1, 64, 64}: 2, {1, 1, 4096}: 1}[g.Tile]
+		rank := tileRank(g)
 		if rank == 0 {
 			t.Fatalf("%s: tile %v", f.name, g.Tile)
 		}

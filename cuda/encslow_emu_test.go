@@ -30,100 +30,46 @@ func TestEncodeSlowEmulated(t *testing.T) {
 	emu := buildEmu(t, "encode_slow_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
 	type field struct {
 		name       string
-		rank       int
+		rank       int // and nz, ny, nx: from the geometry the codec takes
 		nz, ny, nx int
 		v          []float32
 		p          fz.Params
 	}
 	var fields []field
 	r := rand.New(rand.NewPCG(11, 23))
-	dims := func(rank, nz, ny, nx int) []uint64 {
-		switch rank {
-		case 3:
-			return []uint64{uint64(nz), uint64(ny), uint64(nx)}
-		case 2:
-			return []uint64{uint64(ny), uint64(nx)}
-		}
-		return []uint64{uint64(nx)}
-	}
-	mk := func(name string, rank, nz, ny, nx int, bound float64, mode fz.Mode, fill *float64, f func(z, y, x int) float64) {
-		v := make([]float32, nz*ny*nx)
-		for z := range nz {
-			for y := range ny {
-				for x := range nx {
-					v[(z*ny+y)*nx+x] = float32(f(z, y, x))
-				}
-			}
-		}
-		fields = append(fields, field{name, rank, nz, ny, nx, v,
-			fz.Params{DType: fz.Float32, Dims: dims(rank, nz, ny, nx), Mode: mode, Bound: bound, Fill: fill}})
-	}
-	wave := func(z, y, x int) float64 {
-		return math.Sin(0.3*float64(z)+1) * math.Cos(0.2*float64(y)) * (1 + 0.1*math.Sin(0.15*float64(x)))
-	}
 	fillv := -9999.0
-	// holes and escapes: NaN, +-Inf, values far past 2^28 steps, fill
-	// values, jumps of more than 32767 steps, at random places
-	holes := func(z, y, x int) float64 {
-		switch u := r.IntN(200); {
-		case u == 0:
-			return math.NaN()
-		case u == 1:
-			return math.Inf(1 - 2*(x&1))
-		case u == 2:
-			return 1e30
-		case u < 8:
-			return fillv
-		case u < 12:
-			return wave(z, y, x) + 50
-		}
-		return wave(z, y, x) + 1e-4*r.NormFloat64()
+	mk := func(name string, dims []uint64, bound float64, mode fz.Mode, fill *float64, f func(z, y, x int) float64) {
+		fields = append(fields, field{name: name, v: asF32(gridValues(dims, f)),
+			p: fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
 	}
-	for _, s := range [][3]int{{9, 17, 33}, {3, 5, 1}, {8, 16, 2}, {12, 33, 49}, {16, 20, 17}} {
-		name := fmt.Sprintf("rank 3 %dx%dx%d", s[0], s[1], s[2])
-		mk(name+" smooth", 3, s[0], s[1], s[2], 1e-3, fz.Rel, nil, wave)
-		mk(name+" holes", 3, s[0], s[1], s[2], 1e-3, fz.Abs, &fillv, holes)
+	for _, d := range [][]uint64{{9, 17, 33}, {3, 5, 1}, {8, 16, 2}, {12, 33, 49}, {16, 20, 17}, {70, 129}, {1, 65}, {64, 3}} {
+		mk(fmt.Sprint(d, " smooth"), d, 1e-3, fz.Rel, nil, emuWave)
+		mk(fmt.Sprint(d, " holes"), d, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
 	}
 	// errors of exactly eb (ABS 0.25, step 0.5: x = k + 0.25 is a tie, q
 	// rounds to even and |x - x'| = 0.25): kept, not raw
-	mk("rank 3 9x17x33 ties", 3, 9, 17, 33, 0.25, fz.Abs, nil, func(z, y, x int) float64 { return float64(r.IntN(40)) + 0.25 })
-	for _, s := range [][2]int{{70, 129}, {1, 65}, {64, 3}} {
-		name := fmt.Sprintf("rank 2 %dx%d", s[0], s[1])
-		mk(name+" smooth", 2, 1, s[0], s[1], 1e-3, fz.Rel, nil, wave)
-		mk(name+" holes", 2, 1, s[0], s[1], 1e-3, fz.Abs, &fillv, holes)
-	}
-	for _, n := range []int{5000, 4096 + 31} {
-		mk(fmt.Sprintf("rank 1 %d holes", n), 1, 1, 1, n, 1e-3, fz.Abs, &fillv, holes)
+	mk("[9 17 33] ties", []uint64{9, 17, 33}, 0.25, fz.Abs, nil, func(z, y, x int) float64 { return float64(r.IntN(40)) + 0.25 })
+	for _, n := range []uint64{5000, 4096 + 31} {
+		mk(fmt.Sprint(n, " holes"), []uint64{n}, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
 	}
 	// the real fields, where present: a box of each (rank 3: the first z
 	// slabs at full y and x; rank 2: the first rows)
 	for _, c := range []struct {
-		i      int // benchFields
-		zs, ys int // slabs (rank 3) or rows (rank 2) taken
-		eb     float64
-	}{
-		{1, 12, 0, 1e-2}, {8, 8, 0, 1e-3}, {4, 16, 0, 1e-4}, {10, 25, 0, 1e-2},
-		{12, 0, 100, 1e-3}, {0, 0, 98, 1e-2}, {6, 0, 0, 1e-4},
-	} {
+		i     int // benchFields
+		first int // slabs (rank 3) or rows (rank 2) taken
+		eb    float64
+	}{{1, 12, 1e-2}, {8, 8, 1e-3}, {4, 16, 1e-4}, {10, 25, 1e-2}, {12, 100, 1e-3}, {0, 98, 1e-2}, {6, 0, 1e-4}} {
 		f := benchFields[c.i]
-		raw := sharedField(t, f)
+		raw, dims := realFieldBox(t, f, c.first)
 		if raw == nil {
 			continue
 		}
-		all := make([]float32, len(raw)/4)
-		for i := range all {
-			all[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		v := make([]float32, len(raw)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
-		rank, nz, ny, nx := len(f.dims), 1, 1, int(f.dims[len(f.dims)-1])
-		switch rank {
-		case 3:
-			nz, ny = c.zs, int(f.dims[1])
-		case 2:
-			ny = c.ys
-		}
-		v := all[:nz*ny*nx]
-		fields = append(fields, field{fmt.Sprintf("%s %dx%dx%d rel %g", f.name, nz, ny, nx, c.eb), rank, nz, ny, nx, v,
-			fz.Params{DType: fz.Float32, Dims: dims(rank, nz, ny, nx), Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
+		fields = append(fields, field{name: fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), v: v,
+			p: fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
 	}
 
 	var in bytes.Buffer
@@ -132,20 +78,11 @@ func TestEncodeSlowEmulated(t *testing.T) {
 	for i := range fields {
 		f := &fields[i]
 		cfs[i] = compressV1(t, f.name, f.v, f.p)
-		// the geometry the codec takes (it may drop dimensions of 1: a
-		// 3x5x1 field has rank-2 tiles)
 		g, err := fz.PlanGeometry(f.p.Dims, fz.DefaultTilesPerChunk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch g.Tile {
-		case [3]int{8, 16, 32}:
-			f.rank = 3
-		case [3]int{1, 64, 64}:
-			f.rank = 2
-		case [3]int{1, 1, 4096}:
-			f.rank = 1
-		default:
+		if f.rank = tileRank(g); f.rank == 0 {
 			t.Fatalf("%s: tile %v", f.name, g.Tile)
 		}
 		f.nz, f.ny, f.nx = int(g.NZ), int(g.NY), int(g.NX)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
-	"os/exec"
 	"testing"
 )
 
@@ -51,14 +50,7 @@ func TestTileOrderEmulated(t *testing.T) {
 			in.Write(binary.LittleEndian.AppendUint64(nil, v))
 		}
 	}
-	cmd := exec.Command(emu)
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tile_order_emu: %v\n%s", err, stderr.String())
-	}
+	out := runEmu(t, emu, in.Bytes())
 	if len(out) != 8*len(jobs) {
 		t.Fatalf("tile_order_emu answered %d jobs of %d", len(out)/8, len(jobs))
 	}

@@ -4,7 +4,8 @@
 // header reads, filled as fzgpu.cu's make_geo fills them, and div_m is
 // device_common.cuh's (the GPU tests run the real one on every decode).
 //
-// Input: records {u64 nz, ny, nx, tz, ty, tx, tile0, nt}, the last two a
+// Input (stdin, or the file argv[1]): records {u64 nz, ny, nx, tz, ty, tx,
+// tile0, nt}, the last two a
 // job. For each, every warp rel < nt is mapped to its tile; the emulator
 // checks that the map is a permutation of [tile0, tile0 + nt), that the full
 // tiles come first, and that each group keeps tile order; it then writes
@@ -32,7 +33,12 @@ static inline unsigned long long div_m(unsigned long long n, unsigned long long 
 #define TILE_ORDER_FN static inline
 #include "../tile_order.cuh"
 
-int main() {
+int main(int argc, char **argv) {
+    // files in and out (runEmu), else stdin and stdout
+    if (argc == 3 && (!freopen(argv[1], "rb", stdin) || !freopen(argv[2], "wb", stdout))) {
+        perror("tile_order_emu");
+        return 2;
+    }
     unsigned long long r[8];
     auto magic = [](unsigned long long d) -> unsigned long long {  // make_geo's
         return d >= 2 && d <= 0xFFFFFFFFull ? ~0ull / d + (~0ull % d == d - 1 ? 2 : 1) : 0ull;
