@@ -231,13 +231,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				if err != nil {
 					return input{}, err
 				}
-				reps := (S + uint64(len(one)) - 1) / uint64(len(one))
-				raw := make([]byte, 0, reps*uint64(len(one)))
-				for i := uint64(0); i < reps; i++ {
-					raw = append(raw, one...)
-				}
-				dims := append([]uint64(nil), f.dims...)
-				dims[0] *= reps
+				raw, dims := tileUp(one, f.dims, S)
 				return input{realField{f.name, f.dtype, dims, f.fill}, raw}, nil
 			})
 		}
@@ -256,13 +250,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				return input{}, fmt.Errorf("%s: %d bytes, but dims %s of %s need %d", f.Path, len(one),
 					fz.FormatDims(f.Dims), f.DType, want)
 			}
-			reps := (S + uint64(len(one)) - 1) / uint64(len(one))
-			raw := make([]byte, 0, reps*uint64(len(one)))
-			for i := uint64(0); i < reps; i++ {
-				raw = append(raw, one...)
-			}
-			dims := append([]uint64(nil), f.Dims...)
-			dims[0] *= reps
+			raw, dims := tileUp(one, f.Dims, S)
 			return input{realField{filepath.Base(f.Path), f.DType, dims, f.Fill}, raw}, nil
 		})
 	}
@@ -288,6 +276,19 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// tileUp repeats a field's bytes along its slowest dimension until they
+// hold at least size bytes: the bench's fields of 1 GiB from small files.
+func tileUp(one []byte, dims []uint64, size uint64) ([]byte, []uint64) {
+	reps := (size + uint64(len(one)) - 1) / uint64(len(one))
+	raw := make([]byte, 0, reps*uint64(len(one)))
+	for i := uint64(0); i < reps; i++ {
+		raw = append(raw, one...)
+	}
+	d := append([]uint64(nil), dims...)
+	d[0] *= reps
+	return raw, d
 }
 
 // realField is one of the real fields (under --data, or FZ_SHARED_DATA for
