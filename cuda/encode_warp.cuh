@@ -54,6 +54,8 @@
 #include "encode_slow.cuh"        // the slow path, the masks
 #include "encode_write.cuh"       // a version-1 tile's layout and write
 #include "encode_v2.cuh"          // version 2's code section
+#include "tile_order.cuh"         // the job's full tiles and clipped tile j (encode_clipped.cuh)
+#include "encode_clipped.cuh"     // pre-coded clipped tiles (PCT)
 
 // FAST: the one fast path compiled in (0 none, else the rank of the shape),
 // so each instantiation's registers are allocated for one walk only.
@@ -74,7 +76,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
-                       unsigned *ticket, unsigned *err, unsigned char *scratch, unsigned *abortf) {
+                       unsigned *ticket, unsigned *err, unsigned char *scratch, unsigned *abortf,
+                       const unsigned *__restrict__ pre) {
     extern __shared__ __align__(16) unsigned enc_smem[];
     const int has_fill = HF >= 3 ? 0 : HF ? HF - 1 : has_fill_arg;
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
@@ -227,6 +230,45 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         int lz, ly, lx;
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
+        if (FAST == 3 && V == 1 && pre && !full) {
+            // pre-coded by encode_clipped_kernel (encode_clipped.cuh): its size,
+            // raw count and error are in the tables, its bytes in pre at the
+            // offset tprefix holds. Publish the size, then park the bytes (or,
+            // too big to park, wait for the prefix and copy them out).
+            const unsigned size = tsize[rel];
+            const unsigned long long soff = tprefix[rel];
+            Parked P;
+            if (scan) unpark_issue(P);
+            publish_size(status, rel, size, lane);
+            unsigned tk = 0;
+            if (scan) {
+                if (unpark_finish(P)) return;
+                tk = take_async();
+            }
+            const uint4 *s4 = (const uint4 *)(pre + soff / 4);
+            if (scan && size <= SC_PARK_BYTES) {
+                uint4 *p4 = (uint4 *)park;
+                for (unsigned i = lane; i < (size + 15) >> 4; i += 32) p4[i] = __ldcs(s4 + i);
+                __syncwarp();
+                if (lane == 0) {
+                    const unsigned long long tb = tables_before(g, t, tile0);
+                    pstate[0] = (unsigned)rel;
+                    pstate[1] = size;
+                    pstate[2] = (unsigned)tb;
+                    pstate[3] = (unsigned)(tb >> 32);
+                }
+            } else {
+                const unsigned long long excl =
+                    scan ? await_prefix(status, rel, size, lane) : lookback(status, rel, size, lane);
+                if (lane == 0) tprefix[rel] = excl;
+                unsigned *o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, size, lane);
+                if (o)
+                    for (unsigned i = lane; i < size / 4; i += 32) o[i] = __ldcs(pre + soff / 4 + i);
+            }
+            __syncwarp();
+            rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
+            continue;
+        }
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         if (!(staged || staged2) || !full) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;

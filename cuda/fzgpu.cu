@@ -133,6 +133,10 @@ struct fzgpu_ctx {
     unsigned long long *v2off;
     unsigned char *v2buf;
     unsigned long long v2cap;
+    // pre-coded clipped tiles (encode_clipped.cuh): their bytes, grown to the
+    // largest job's bound; the bump pointer and the ticket
+    unsigned *pctbuf;
+    unsigned long long pctcap, *pctctr;
 };
 
 #define CK(x)                                         \
@@ -259,6 +263,11 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
         if (b > slots) slots = b;
     }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->scratch, (size_t)slots * ENC_W * SC_BYTES);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->pctctr, 2 * sizeof(unsigned long long));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)encode_clipped_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)encode_clipped_kernel<double>, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
     int rf = 0, rd = 0;
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&rf, range_kernel<float>, 256, 0);
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&rd, range_kernel<double>, 256, 0);
@@ -319,6 +328,8 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
     cudaFree(c->v2size);
     cudaFree(c->v2off);
     cudaFree(c->v2buf);
+    cudaFree(c->pctbuf);
+    cudaFree(c->pctctr);
     cudaFree(c->scratch);
     free(c);
 }
@@ -371,6 +382,18 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // path (no transposes past slot n) brought v6 to 1.10 / 1.04 / 0.93x of v5
 // on era5 and 1.08-1.10x on plot3d_comb: not switched while era5 at 1e-4
 // loses (PERF.md v23).
+#ifndef ENC_PCT
+#define ENC_PCT 1  // pre-coded clipped tiles (encode_clipped.cuh); 0: the slow path in tile order
+#endif
+
+// tile_order.cuh's full_before on the host (64-bit quotients).
+static unsigned long long full_before_host(const Geo &g, unsigned long long t, uint3 fl) {
+    const unsigned long long ix = t % g.gx, iy = t / g.gx % g.gy, iz = t / (g.gx * g.gy);
+    unsigned long long f = (iz < fl.x ? iz : fl.x) * fl.y * fl.z;
+    if (iz < fl.x) f += iy * fl.z + (iy < fl.y ? ix : 0);
+    return f;
+}
+
 static int use_v5(const Geo &g) {
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
@@ -451,7 +474,18 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     cudaStream_t st = (cudaStream_t)stream;
     // Version 2 always takes the warp encoder (its generic path takes every
     // tile); the block encoder writes version 1 only.
-    const bool v5 = f->version == 1 && use_v5(g);
+    // PCT (encode_clipped.cuh): version-1 rank-3 jobs with clipped tiles
+    // code those first, in a kernel of their own; the block encoder is
+    // then not needed for fields of mostly clipped tiles.
+    uint3 fl = make_uint3(0, 0, 0);
+    unsigned long long nfull = nt;
+    if (ENC_PCT && f->version == 1 && g.fast3 && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx)) {
+        fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
+        nfull = full_before_host(g, tile0 + nt, fl) - full_before_host(g, tile0, fl);
+    }
+    const unsigned long long nclip = nt - nfull;
+    const bool pct = nclip > 0;
+    const bool v5 = f->version == 1 && !pct && use_v5(g);
     if (v5) {  // its tables; the warp encoder does not use them
         meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
         CK(cudaGetLastError());
@@ -470,6 +504,32 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         if (nb > cap_b) nb = cap_b;
         const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version);
         const void *src = d_src;
+        const unsigned *pre = nullptr;
+        if (pct) {
+            // room for every clipped tile at the per-tile bound, 16-byte aligned
+            const unsigned long long need = nclip * (fzgpu_compress_bound(f->dtype, 1) + 16);
+            if (need > c->pctcap) {
+                CK(cudaStreamSynchronize(st));  // jobs before on this stream may still read it
+                cudaFree(c->pctbuf);
+                c->pctbuf = NULL;
+                c->pctcap = 0;
+                const unsigned long long cap = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+                CK(cudaMalloc((void **)&c->pctbuf, (size_t)cap));
+                c->pctcap = cap;
+            }
+            CK(cudaMemsetAsync(c->pctctr, 0, 2 * sizeof(unsigned long long), st));
+            unsigned long long nbc = (nclip + ENC_W - 1) / ENC_W;
+            if (nbc > cap_b) nbc = cap_b;
+            unsigned *side = c->pctbuf;
+            const unsigned long long side_cap = c->pctcap;
+            void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
+                            (void *)&tile0, (void *)&nt, (void *)&fl, (void *)&nfull, (void *)&nclip, (void *)&side,
+                            (void *)&side_cap, (void *)&c->pctctr, (void *)&c->tsize, (void *)&c->tprefix,
+                            (void *)&c->touts, (void *)&c->terr, (void *)&c->eerr, (void *)&c->scratch};
+            const void *kc = f->dtype == 1 ? (const void *)encode_clipped_kernel<float> : (const void *)encode_clipped_kernel<double>;
+            CK(launch_dependent(kc, dim3((unsigned)nbc), dim3(ENC_W * 32), ENC_SMEM, st, args));
+            pre = c->pctbuf;
+        }
         // The optimistic kernels (no slow path: smaller kernels, PERF.md v19)
         // take the job first where they can: f32 rank-3 tiles, all full, no
         // fill. The narrow one (no 16-bit coder either) runs first; at the
@@ -486,7 +546,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                             (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&status,
                             (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
-                            (void *)&ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf};
+                            (void *)&ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf, (void *)&pre};
             return launch_dependent(kern, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args);
         };
         for (int o = 2; opt && o >= 1; o--)  // the narrow kernel, then the optimistic one

@@ -22,6 +22,7 @@
 // Included by decode_warp.cuh after device_common.cuh (Geo, div_m), and by
 // tools/tile_order_emu.cpp on the host (TestTileOrderEmulated checks that
 // the order is a permutation of every job's tiles, full ones first).
+#pragma once
 #ifndef TILE_ORDER_FN
 #define TILE_ORDER_FN __device__ __forceinline__  // the host emulation: inline
 #endif

@@ -1,0 +1,72 @@
+// Pre-coded clipped tiles (PCT, v24 experiment): a job's clipped rank-3
+// tiles coded by a kernel of their own before the warp encoder runs, so that
+// the warp encoder only copies them.
+//
+// Why (cuda/PERF.md v23): in the warp encoder a clipped tile takes the slow
+// path while holding its place in tile order, and every later tile's prefix
+// waits for its size (the scanner turns sizes into prefixes in order, and a
+// warp takes its next tile only once its parked tile's prefix is known). On
+// the H200 a clipped coads tile cost about six full ones, era5's clipped
+// tiles (37 % of its values) about 90 % of its compress time, and making
+// the slow path issue fewer instructions with a longer chain (masks by rows)
+// made it slower: the slow tile's latency is what holds the job. Here the
+// clipped tiles are coded in any order by every warp at once, waiting for
+// nothing; the warp encoder then publishes each one's size at once and
+// copies its bytes.
+//
+// encode_clipped_kernel: warps take the job's clipped tiles by ticket (clipped
+// tile j is tile_order.cuh's dec_tile_of(nfull + j)), run the slow path and
+// the layout, append the tile to `side` (16-byte aligned, by an atomic bump
+// pointer), and leave its size, raw count and error in the job's tables and
+// its offset in `side` in tprefix (the warp encoder replaces it with the
+// tile's prefix). Version 1 only.
+template <typename T>
+__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(3, sizeof(T)))
+    encode_clipped_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
+                          unsigned long long fill_bits, unsigned long long tile0, unsigned long long nt, uint3 fl,
+                          unsigned long long nfull, unsigned long long nclip, unsigned *side,
+                          unsigned long long side_cap, unsigned long long *ctr, unsigned *tsize,
+                          unsigned long long *tprefix, unsigned *touts, double *terr, unsigned *err,
+                          unsigned char *scratch) {
+    extern __shared__ __align__(16) unsigned enc_smem[];
+    grid_wait();  // params from the kernels before (launch_dependent)
+    const unsigned F = 0xffffffffu;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    unsigned *pw = enc_smem + wib * PW_WORDS;
+    unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
+    const double eb = prm->eb, step = prm->step, inv = prm->inv;
+    for (;;) {
+        unsigned long long j = 0;
+        if (lane == 0) j = atomicAdd(ctr + 1, 1ull);  // ctr[0]: the bump pointer, ctr[1]: the ticket
+        j = __shfl_sync(F, j, 0);
+        if (j >= nclip) break;
+        const unsigned long long t = dec_tile_of(g, tile0, nt, nfull + j, fl), rel = t - tile0;
+        unsigned long long z0, y0, x0;
+        int lz, ly, lx;
+        tile_box(g, t, z0, y0, x0, lz, ly, lx);
+        prefetch_tile(src, g, (z0 * g.ny + y0) * g.nx + x0, lz, ly, lx, lane);
+        TileSum ts;
+        ts.nraw = ts.nfill = ts.wide = 0;
+        enc_slow<T, 3, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+        __syncwarp();
+        const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
+        double M = ts.merr;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmax(M, __shfl_xor_sync(F, M, o));
+        unsigned long long off = 0;
+        if (lane == 0) off = atomicAdd(ctr, (unsigned long long)((L.size + 15u) & ~15u));
+        off = __shfl_sync(F, off, 0);
+        if (off + L.size > side_cap) {
+            if (lane == 0) atomicOr(err, 1u);  // the host sized side for every clipped tile: never
+        } else
+            tile_write<T, 1, false>(TileStore<false>(false), side + off / 4, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+                                    false, lane);
+        if (lane == 0) {
+            tsize[rel] = L.size;
+            touts[rel] = ts.nraw;
+            terr[rel] = M;
+            tprefix[rel] = off;
+        }
+        __syncwarp();  // pw and scratch are reused by the next tile
+    }
+}
