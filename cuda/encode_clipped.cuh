@@ -19,15 +19,15 @@
 // the layout, append the tile to `side` (16-byte aligned, by an atomic bump
 // pointer), and leave its size, raw count and error in the job's tables and
 // its offset in `side` in tprefix (the warp encoder replaces it with the
-// tile's prefix). Version 1 only.
+// tile's prefix); a tile that does not fit in `side` gets size 0 and is
+// walked by the warp encoder in tile order as before. Version 1 only.
 template <typename T>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(3, sizeof(T)))
     encode_clipped_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                           unsigned long long fill_bits, unsigned long long tile0, unsigned long long nt, uint3 fl,
                           unsigned long long nfull, unsigned long long nclip, unsigned *side,
                           unsigned long long side_cap, unsigned long long *ctr, unsigned *tsize,
-                          unsigned long long *tprefix, unsigned *touts, double *terr, unsigned *err,
-                          unsigned char *scratch) {
+                          unsigned long long *tprefix, unsigned *touts, double *terr, unsigned char *scratch) {
     extern __shared__ __align__(16) unsigned enc_smem[];
     grid_wait();  // params from the kernels before (launch_dependent)
     const unsigned F = 0xffffffffu;
@@ -56,13 +56,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(3, sizeof(T)))
         unsigned long long off = 0;
         if (lane == 0) off = atomicAdd(ctr, (unsigned long long)((L.size + 15u) & ~15u));
         off = __shfl_sync(F, off, 0);
-        if (off + L.size > side_cap) {
-            if (lane == 0) atomicOr(err, 1u);  // the host sized side for every clipped tile: never
-        } else
+        // side holds what clipped tiles of ratio 2 or more need: a tile that
+        // does not fit is left to the warp encoder (size 0 in the table:
+        // every coded tile has at least 8 bytes)
+        const bool fits = off + L.size <= side_cap;
+        if (fits)
             tile_write<T, 1, false>(TileStore<false>(false), side + off / 4, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                     false, lane);
         if (lane == 0) {
-            tsize[rel] = L.size;
+            tsize[rel] = fits ? L.size : 0u;
             touts[rel] = ts.nraw;
             terr[rel] = M;
             tprefix[rel] = off;

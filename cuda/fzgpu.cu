@@ -394,6 +394,24 @@ static unsigned long long full_before_host(const Geo &g, unsigned long long t, u
     return f;
 }
 
+// The values in the clipped tiles of tiles [tile0, tile0 + nt), by tile
+// rows (iz, iy): a row is clipped along z or y (every tile of it clipped),
+// or only its last tile along x is.
+static unsigned long long clipped_values(const Geo &g, unsigned long long tile0, unsigned long long nt, uint3 fl) {
+    const unsigned long long end = tile0 + nt, lxc = g.nx - (unsigned long long)fl.z * g.tx;
+    unsigned long long v = 0;
+    for (unsigned long long r = tile0 / g.gx; r * g.gx < end; r++) {
+        const unsigned long long iz = r / g.gy, iy = r % g.gy;
+        const unsigned long long lz = iz < fl.x ? g.tz : g.nz - iz * g.tz, ly = iy < fl.y ? g.ty : g.ny - iy * g.ty;
+        const unsigned long long a = (r * g.gx > tile0 ? r * g.gx : tile0) - r * g.gx;
+        const unsigned long long b = ((r + 1) * g.gx < end ? (r + 1) * g.gx : end) - r * g.gx;  // ix in [a, b)
+        const unsigned long long nfx = b > fl.z ? (a < fl.z ? fl.z - a : 0) : b - a;         // full along x
+        const unsigned long long cx = lxc && a <= fl.z && b > fl.z ? lxc : 0;                 // the clipped x tile
+        v += lz * ly < (unsigned long long)g.tz * g.ty ? lz * ly * (nfx * g.tx + cx) : lz * ly * cx;
+    }
+    return v;
+}
+
 static int use_v5(const Geo &g) {
     const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
     return full < 0.5 * (double)g.tiles;
@@ -506,8 +524,10 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         const void *src = d_src;
         const unsigned *pre = nullptr;
         if (pct) {
-            // room for every clipped tile at the per-tile bound, 16-byte aligned
-            const unsigned long long need = nclip * (fzgpu_compress_bound(f->dtype, 1) + 16);
+            // room for the clipped tiles at ratio 2, plus 1 KiB each (masks,
+            // alignment); a tile that does not fit is walked in tile order
+            const unsigned long long need =
+                clipped_values(g, tile0, nt, fl) * (f->dtype == 2 ? 8 : 4) / 2 + nclip * 1024;
             if (need > c->pctcap) {
                 CK(cudaStreamSynchronize(st));  // jobs before on this stream may still read it
                 cudaFree(c->pctbuf);
@@ -525,7 +545,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                             (void *)&tile0, (void *)&nt, (void *)&fl, (void *)&nfull, (void *)&nclip, (void *)&side,
                             (void *)&side_cap, (void *)&c->pctctr, (void *)&c->tsize, (void *)&c->tprefix,
-                            (void *)&c->touts, (void *)&c->terr, (void *)&c->eerr, (void *)&c->scratch};
+                            (void *)&c->touts, (void *)&c->terr, (void *)&c->scratch};
             const void *kc = f->dtype == 1 ? (const void *)encode_clipped_kernel<float> : (const void *)encode_clipped_kernel<double>;
             CK(launch_dependent(kc, dim3((unsigned)nbc), dim3(ENC_W * 32), ENC_SMEM, st, args));
             pre = c->pctbuf;
