@@ -28,11 +28,14 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(3, sizeof(T)))
                           unsigned long long nfull, unsigned long long nclip, unsigned *side,
                           unsigned long long side_cap, unsigned long long *ctr, unsigned *tsize,
                           unsigned long long *tprefix, unsigned *touts, double *terr, unsigned char *scratch) {
+#ifndef ENC_CLIPPED_SMEM  // the host emulation (tools/encode_clipped_emu.cpp) names its own array
     extern __shared__ __align__(16) unsigned enc_smem[];
+#define ENC_CLIPPED_SMEM enc_smem
+#endif
     grid_wait();  // params from the kernels before (launch_dependent)
     const unsigned F = 0xffffffffu;
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-    unsigned *pw = enc_smem + wib * PW_WORDS;
+    unsigned *pw = ENC_CLIPPED_SMEM + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
     const double eb = prm->eb, step = prm->step, inv = prm->inv;
     for (;;) {

@@ -1,0 +1,112 @@
+// encode_clipped_emu: cuda/encode_clipped.cuh's encode_clipped_kernel (PCT:
+// a job's clipped rank-3 tiles coded first, appended to a side buffer) run
+// on the host by one warp of 32 threads (ASan/UBSan), so its ticket loop,
+// its clipped-tile order (tile_order.cuh), the bump pointer, the tables it
+// leaves and the overflow fallback are checked without a GPU
+// (cuda/encclipped_emu_test.go compares each pre-coded tile with the CPU
+// codec's). The slow path and the tile writer are the headers' own, as in
+// encode_slow_emu.cpp.
+//
+// Input: records {u32 nz, ny, nx, has_fill, fill_bits, f64 inv, step, eb,
+// u64 side_cap} then the field's f32 values; the job is the whole field.
+// Output per record: u64 nfull, u64 nclip, u64 bytes used (the bump
+// pointer, at most side_cap), per tile u32 tsize (0xFFFFFFFF: not touched), u64 tprefix, u32
+// touts, f64 terr, then the side buffer's first `used` bytes (only the
+// written tiles' bytes are compared; the rest is a pattern).
+#include <algorithm>
+
+#define EMU_WITH_DEVICE_COMMON
+#include "walk_emu.h"
+
+#define __global__
+#define __launch_bounds__(a, b)
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static void __syncthreads() { bar->arrive_and_wait(); }
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+static inline unsigned transpose32(unsigned x, int lane) {  // transpose.cuh's
+    unsigned a[1] = {x};
+    transpose32n<1>(a, lane);
+    return a[0];
+}
+static inline double __longlong_as_double(long long x) {
+    double r;
+    memcpy(&r, &x, 8);
+    return r;
+}
+static inline long long __double_as_longlong(double x) {
+    long long r;
+    memcpy(&r, &x, 8);
+    return r;
+}
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+thread_local uint3 blockIdx;
+
+#include "../device_common.cuh"
+#include "../encode_common.cuh"
+#include "../mask_corners.cuh"
+#include "../encode_slow.cuh"
+#include "../encode_write.cuh"
+#include "../tile_order.cuh"
+// the kernel's dynamic shared memory (extern __shared__ on the GPU)
+static unsigned enc_smem_host[ENC_W * PW_WORDS];
+#define ENC_CLIPPED_SMEM enc_smem_host
+#include "../encode_clipped.cuh"
+
+int main(int argc, char **argv) {
+    FILE *in, *out;
+    if (int rc = open_io(argc, argv, "encode_clipped_emu", in, out)) return rc;
+    unsigned h[5];
+    double d[3];
+    unsigned long long cap;
+    while (fread(h, 4, 5, in) == 5) {
+        if (fread(d, 8, 3, in) != 3 || fread(&cap, 8, 1, in) != 1) return 2;
+        const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
+        float *v = read_values(in, n, "field");
+        Geo g{};
+        g.nz = h[0], g.ny = h[1], g.nx = h[2];
+        g.tz = 8, g.ty = 16, g.tx = 32, g.bz = 4, g.by = 4, g.bx = 8;
+        g.gz = (g.nz + 7) / 8, g.gy = (g.ny + 15) / 16, g.gx = (g.nx + 31) / 32;
+        g.tiles = g.gz * g.gy * g.gx;
+        auto magic = [](unsigned long long dd) -> unsigned long long {
+            return dd >= 2 && dd <= 0xFFFFFFFFull ? ~0ull / dd + (~0ull % dd == dd - 1 ? 2 : 1) : 0ull;
+        };
+        g.mgx = magic(g.gx), g.mgy = magic(g.gy), g.per_chunk = 256, g.mpc = magic(256), g.fast3 = 1;
+        const uint3 fl = {(unsigned)(g.nz / 8), (unsigned)(g.ny / 16), (unsigned)(g.nx / 32)};
+        const unsigned long long nt = g.tiles, nfull = full_before(g, nt, fl.x, fl.y, fl.z), nclip = nt - nfull;
+        DevParams prm{};
+        prm.inv = d[0], prm.step = d[1], prm.eb = d[2];
+        std::vector<unsigned> side((cap + 15) / 4 + 4, 0xABABABABu), tsize(nt, 0xFFFFFFFFu), touts(nt, 0xFFFFFFFFu);
+        std::vector<unsigned long long> tprefix(nt, ~0ull);
+        std::vector<double> terr(nt, -1.0);
+        unsigned long long ctr[2] = {0, 0};
+        unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
+        bar = new std::barrier<>(32);
+        run_warp([&](int lane) {
+            blockIdx = uint3{0, 0, 0};
+            threadIdx = uint3{(unsigned)lane, 0, 0};
+            encode_clipped_kernel<float>(v, g, &prm, (int)h[3], h[4], 0ull, nt, fl, nfull, nclip, side.data(), cap, ctr,
+                                         tsize.data(), tprefix.data(), touts.data(), terr.data(), scratch);
+        });
+        delete bar;
+        const unsigned long long used = std::min(ctr[0], cap);  // the bump pointer runs on past cap
+        fwrite(&nfull, 8, 1, out);
+        fwrite(&nclip, 8, 1, out);
+        fwrite(&used, 8, 1, out);
+        for (unsigned long long t = 0; t < nt; t++) {
+            fwrite(&tsize[t], 4, 1, out);
+            fwrite(&tprefix[t], 8, 1, out);
+            fwrite(&touts[t], 4, 1, out);
+            fwrite(&terr[t], 8, 1, out);
+        }
+        fwrite(side.data(), 1, used, out);
+        free(scratch);
+        free(v);
+    }
+    return fclose(out) ? 1 : 0;
+}
