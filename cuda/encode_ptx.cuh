@@ -4,7 +4,11 @@
 // replication. Included by encode_warp.cuh just before encode_rank3.cuh
 // (moved out of it verbatim, so nvcc sees the same tokens: tools/pp_hash.sh):
 // the host emulations of the walks (tools/walk_emu.h) define these
-// instead and include encode_rank3.cuh itself.
+// instead and include encode_rank3.cuh itself. Also the warp kernel's own
+// PTX (the ticket's atom.inc, the parked tiles' L2 policy and stores), so
+// that tools/encode_warp_emu.cpp, which defines EMU_HOST_PTX and host
+// versions, can include encode_warp.cuh.
+#ifndef EMU_HOST_PTX
 
 __device__ __forceinline__ void cp_async16(unsigned sdst, const void *gsrc) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst), "l"(gsrc));
@@ -33,3 +37,26 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
     return r;
 }
+
+// The next ticket: atom.global.inc (not atomicAdd: ptxas turns atomicAdd
+// into a warp-aggregated atomic with a shuffle right after it, which waits
+// there; encode_warp.cuh's take_async).
+__device__ __forceinline__ unsigned ticket_inc(unsigned *ticket) {
+    unsigned r;
+    asm volatile("atom.global.inc.u32 %0, [%1], 0x7fffffff;" : "=r"(r) : "l"(ticket) : "memory");
+    return r;
+}
+// An L2 eviction policy: evict_last (keep) or evict_normal (encode_write.cuh's TileStore).
+__device__ __forceinline__ unsigned long long l2_policy(bool keep) {
+    unsigned long long pol;
+    if (keep)
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+// A 32-bit store with an L2 policy.
+__device__ __forceinline__ void st_hint(unsigned *p, unsigned v, unsigned long long pol) {
+    asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(pol) : "memory");
+}
+#endif

@@ -78,7 +78,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
                        unsigned *ticket, unsigned *err, unsigned char *scratch, unsigned *abortf,
                        const unsigned *__restrict__ pre) {
+#ifndef ENC_WARP_SMEM  // the host emulation (tools/encode_warp_emu.cpp) names its own array
     extern __shared__ __align__(16) unsigned enc_smem[];
+#define ENC_WARP_SMEM enc_smem
+#endif
     const int has_fill = HF >= 3 ? 0 : HF ? HF - 1 : has_fill_arg;
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
     constexpr bool opt = (HF == 3 || HF == 4) && FAST == 3 && sizeof(T) == 4,
@@ -91,7 +94,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         if (opt && !opt8 && (!(a & 1u) || (a & 2u))) return;  // the narrow one did it, or it cannot
     }
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-    unsigned *pw = enc_smem + wib * PW_WORDS;
+    unsigned *pw = ENC_WARP_SMEM + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
     int *sq = (int *)(sc + SC_Q);
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
@@ -147,7 +150,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     // atomic with a shuffle of its result right after it, which waits there.
     auto take_async = [&]() -> unsigned {
         unsigned r = 0;
-        if (lane == 0) asm volatile("atom.global.inc.u32 %0, [%1], 0x7fffffff;" : "=r"(r) : "l"(ticket) : "memory");
+        if (lane == 0) r = ticket_inc(ticket);
         return r;
     };
     // The parked tile while it is being unparked: the first poll of its

@@ -21,16 +21,11 @@ template <bool HINT>
 struct TileStore {
     unsigned long long pol;
     __device__ __forceinline__ explicit TileStore(bool keep) {
-        if (HINT) {
-            if (keep)
-                asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-            else
-                asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
-        }
+        if (HINT) pol = l2_policy(keep);
     }
     __device__ __forceinline__ void operator()(unsigned *p, unsigned v) const {
         if (HINT)
-            asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(pol) : "memory");
+            st_hint(p, v, pol);
         else
             *p = v;
     }

@@ -61,7 +61,9 @@ thread_local uint3 threadIdx;  // x = 32 * emu_warp + my_lane (the runner sets i
 // fill_placeholder3 a long long: one exchange of 64 bits, never a
 // conversion to warp_emu.h's unsigned). warp_emu.h's unsigned __shfl_sync
 // stays the better match for unsigned.
-static unsigned long long xch64[32];
+static unsigned long long xch64_all[32];
+thread_local unsigned long long *xch64_warp;  // as warp_emu.h's xch_warp
+#define xch64 (xch64_warp ? xch64_warp : xch64_all)
 template <typename T> static T shfl_emu(T v, int src) {
     static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 4 || sizeof(T) == 8), "a 4- or 8-byte shuffle");
     unsigned long long u = 0;
@@ -227,6 +229,17 @@ static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetc
 static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
 #endif
 
+// the warp kernel's own PTX (encode_ptx.cuh): atom.global.inc with its
+// limit, and the L2 policy stores as plain ones
+static inline unsigned ticket_inc(unsigned *t) {
+    unsigned old = __atomic_load_n(t, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(t, &old, old >= 0x7fffffffu ? 0u : old + 1, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED)) {
+    }
+    return old;
+}
+static inline unsigned long long l2_policy(bool) { return 0; }
+static inline void st_hint(unsigned *p, unsigned v, unsigned long long) { *p = v; }
 // b - b(lane - 1); lane 0 keeps b (shfl.sync.up by 1, the subtraction
 // predicated on the source lane being in range), wrapping
 static int sub_left(int b) {

@@ -6,8 +6,15 @@
 #pragma once
 #include <barrier>
 
-static std::barrier<> *bar;
-static unsigned xch[32];
+// One warp's: a runner of one warp sets bar (from its main thread) and
+// every thread shares xch_all. A runner of several warps (encode_warp_emu.cpp)
+// sets bar_warp and xch_warp in each thread to its warp's own.
+static std::barrier<> *bar_all;
+thread_local std::barrier<> *bar_warp;
+static unsigned xch_all[32];
+thread_local unsigned *xch_warp;
+#define bar (bar_warp ? bar_warp : bar_all)
+#define xch (xch_warp ? xch_warp : xch_all)
 thread_local int my_lane;
 static inline unsigned __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }

@@ -1,0 +1,142 @@
+package cuda
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fzsidecar/fzsidecar/fz"
+)
+
+// TestEncodeWarpKernelEmulated runs the warp encoder kernel itself
+// (encode_warp_kernel, f32 rank 3: staged and FILLP walks, the slow path, the
+// tail, the scanner warp and the L2 park) on the host with one block of
+// ENC_W warps of 32 threads (tools/encode_warp_emu.cpp, ASan/UBSan), with and
+// without pre-coded clipped tiles (PCT: encode_clipped_kernel first), with
+// cp.async copies landing at issue and when waited for. Every tile it writes,
+// at its prefix plus the size tables' room, must be the CPU codec's tile,
+// with its size, raw count and error in the tables, the prefixes the sums of
+// the sizes before, and no error flag. Fields: clipped along x, y
+// and z, fill values, NaN, escapes, and a field of several chunks (> 256
+// tiles).
+func TestEncodeWarpKernelEmulated(t *testing.T) {
+	emu := buildEmu(t, "encode_warp_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
+	r := rand.New(rand.NewPCG(5, 77))
+	fillv := -9999.0
+	type field struct {
+		name       string
+		nz, ny, nx int
+		v          []float32
+		p          fz.Params
+	}
+	var fields []field
+	mk := func(d [3]int, fill bool) {
+		v := make([]float32, d[0]*d[1]*d[2])
+		for i := range v {
+			x, y, z := i%d[2], i/d[2]%d[1], i/(d[1]*d[2])
+			s := math.Sin(0.1*float64(x))*math.Cos(0.07*float64(y)) + 0.01*float64(z) + 1e-3*r.NormFloat64()
+			switch u := r.IntN(400); {
+			case u == 0:
+				s = math.NaN()
+			case fill && u < 60 && (x+2*y)%9 < 3:
+				s = fillv
+			case u < 3:
+				s += 80
+			}
+			v[i] = float32(s)
+		}
+		p := fz.Params{DType: fz.Float32, Dims: []uint64{uint64(d[0]), uint64(d[1]), uint64(d[2])}, Mode: fz.Abs, Bound: 1e-3}
+		if fill {
+			p.Fill = &fillv
+		}
+		fields = append(fields, field{fmt.Sprintf("%v fill %v", d, fill), d[0], d[1], d[2], v, p})
+	}
+	for _, d := range [][3]int{{16, 32, 64}, {9, 17, 33}, {12, 33, 49}, {24, 48, 100}, {64, 64, 129}} {
+		mk(d, false)
+		mk(d, true)
+	}
+	le := binary.LittleEndian
+	type run struct {
+		f        int
+		pct      bool
+		late     bool
+		cf       *v1Field
+		ntiles   int
+		describe string
+	}
+	var runs []run
+	var in bytes.Buffer
+	cfs := make([]v1Field, len(fields))
+	for i, f := range fields {
+		cfs[i] = compressV1(t, f.name, f.v, f.p)
+		for _, pct := range []bool{false, true} {
+			late := (i+b2i(pct))%2 == 1
+			runs = append(runs, run{i, pct, late, &cfs[i], len(cfs[i].tiles), fmt.Sprintf("%s pct %v late %v", f.name, pct, late)})
+			for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cfs[i].hasFill), cfs[i].fillBits, b2u(pct), b2u(late)} {
+				in.Write(le.AppendUint32(nil, u))
+			}
+			var hd [24]byte
+			cfs[i].putSteps(hd[:])
+			in.Write(hd[:])
+			in.Write(f32bytes(f.v))
+		}
+	}
+	out := runEmu(t, emu, in.Bytes())
+	at := 0
+	u32 := func() uint32 { at += 4; return le.Uint32(out[at-4:]) }
+	u64 := func() uint64 { at += 8; return le.Uint64(out[at-8:]) }
+	for _, rn := range runs {
+		errf := u32()
+		sizes := make([]uint32, rn.ntiles)
+		prefix := make([]uint64, rn.ntiles)
+		outs := make([]uint32, rn.ntiles)
+		errs := make([]float64, rn.ntiles)
+		for k := range rn.ntiles {
+			sizes[k], prefix[k], outs[k], errs[k] = u32(), u64(), u32(), math.Float64frombits(u64())
+		}
+		n := int(u64())
+		buf := out[at : at+n]
+		at += n
+		if errf != 0 {
+			t.Errorf("%s: error flags %#x", rn.describe, errf)
+			continue
+		}
+		var sum uint64
+		for k, tl := range rn.cf.tiles {
+			// the tiles follow each other: prefix = the sizes before
+			if prefix[k] != sum {
+				t.Errorf("%s tile %d: prefix %d, the sizes before it sum to %d", rn.describe, k, prefix[k], sum)
+				break
+			}
+			sum += uint64(sizes[k])
+			if ct := parseV1Tile(tl); int(outs[k]) != len(ct.raw) || !(errs[k] >= 0 && errs[k] <= rn.cf.eb) {
+				t.Errorf("%s tile %d: raw count %d (the CPU's %d), largest error %g (eb %g)", rn.describe, k, outs[k], len(ct.raw), errs[k], rn.cf.eb)
+				break
+			}
+			tb := 4 * uint64(min(rn.ntiles, (k/256+1)*256))
+			o := tb + prefix[k]
+			if int(sizes[k]) != len(tl) || o+uint64(sizes[k]) > uint64(n) {
+				t.Errorf("%s tile %d: size %d at %d, the CPU's tile has %d", rn.describe, k, sizes[k], o, len(tl))
+				break
+			}
+			if !bytes.Equal(buf[o:o+uint64(sizes[k])], tl) {
+				t.Errorf("%s tile %d: the bytes at %d differ from the CPU's tile", rn.describe, k, o)
+				break
+			}
+		}
+	}
+	if at != len(out) {
+		t.Fatalf("encode_warp_emu wrote %d bytes, the runs account for %d", len(out), at)
+	}
+	t.Logf("%d runs of the kernel: every tile the CPU codec's", len(runs))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

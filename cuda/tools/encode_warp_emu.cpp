@@ -1,0 +1,172 @@
+// encode_warp_emu: the warp encoder kernel itself (encode_warp.cuh's
+// encode_warp_kernel, f32 rank 3: the staged walks, the FILLP walk, the slow
+// path, the tail, the scanner warp and the L2 park) run on the host by one
+// block of ENC_W warps, 32 threads each (ASan/UBSan), so the kernel's flow
+// between warps (tickets, published sizes, prefixes, parked tiles) is checked
+// without a GPU (cuda/encwarp_emu_test.go compares every tile it writes with
+// the CPU codec's). With PCT set, encode_clipped_kernel (encode_clipped.cuh)
+// runs first and the warp encoder takes the clipped tiles from its side
+// buffer. The headers are included, not copied; the CUDA intrinsics, warp
+// operations and PTX primitives are walk_emu.h's host versions, with one
+// barrier and exchange buffer per warp.
+//
+// Input: records {u32 nz, ny, nx, has_fill, fill_bits, pct, late (cp.async
+// copies land when waited for), f64 inv, step, eb} then the f32 values; the
+// job is the whole field. Output per record: u32 err (the kernel's error
+// flags), per tile u32 tsize, u64 tprefix, u32 touts, f64 terr, then u64
+// bytes and the output buffer's first `bytes` bytes (the tiles at tprefix
+// plus the size tables' room before them; the tables themselves are
+// tables_kernel's, not run here).
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
+#define EMU_WITH_DEVICE_COMMON
+#define EMU_HOST_PTX  // encode_ptx.cuh: walk_emu.h's versions
+#include "walk_emu.h"
+
+#define __global__
+#define __launch_bounds__(a, b)
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static void __syncthreads() { bar->arrive_and_wait(); }
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static inline unsigned transpose32(unsigned x, int lane) {  // transpose.cuh's
+    unsigned a[1] = {x};
+    transpose32n<1>(a, lane);
+    return a[0];
+}
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline double __longlong_as_double(long long x) {
+    double r;
+    memcpy(&r, &x, 8);
+    return r;
+}
+static inline long long __double_as_longlong(double x) {
+    long long r;
+    memcpy(&r, &x, 8);
+    return r;
+}
+static inline float __double2float_rd(double d) {  // round toward -inf
+    float f = (float)d;
+    if ((double)f > d) f = nextafterf(f, -INFINITY);
+    return f;
+}
+template <typename T> static inline T __ldcs(const T *p) { return *p; }
+thread_local uint3 blockIdx;
+
+#include "../device_common.cuh"
+#include "../offsets.cuh"
+#include "../mask_corners.cuh"
+static unsigned __vcmpne2(unsigned a, unsigned b) {  // as encode_v2_emu.cpp's
+    return ((a & 0xFFFFu) != (b & 0xFFFFu) ? 0xFFFFu : 0u) | ((a >> 16) != (b >> 16) ? 0xFFFF0000u : 0u);
+}
+// the kernels' dynamic shared memory (extern __shared__ on the GPU): one
+// block's, ENC_W * PW_WORDS words (allocated in main)
+static unsigned *enc_smem_host;
+#define ENC_WARP_SMEM enc_smem_host
+#define ENC_CLIPPED_SMEM enc_smem_host
+#include "../encode_warp.cuh"
+
+template <typename F> static void run_block(F f) {
+    std::vector<std::unique_ptr<std::barrier<>>> bars;
+    for (int w = 0; w < ENC_W; w++) bars.emplace_back(new std::barrier<>(32));
+    static unsigned xchs[ENC_W][32];
+    static unsigned long long xch64s[ENC_W][32];
+    std::vector<std::thread> th;
+    for (int t = 0; t < ENC_W * 32; t++)
+        th.emplace_back([&, t] {
+            my_lane = t & 31;
+            threadIdx = uint3{(unsigned)t, 0, 0};
+            blockIdx = uint3{0, 0, 0};
+            bar_warp = bars[t >> 5].get();
+            xch_warp = xchs[t >> 5];
+            xch64_warp = xch64s[t >> 5];
+            f();
+        });
+    for (auto &x : th) x.join();
+}
+
+int main(int argc, char **argv) {
+    FILE *in, *out;
+    if (int rc = open_io(argc, argv, "encode_warp_emu", in, out)) return rc;
+    unsigned h[7];
+    double d[3];
+    enc_smem_host = (unsigned *)aligned_alloc(16, 4 * ENC_W * PW_WORDS);
+    threadIdx.x = 0;
+    arena = (unsigned char *)stage_buf();  // warp 0's row: the array's start
+    arena_bytes = sizeof(float) * ENC_W * 2 * STG_PLANE;
+    while (fread(h, 4, 7, in) == 7) {
+        if (fread(d, 8, 3, in) != 3) return 2;
+        const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
+        float *v = read_values(in, n, "field");
+        Geo g{};
+        g.nz = h[0], g.ny = h[1], g.nx = h[2];
+        g.tz = 8, g.ty = 16, g.tx = 32, g.bz = 4, g.by = 4, g.bx = 8;
+        g.gz = (g.nz + 7) / 8, g.gy = (g.ny + 15) / 16, g.gx = (g.nx + 31) / 32;
+        g.tiles = g.gz * g.gy * g.gx;
+        auto magic = [](unsigned long long dd) -> unsigned long long {
+            return dd >= 2 && dd <= 0xFFFFFFFFull ? ~0ull / dd + (~0ull % dd == dd - 1 ? 2 : 1) : 0ull;
+        };
+        g.mgx = magic(g.gx), g.mgy = magic(g.gy), g.per_chunk = 256, g.mpc = magic(256);
+        g.fast3 = 1;
+        const unsigned long long nt = g.tiles;
+        DevParams prm{};
+        prm.inv = d[0], prm.step = d[1], prm.eb = d[2];
+        const int has_fill = (int)h[3];
+        const unsigned long long fill_bits = h[4];
+        late_landing = h[6] != 0;
+        const unsigned long long cap = 4 * nt + nt * 42072ull;  // the tables' room + fzgpu_compress_bound
+        std::vector<unsigned> obuf(cap / 4, 0xCDCDCDCDu), tsize(nt, 0), touts(nt, 0);
+        std::vector<unsigned long long> status(nt, 0), tprefix(nt, 0);
+        std::vector<double> terr(nt, 0);
+        unsigned ticket = 0, err = 0;
+        unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
+        std::vector<unsigned> side;
+        const unsigned *pre = nullptr;
+        if (h[5]) {  // PCT
+            const uint3 fl = {(unsigned)(g.nz / 8), (unsigned)(g.ny / 16), (unsigned)(g.nx / 32)};
+            const unsigned long long nfull = full_before(g, nt, fl.x, fl.y, fl.z), nclip = nt - nfull;
+            side.assign(nt * 42072ull / 4 + 16, 0);
+            unsigned long long ctr[2] = {0, 0};
+            run_block([&] {
+                encode_clipped_kernel<float>(v, g, &prm, has_fill, fill_bits, 0ull, nt, fl, nfull, nclip, side.data(),
+                                             4 * side.size(), ctr, tsize.data(), tprefix.data(), touts.data(),
+                                             terr.data(), scratch);
+            });
+            pre = side.data();
+        }
+        run_block([&] {
+            if (has_fill)
+                encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, 0ull, nt, obuf.data(), cap,
+                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
+                                                   &ticket, &err, scratch, nullptr, pre);
+            else
+                encode_warp_kernel<float, 3, 1, 1>(v, g, &prm, has_fill, fill_bits, 0ull, nt, obuf.data(), cap,
+                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
+                                                   &ticket, &err, scratch, nullptr, pre);
+        });
+        fwrite(&err, 4, 1, out);
+        unsigned long long end = 0;
+        for (unsigned long long t = 0; t < nt; t++) {
+            fwrite(&tsize[t], 4, 1, out);
+            fwrite(&tprefix[t], 8, 1, out);
+            fwrite(&touts[t], 4, 1, out);
+            fwrite(&terr[t], 8, 1, out);
+            end = std::max(end, 4 * std::min(nt, (t / 256 + 1) * 256) + tprefix[t] + tsize[t]);
+        }
+        end = std::min(end, cap);
+        fwrite(&end, 8, 1, out);
+        fwrite(obuf.data(), 1, end, out);
+        free(scratch);
+        free(v);
+    }
+    return fclose(out) ? 1 : 0;
+}
