@@ -20,8 +20,8 @@ import (
 // at its prefix plus the size tables' room, must be the CPU codec's tile,
 // with its size, raw count and error in the tables, the prefixes the sums of
 // the sizes before, and no error flag. Fields: clipped along x, y
-// and z, fill values, NaN, escapes, and a field of several chunks (> 256
-// tiles).
+// and z, fill values, NaN, escapes, and a field of two chunks (272 tiles),
+// run whole and as one job per chunk (tile0 = 256 for the second).
 func TestEncodeWarpKernelEmulated(t *testing.T) {
 	emu := buildEmu(t, "encode_warp_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
 	r := rand.New(rand.NewPCG(5, 77))
@@ -54,34 +54,46 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		}
 		fields = append(fields, field{fmt.Sprintf("%v fill %v", d, fill), d[0], d[1], d[2], v, p})
 	}
-	for _, d := range [][3]int{{16, 32, 64}, {9, 17, 33}, {12, 33, 49}, {24, 48, 100}, {64, 64, 129}} {
+	for _, d := range [][3]int{{16, 32, 64}, {9, 17, 33}, {12, 33, 49}, {24, 48, 100}} {
 		mk(d, false)
 		mk(d, true)
 	}
+	mk([3]int{136, 64, 97}, true) // two chunks (emulating a tile costs: this one only with fill)
 	le := binary.LittleEndian
 	type run struct {
-		f        int
-		pct      bool
-		late     bool
-		cf       *v1Field
-		ntiles   int
-		describe string
+		f             int
+		pct           bool
+		late          bool
+		cf            *v1Field
+		tile0, ntiles int
+		describe      string
 	}
 	var runs []run
 	var in bytes.Buffer
 	cfs := make([]v1Field, len(fields))
 	for i, f := range fields {
 		cfs[i] = compressV1(t, f.name, f.v, f.p)
+		// jobs: the whole field, and for fields of several chunks each
+		// chunk of 256 tiles as a job of its own (tile0 > 0)
+		nt := len(cfs[i].tiles)
+		jobs := [][2]int{{0, nt}}
+		if nt > 256 {
+			jobs = append(jobs, [2]int{0, 256}, [2]int{256, nt - 256})
+		}
 		for _, pct := range []bool{false, true} {
-			late := (i+b2i(pct))%2 == 1
-			runs = append(runs, run{i, pct, late, &cfs[i], len(cfs[i].tiles), fmt.Sprintf("%s pct %v late %v", f.name, pct, late)})
-			for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cfs[i].hasFill), cfs[i].fillBits, b2u(pct), b2u(late)} {
-				in.Write(le.AppendUint32(nil, u))
+			for _, jb := range jobs {
+				late := (i+b2i(pct)+jb[0])%2 == 1
+				runs = append(runs, run{i, pct, late, &cfs[i], jb[0], jb[1],
+					fmt.Sprintf("%s pct %v late %v job %d+%d", f.name, pct, late, jb[0], jb[1])})
+				for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cfs[i].hasFill), cfs[i].fillBits,
+					b2u(pct), b2u(late), uint32(jb[0]), uint32(jb[1])} {
+					in.Write(le.AppendUint32(nil, u))
+				}
+				var hd [24]byte
+				cfs[i].putSteps(hd[:])
+				in.Write(hd[:])
+				in.Write(f32bytes(f.v))
 			}
-			var hd [24]byte
-			cfs[i].putSteps(hd[:])
-			in.Write(hd[:])
-			in.Write(f32bytes(f.v))
 		}
 	}
 	out := runEmu(t, emu, in.Bytes())
@@ -105,7 +117,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 			continue
 		}
 		var sum uint64
-		for k, tl := range rn.cf.tiles {
+		for k, tl := range rn.cf.tiles[rn.tile0 : rn.tile0+rn.ntiles] {
 			// the tiles follow each other: prefix = the sizes before
 			if prefix[k] != sum {
 				t.Errorf("%s tile %d: prefix %d, the sizes before it sum to %d", rn.describe, k, prefix[k], sum)
@@ -116,7 +128,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 				t.Errorf("%s tile %d: raw count %d (the CPU's %d), largest error %g (eb %g)", rn.describe, k, outs[k], len(ct.raw), errs[k], rn.cf.eb)
 				break
 			}
-			tb := 4 * uint64(min(rn.ntiles, (k/256+1)*256))
+			tb := 4 * uint64(min(len(rn.cf.tiles), ((rn.tile0+k)/256+1)*256)-rn.tile0)
 			o := tb + prefix[k]
 			if int(sizes[k]) != len(tl) || o+uint64(sizes[k]) > uint64(n) {
 				t.Errorf("%s tile %d: size %d at %d, the CPU's tile has %d", rn.describe, k, sizes[k], o, len(tl))

@@ -11,9 +11,11 @@
 // barrier and exchange buffer per warp.
 //
 // Input: records {u32 nz, ny, nx, has_fill, fill_bits, pct, late (cp.async
-// copies land when waited for), f64 inv, step, eb} then the f32 values; the
-// job is the whole field. Output per record: u32 err (the kernel's error
-// flags), per tile u32 tsize, u64 tprefix, u32 touts, f64 terr, then u64
+// copies land when waited for), tile0, nt (the job: tiles [tile0, tile0 +
+// nt), whole chunks of 256 tiles as fzgpu.cu's jobs; nt = 0: the whole
+// field), f64 inv, step, eb} then the f32 values. Output per record: u32 err
+// (the kernel's error flags), per tile of the job u32 tsize, u64 tprefix,
+// u32 touts, f64 terr, then u64
 // bytes and the output buffer's first `bytes` bytes (the tiles at tprefix
 // plus the size tables' room before them; the tables themselves are
 // tables_kernel's, not run here).
@@ -97,13 +99,13 @@ template <typename F> static void run_block(F f) {
 int main(int argc, char **argv) {
     FILE *in, *out;
     if (int rc = open_io(argc, argv, "encode_warp_emu", in, out)) return rc;
-    unsigned h[7];
+    unsigned h[9];
     double d[3];
     enc_smem_host = (unsigned *)aligned_alloc(16, 4 * ENC_W * PW_WORDS);
     threadIdx.x = 0;
     arena = (unsigned char *)stage_buf();  // warp 0's row: the array's start
     arena_bytes = sizeof(float) * ENC_W * 2 * STG_PLANE;
-    while (fread(h, 4, 7, in) == 7) {
+    while (fread(h, 4, 9, in) == 9) {
         if (fread(d, 8, 3, in) != 3) return 2;
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
@@ -117,7 +119,8 @@ int main(int argc, char **argv) {
         };
         g.mgx = magic(g.gx), g.mgy = magic(g.gy), g.per_chunk = 256, g.mpc = magic(256);
         g.fast3 = 1;
-        const unsigned long long nt = g.tiles;
+        const unsigned long long tile0 = h[7], nt = h[8] ? h[8] : g.tiles - tile0;
+        if (tile0 + nt > g.tiles) return 2;
         DevParams prm{};
         prm.inv = d[0], prm.step = d[1], prm.eb = d[2];
         const int has_fill = (int)h[3];
@@ -133,11 +136,12 @@ int main(int argc, char **argv) {
         const unsigned *pre = nullptr;
         if (h[5]) {  // PCT
             const uint3 fl = {(unsigned)(g.nz / 8), (unsigned)(g.ny / 16), (unsigned)(g.nx / 32)};
-            const unsigned long long nfull = full_before(g, nt, fl.x, fl.y, fl.z), nclip = nt - nfull;
+            const unsigned long long nfull = full_before(g, tile0 + nt, fl.x, fl.y, fl.z) - full_before(g, tile0, fl.x, fl.y, fl.z),
+                                     nclip = nt - nfull;
             side.assign(nt * 42072ull / 4 + 16, 0);
             unsigned long long ctr[2] = {0, 0};
             run_block([&] {
-                encode_clipped_kernel<float>(v, g, &prm, has_fill, fill_bits, 0ull, nt, fl, nfull, nclip, side.data(),
+                encode_clipped_kernel<float>(v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(),
                                              4 * side.size(), ctr, tsize.data(), tprefix.data(), touts.data(),
                                              terr.data(), scratch);
             });
@@ -145,11 +149,11 @@ int main(int argc, char **argv) {
         }
         run_block([&] {
             if (has_fill)
-                encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, 0ull, nt, obuf.data(), cap,
+                encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, nullptr, pre);
             else
-                encode_warp_kernel<float, 3, 1, 1>(v, g, &prm, has_fill, fill_bits, 0ull, nt, obuf.data(), cap,
+                encode_warp_kernel<float, 3, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, nullptr, pre);
         });
@@ -160,7 +164,7 @@ int main(int argc, char **argv) {
             fwrite(&tprefix[t], 8, 1, out);
             fwrite(&touts[t], 4, 1, out);
             fwrite(&terr[t], 8, 1, out);
-            end = std::max(end, 4 * std::min(nt, (t / 256 + 1) * 256) + tprefix[t] + tsize[t]);
+            end = std::max(end, 4 * (std::min(g.tiles, ((tile0 + t) / 256 + 1) * 256) - tile0) + tprefix[t] + tsize[t]);
         }
         end = std::min(end, cap);
         fwrite(&end, 8, 1, out);
