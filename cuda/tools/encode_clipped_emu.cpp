@@ -18,36 +18,8 @@
 #define EMU_WITH_DEVICE_COMMON
 #include "walk_emu.h"
 
-#define __global__
-#define __launch_bounds__(a, b)
-static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
-}
-static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static void __syncthreads() { bar->arrive_and_wait(); }
-static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
-    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
-static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
-static inline unsigned transpose32(unsigned x, int lane) {  // transpose.cuh's
-    unsigned a[1] = {x};
-    transpose32n<1>(a, lane);
-    return a[0];
-}
-static inline double __longlong_as_double(long long x) {
-    double r;
-    memcpy(&r, &x, 8);
-    return r;
-}
-static inline long long __double_as_longlong(double x) {
-    long long r;
-    memcpy(&r, &x, 8);
-    return r;
-}
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-thread_local uint3 blockIdx;
-
 #include "../device_common.cuh"
+#include "emu_geo.h"
 #include "../encode_common.cuh"
 #include "../mask_corners.cuh"
 #include "../encode_slow.cuh"
@@ -68,15 +40,7 @@ int main(int argc, char **argv) {
         if (fread(d, 8, 3, in) != 3 || fread(&cap, 8, 1, in) != 1) return 2;
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
-        Geo g{};
-        g.nz = h[0], g.ny = h[1], g.nx = h[2];
-        g.tz = 8, g.ty = 16, g.tx = 32, g.bz = 4, g.by = 4, g.bx = 8;
-        g.gz = (g.nz + 7) / 8, g.gy = (g.ny + 15) / 16, g.gx = (g.nx + 31) / 32;
-        g.tiles = g.gz * g.gy * g.gx;
-        auto magic = [](unsigned long long dd) -> unsigned long long {
-            return dd >= 2 && dd <= 0xFFFFFFFFull ? ~0ull / dd + (~0ull % dd == dd - 1 ? 2 : 1) : 0ull;
-        };
-        g.mgx = magic(g.gx), g.mgy = magic(g.gy), g.per_chunk = 256, g.mpc = magic(256), g.fast3 = 1;
+        const Geo g = emu_geo(3, h[0], h[1], h[2]);
         const uint3 fl = {(unsigned)(g.nz / 8), (unsigned)(g.ny / 16), (unsigned)(g.nx / 32)};
         const unsigned long long nt = g.tiles, nfull = full_before(g, nt, fl.x, fl.y, fl.z), nclip = nt - nfull;
         DevParams prm{};

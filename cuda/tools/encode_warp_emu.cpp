@@ -27,44 +27,15 @@
 #define EMU_HOST_PTX  // encode_ptx.cuh: walk_emu.h's versions
 #include "walk_emu.h"
 
-#define __global__
-#define __launch_bounds__(a, b)
-static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
-}
-static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static void __syncthreads() { bar->arrive_and_wait(); }
-static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
-    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-}
-static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-static inline unsigned transpose32(unsigned x, int lane) {  // transpose.cuh's
-    unsigned a[1] = {x};
-    transpose32n<1>(a, lane);
-    return a[0];
-}
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-static inline double __longlong_as_double(long long x) {
-    double r;
-    memcpy(&r, &x, 8);
-    return r;
-}
-static inline long long __double_as_longlong(double x) {
-    long long r;
-    memcpy(&r, &x, 8);
-    return r;
-}
 static inline float __double2float_rd(double d) {  // round toward -inf
     float f = (float)d;
     if ((double)f > d) f = nextafterf(f, -INFINITY);
     return f;
 }
-template <typename T> static inline T __ldcs(const T *p) { return *p; }
-thread_local uint3 blockIdx;
 
 #include "../device_common.cuh"
+#include "emu_geo.h"
 #include "../offsets.cuh"
 #include "../mask_corners.cuh"
 static unsigned __vcmpne2(unsigned a, unsigned b) {  // as encode_v2_emu.cpp's
@@ -109,16 +80,7 @@ int main(int argc, char **argv) {
         if (fread(d, 8, 3, in) != 3) return 2;
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
-        Geo g{};
-        g.nz = h[0], g.ny = h[1], g.nx = h[2];
-        g.tz = 8, g.ty = 16, g.tx = 32, g.bz = 4, g.by = 4, g.bx = 8;
-        g.gz = (g.nz + 7) / 8, g.gy = (g.ny + 15) / 16, g.gx = (g.nx + 31) / 32;
-        g.tiles = g.gz * g.gy * g.gx;
-        auto magic = [](unsigned long long dd) -> unsigned long long {
-            return dd >= 2 && dd <= 0xFFFFFFFFull ? ~0ull / dd + (~0ull % dd == dd - 1 ? 2 : 1) : 0ull;
-        };
-        g.mgx = magic(g.gx), g.mgy = magic(g.gy), g.per_chunk = 256, g.mpc = magic(256);
-        g.fast3 = 1;
+        const Geo g = emu_geo(3, h[0], h[1], h[2]);
         const unsigned long long tile0 = h[7], nt = h[8] ? h[8] : g.tiles - tile0;
         if (tile0 + nt > g.tiles) return 2;
         DevParams prm{};
