@@ -21,8 +21,14 @@
 // its offset in `side` in tprefix (the warp encoder replaces it with the
 // tile's prefix); a tile that does not fit in `side` gets size 0 and is
 // walked by the warp encoder in tile order as before. Version 1 only.
+#ifndef ENC_CLIPPED_MINB
+// Blocks per SM the register budget is cut for. The kernel runs only the
+// slow path and the tail (no staged walk), so 80 registers do
+// instead of the walks' 128: 24 warps per SM instead of 16.
+#define ENC_CLIPPED_MINB 3
+#endif
 template <typename T>
-__global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(3, sizeof(T)))
+__global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
     encode_clipped_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                           unsigned long long fill_bits, unsigned long long tile0, unsigned long long nt, uint3 fl,
                           unsigned long long nfull, unsigned long long nclip, unsigned *side,

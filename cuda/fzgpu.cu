@@ -124,6 +124,7 @@ struct fzgpu_ctx {
     unsigned char *scratch;       // warp encoder: SC_BYTES per resident warp
     int range_blocks;                 // blocks of the range pass (one wave)
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
+    unsigned long long clip_blocks[2]; // encode_clipped_kernel's, f32 and f64
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
@@ -262,12 +263,20 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
         c->enc_blocks[i] = b;
         if (b > slots) slots = b;
     }
+    const void *ck[2] = {(const void *)encode_clipped_kernel<float>, (const void *)encode_clipped_kernel<double>};
+    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+        int nb = 0;
+        e = cudaFuncSetAttribute(ck[i], cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, ck[i], ENC_W * 32, ENC_SMEM);
+        unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
+        const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
+        if (b > need) b = need;
+        if (b == 0) b = 1;
+        c->clip_blocks[i] = b;
+        if (b > slots) slots = b;
+    }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->scratch, (size_t)slots * ENC_W * SC_BYTES);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->pctctr, 2 * sizeof(unsigned long long));
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute((const void *)encode_clipped_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute((const void *)encode_clipped_kernel<double>, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
     int rf = 0, rd = 0;
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&rf, range_kernel<float>, 256, 0);
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&rd, range_kernel<double>, 256, 0);
@@ -539,7 +548,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             }
             CK(cudaMemsetAsync(c->pctctr, 0, 2 * sizeof(unsigned long long), st));
             unsigned long long nbc = (nclip + ENC_W - 1) / ENC_W;
-            if (nbc > cap_b) nbc = cap_b;
+            if (nbc > c->clip_blocks[f->dtype == 2]) nbc = c->clip_blocks[f->dtype == 2];
             unsigned *side = c->pctbuf;
             const unsigned long long side_cap = c->pctcap;
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
