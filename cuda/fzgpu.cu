@@ -15,9 +15,11 @@
 //                        encode_slow.cuh (any other tile; masks),
 //                        encode_write.cuh (a v1 tile's layout and write),
 //                        encode_v2.cuh (version 2's code section)
+//   encode_clipped.cuh   encode_clipped_kernel (PCT): a version-1 rank-3
+//                        job's clipped tiles, coded before the warp encoder
 //   encode_block.cuh     encode_kernel (v5): one block per tile, for
-//                        version-1 fields where most tiles are clipped
-//                        (use_v5)
+//                        version-1 rank-1/2 fields where most tiles are
+//                        clipped (use_v5)
 //   offsets.cuh          each tile's output offset: the sum of the sizes of
 //                        earlier tiles, from a decoupled look-back or the
 //                        scanner warp, so the output lands at a place that
@@ -385,12 +387,12 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // Which encoder runs a field. v6 (one warp per tile) is faster wherever
 // most tiles are full; tiles clipped at the field's edges take its generic
 // path, and on fields where most tiles are clipped the block-per-tile v5
-// is faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
-// v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x; every
-// field with at most a third of its tiles clipped: 0.93-2.3x). v23's slow
-// path (no transposes past slot n) brought v6 to 1.10 / 1.04 / 0.93x of v5
-// on era5 and 1.08-1.10x on plot3d_comb: not switched while era5 at 1e-4
-// loses (PERF.md v23).
+// was faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
+// v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x). Since
+// v24 a version-1 rank-3 job codes its clipped tiles first (PCT), 1.44-1.89x
+// of v5 on era5 and plot3d (same call, PERF.md v24), so v5 is left for
+// rank-1/2 fields of mostly clipped tiles (not measured against PCT, which
+// is rank-3 only) and rank-3 fields of more than 2^32 tiles.
 #ifndef ENC_PCT
 #define ENC_PCT 1  // pre-coded clipped tiles (encode_clipped.cuh); 0: the slow path in tile order
 #endif
