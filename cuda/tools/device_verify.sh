@@ -20,7 +20,9 @@
 #            unless NOTESTS=1, B's GPU tests (AB_TESTS, a -test.run pattern);
 #            then `bench` over FIELDS (REPS, default 5) with A, B, A, B, and
 #            one line per case: A's and B's compress and decompress GB/s (the
-#            better of each pair) and B / A.
+#            better of each pair) and B / A. With C_FLAGS set, a third build C
+#            (the working tree's cuda/ with C_FLAGS) is timed beside them
+#            (A, B, C, A, B, C) and C / A printed too; the tests are B's.
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -53,12 +55,15 @@ if [ "$mode" = ab ]; then
   # both libraries at once, sm_90 only (the H100/H200's; half the build time)
   nv='-O3 -std=c++17 -fmad=false -Xcompiler -fPIC -cudart static -Xptxas -v $(GENCODE)'
   gen="-gencode arch=compute_90,code=sm_90"
-  rm -rf /tmp/ab && mkdir -p /tmp/ab/a /tmp/ab/b && tar -xzf "$R/base.tgz" -C /tmp/ab/a && cp -r cuda /tmp/ab/b/ || exit 1
+  sides="a b"; [ -n "${C_FLAGS:-}" ] && sides="a b c"
+  rm -rf /tmp/ab && mkdir -p /tmp/ab/a /tmp/ab/b /tmp/ab/c && tar -xzf "$R/base.tgz" -C /tmp/ab/a && cp -r cuda /tmp/ab/b/ &&
+    cp -r cuda /tmp/ab/c/ || exit 1
   make -C /tmp/ab/a/cuda GENCODE="$gen" NVFLAGS="$nv ${A_FLAGS:-}" >"$OUT/build-a.log" 2>&1 &
   make -C /tmp/ab/b/cuda GENCODE="$gen" NVFLAGS="$nv ${B_FLAGS:-}" >"$OUT/build-b.log" 2>&1 &
+  [ -n "${C_FLAGS:-}" ] && make -C /tmp/ab/c/cuda GENCODE="$gen" NVFLAGS="$nv $C_FLAGS" >"$OUT/build-c.log" 2>&1 &
   wait
-  la=/tmp/ab/a/cuda/build/libfzgpu.so lb=/tmp/ab/b/cuda/build/libfzgpu.so
-  [ -f "$la" ] && [ -f "$lb" ] || { tail -30 "$OUT"/build-*.log; exit 1; }
+  la=/tmp/ab/a/cuda/build/libfzgpu.so lb=/tmp/ab/b/cuda/build/libfzgpu.so lc=/tmp/ab/c/cuda/build/libfzgpu.so
+  for x in $sides; do [ -f "/tmp/ab/$x/cuda/build/libfzgpu.so" ] || { tail -30 "$OUT"/build-*.log; exit 1; }; done
   export FZ_SHARED_DATA=$PWD/$R/data
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
   if [ "${NOTESTS:-0}" != 1 ]; then
@@ -66,22 +71,28 @@ if [ "$mode" = ab ]; then
         -test.run "${AB_TESTS:-RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|ChunkTables|Streamer|V2Decode|Staged}" ) >"$OUT/tests-b.log" 2>&1
     echo "tests (B) rc=$?"; grep -E "^(--- FAIL|FAIL|ok)|panic" "$OUT/tests-b.log" | head -20
   fi
-  for run in a1 b1 a2 b2; do
-    l=$la; [ "${run:0:1}" = b ] && l=$lb
+  runs=""; for k in 1 2; do for x in $sides; do runs="$runs $x$k"; done; done
+  for run in $runs; do
+    l=/tmp/ab/${run:0:1}/cuda/build/libfzgpu.so
     FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$FIELDS" \
       --json "$OUT/bench-$run.json" >"$OUT/bench-$run.log" 2>&1 || { echo "bench $run failed"; tail -5 "$OUT/bench-$run.log"; exit 1; }
   done
-  python3 - "$OUT" <<'PY'
+  python3 - "$OUT" $sides <<'PY'
 import json, sys
-o = sys.argv[1]
-runs = {r: json.load(open(f"{o}/bench-{r}.json"))["cases"] for r in ("a1", "b1", "a2", "b2")}
-print(f"{'field':<36} {'rel':>7}  {'A comp':>8} {'B comp':>8} {'B/A':>5}  {'A dec':>8} {'B dec':>8} {'B/A':>5}  viol")
+o, sides = sys.argv[1], sys.argv[2:]
+runs = {s + k: json.load(open(f"{o}/bench-{s}{k}.json"))["cases"] for s in sides for k in "12"}
+others = sides[1:]
+head = f"{'field':<36} {'rel':>7}  {'A comp':>8}" + "".join(f" {x.upper() + ' comp':>8} {x.upper() + '/A':>5}" for x in others)
+head += f"  {'A dec':>8}" + "".join(f" {x.upper() + ' dec':>8} {x.upper() + '/A':>5}" for x in others) + "  viol"
+print(head)
 for i, c in enumerate(runs["a1"]):
     best = lambda s, k: max(runs[s + "1"][i][k], runs[s + "2"][i][k]) / 1e9
-    ac, bc = best("a", "compress_bytes_per_s"), best("b", "compress_bytes_per_s")
-    ad, bd = best("a", "decompress_bytes_per_s"), best("b", "decompress_bytes_per_s")
+    line = f"{c['field'][:36]:<36} {c['rel']:>7g}"
+    for k in ("compress_bytes_per_s", "decompress_bytes_per_s"):
+        a = best("a", k)
+        line += f"  {a:8.1f}" + "".join(f" {best(x, k):8.1f} {best(x, k) / a:5.2f}" for x in others)
     v = sum(runs[r][i]["bound_violations"] for r in runs)
-    print(f"{c['field'][:36]:<36} {c['rel']:>7g}  {ac:8.1f} {bc:8.1f} {bc/ac:5.2f}  {ad:8.1f} {bd:8.1f} {bd/ad:5.2f}  {v}")
+    print(line + f"  {v}")
 PY
   exit 0
 fi
