@@ -392,7 +392,15 @@ func (s *s3sink) existing(ctx context.Context, obj string, blob []byte, m Meta) 
 	// differ only there (fill, bound, mode, range) share the blob's CRC32C.
 	// Compare the bytes (only on a taken key: retries, repeats).
 	same, err := s.sameBytes(ctx, obj, info.ETag, blob)
-	if err != nil {
+	switch {
+	case isNoSuchKey(err):
+		// Gone between the HEAD and the GET: a remnant of an upload cut
+		// off mid-commit, which MinIO dropped once a killed server's drives
+		// were back (TestClusterWithFaults: answered as a failed store, the
+		// snapshot was lost to its producer). Nothing is stored: create it.
+		s.log.Debug("put: object vanished while being compared; creating it", "object", s.name(obj))
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("%s already exists; reading it to compare: %w", s.name(obj), err)
 	}
 	if !same {
