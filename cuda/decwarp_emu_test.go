@@ -40,7 +40,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		v := gridValues(dims, f)
 		fields = append(fields, field{name, f32bytes(asF32(v)), fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
 		if len(dims) != 2 || dims[0] != 64 { // f64 too (every shape but one)
-			fields = append(fields, field{name + " f64", asF64(v), fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+			fields = append(fields, field{name + " f64", f64bytes(v), fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
 		}
 	}
 	for _, d := range [][]uint64{{9, 17, 33}, {16, 32, 64}, {12, 33, 49}, {8, 16, 2}, {70, 129}, {64, 128}, {5000}, {8192}} {

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -58,18 +57,12 @@ func gridValues(dims []uint64, f func(z, y, x int) float64) []float64 {
 	return v
 }
 
-// asF32 and asF64 are v's values as float32 and as f64 bytes.
+// asF32 is v's values as float32 (f64bytes, in gpu_test.go, gives them as
+// f64 bytes).
 func asF32(v []float64) []float32 {
 	o := make([]float32, len(v))
 	for i, u := range v {
 		o[i] = float32(u)
-	}
-	return o
-}
-func asF64(v []float64) []byte {
-	o := make([]byte, 8*len(v))
-	for i, u := range v {
-		binary.LittleEndian.PutUint64(o[8*i:], math.Float64bits(u))
 	}
 	return o
 }
