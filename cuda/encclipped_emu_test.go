@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -50,6 +51,35 @@ func TestEncodeClippedEmulated(t *testing.T) {
 		name := fmt.Sprint(d)
 		fields = append(fields, field{name, d[0], d[1], d[2], v, p, 1 << 24}, field{name + " small side", d[0], d[1], d[2], v, p, 0})
 	}
+	// Without holes, for the row walk (enc_rows3): clipped boxes with lx
+	// from 16 to 32 (and narrower ones, for the slow path), ly and lz from
+	// 1 up; escapes (jumps of 100 at eb 1e-3: residuals past 2^15), and at
+	// eb 4e-5 on values near 1000 about a fifth fail the check (raw, keeping
+	// their q: f32's ulp there is 6.1e-5, so a q * step more than half an ulp
+	// from x is rounded to x's neighbour, an error of one ulp).
+	for _, d := range [][3]int{{8, 20, 48}, {5, 33, 63}, {11, 7, 50}, {3, 16, 17}, {9, 18, 40}} {
+		for _, tight := range []bool{false, true} {
+			v := make([]float32, d[0]*d[1]*d[2])
+			for i := range v {
+				x, y, z := i%d[2], i/d[2]%d[1], i/(d[1]*d[2])
+				s := math.Sin(0.2*float64(x)) + math.Cos(0.3*float64(y)) + 0.1*float64(z) + 0.01*r.NormFloat64()
+				if r.IntN(150) == 0 {
+					s += 100
+				}
+				if tight {
+					s = 1000 + 0.01*s
+				}
+				v[i] = float32(s)
+			}
+			p := fz.Params{DType: fz.Float32, Dims: []uint64{uint64(d[0]), uint64(d[1]), uint64(d[2])}, Mode: fz.Abs, Bound: 1e-3}
+			name := fmt.Sprint(d, " no holes")
+			if tight {
+				p.Bound = 4e-5
+				name += ", raw values"
+			}
+			fields = append(fields, field{name, d[0], d[1], d[2], v, p, 1 << 24})
+		}
+	}
 	le := binary.LittleEndian
 	var in bytes.Buffer
 	cfs := make([]v1Field, len(fields))
@@ -81,7 +111,7 @@ func TestEncodeClippedEmulated(t *testing.T) {
 	u64 := func() uint64 { at += 8; return le.Uint64(out[at-8:]) }
 	for i, f := range fields {
 		cf := &cfs[i]
-		nfull, nclip, used := u64(), u64(), u64()
+		nfull, nclip, used, taken := u64(), u64(), u64(), u64()
 		gy, gx := (f.ny+15)/16, (f.nx+31)/32
 		type rec struct {
 			size  uint32
@@ -92,13 +122,16 @@ func TestEncodeClippedEmulated(t *testing.T) {
 			ntile int
 		}
 		recs := make([]rec, len(cf.tiles))
-		var wantClip uint64
+		var wantClip, wantTaken uint64
 		for k := range cf.tiles {
 			iz, iy, ix := k/(gx*gy), k/gx%gy, k%gx
 			lz, ly, lx := min(8, f.nz-8*iz), min(16, f.ny-16*iy), min(32, f.nx-32*ix)
 			recs[k] = rec{size: u32(), off: u64(), outs: u32(), err: math.Float64frombits(u64()), clip: lz*ly*lx < 4096}
 			if recs[k].clip {
 				wantClip++
+				if lx >= 16 && !boxHasHole(f.v, f.ny, f.nx, 8*iz, 16*iy, 32*ix, lz, ly, lx, f.p.Fill) {
+					wantTaken++
+				}
 			}
 		}
 		side := out[at : at+int(used)]
@@ -107,7 +140,7 @@ func TestEncodeClippedEmulated(t *testing.T) {
 			t.Fatalf("%s: %d full and %d clipped tiles, want %d clipped of %d", f.name, nfull, nclip, wantClip, len(cf.tiles))
 		}
 		owner := map[uint64]int{}
-		placed, left := 0, 0
+		placed, left, escs, raws := 0, 0, 0, 0
 		for k, rc := range recs {
 			name := fmt.Sprintf("%s tile %d", f.name, k)
 			if !rc.clip {
@@ -140,19 +173,71 @@ func TestEncodeClippedEmulated(t *testing.T) {
 			}
 			// the raw count: the CPU tile's (FORMAT.md 5: the count after the raw mask)
 			ct := parseV1Tile(cf.tiles[k])
+			escs += len(ct.esc)
+			raws += len(ct.raw)
 			if int(rc.outs) != len(ct.raw) {
 				t.Errorf("%s: raw count %d, the CPU tile's %d", name, rc.outs, len(ct.raw))
 			}
-			if !(rc.err >= 0 && rc.err <= cf.eb) {
-				t.Errorf("%s: largest error %g outside [0, eb %g]", name, rc.err, cf.eb)
+			iz, iy, ix := k/(gx*gy), k/gx%gy, k%gx
+			if want := boxMaxErr(f.v, f.ny, f.nx, 8*iz, 16*iy, 32*ix, min(8, f.nz-8*iz), min(16, f.ny-16*iy), min(32, f.nx-32*ix), cf); rc.err != want {
+				t.Errorf("%s: largest error %g, the values' %g", name, rc.err, want)
 			}
+		}
+		// the row walk takes exactly the clipped tiles of lx >= 16 without
+		// holes; the rest go to the slow path
+		if taken != wantTaken {
+			t.Errorf("%s: the row walk took %d clipped tiles, want %d (lx >= 16, no fill, NaN or Inf)", f.name, taken, wantTaken)
+		}
+		if strings.HasSuffix(f.name, "no holes") && escs == 0 || strings.HasSuffix(f.name, "raw values") && raws == 0 {
+			t.Errorf("%s: the clipped tiles hold %d escapes and %d raw values: the case does not test them", f.name, escs, raws)
 		}
 		if f.cap < 1<<24 && (left == 0 || placed == 0) {
 			t.Errorf("%s: a side buffer of %d bytes placed %d tiles and left %d: the case does not test the fallback", f.name, f.cap, placed, left)
 		}
-		t.Logf("%s: %d clipped tiles, %d pre-coded, %d left to the warp encoder", f.name, nclip, placed, left)
+		t.Logf("%s: %d clipped tiles (%d by the row walk), %d pre-coded, %d left to the warp encoder", f.name, nclip, taken, placed, left)
+		t.Logf("%s: %d escapes, %d raw values in its clipped tiles", f.name, escs, raws)
 	}
 	if at != len(out) {
 		t.Fatalf("encode_clipped_emu wrote %d bytes, the fields account for %d", len(out), at)
 	}
+}
+
+// boxHasHole reports whether the box (z0, y0, x0) + (lz, ly, lx) of a
+// row-major field holds a value without q: NaN, Inf or the fill value.
+func boxHasHole(v []float32, ny, nx, z0, y0, x0, lz, ly, lx int, fill *float64) bool {
+	for z := z0; z < z0+lz; z++ {
+		for y := y0; y < y0+ly; y++ {
+			for x := x0; x < x0+lx; x++ {
+				f := float64(v[(z*ny+y)*nx+x])
+				if math.IsNaN(f) || math.IsInf(f, 0) || (fill != nil && float32(f) == float32(*fill)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// boxMaxErr is the largest error |x - x'| over the box's values that keep
+// their q and pass the check (FORMAT.md section 4), as the tile's error.
+func boxMaxErr(v []float32, ny, nx, z0, y0, x0, lz, ly, lx int, cf *v1Field) float64 {
+	merr := 0.0
+	for z := z0; z < z0+lz; z++ {
+		for y := y0; y < y0+ly; y++ {
+			for x := x0; x < x0+lx; x++ {
+				xv := v[(z*ny+y)*nx+x]
+				if cf.hasFill && math.Float32bits(xv) == cf.fillBits {
+					continue
+				}
+				s, q := quantize(xv, cf.inv)
+				if !(math.Abs(s) < 1<<28) {
+					continue
+				}
+				if e := checkErr(xv, q, cf.step); e <= cf.eb {
+					merr = max(merr, e)
+				}
+			}
+		}
+	}
+	return merr
 }

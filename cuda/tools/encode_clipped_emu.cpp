@@ -10,7 +10,7 @@
 // Input: records {u32 nz, ny, nx, has_fill, fill_bits, f64 inv, step, eb,
 // u64 side_cap} then the field's f32 values; the job is the whole field.
 // Output per record: u64 nfull, u64 nclip, u64 bytes used (the bump
-// pointer, at most side_cap), per tile u32 tsize (0xFFFFFFFF: not touched), u64 tprefix, u32
+// pointer, at most side_cap), u64 the tiles the row walk took (enc_rows3), per tile u32 tsize (0xFFFFFFFF: not touched), u64 tprefix, u32
 // touts, f64 terr, then the side buffer's first `used` bytes (only the
 // written tiles' bytes are compared; the rest is a pattern).
 #include <algorithm>
@@ -23,6 +23,11 @@
 #include "../encode_common.cuh"
 #include "../mask_corners.cuh"
 #include "../encode_slow.cuh"
+// the tiles the row walk took (lane 0 of the warp counts them)
+static unsigned long long rows3_taken;
+#define EMU_ROWS3_TAKEN \
+    if (lane == 0) rows3_taken++
+#include "../encode_rows3.cuh"
 #include "../encode_write.cuh"
 #include "../tile_order.cuh"
 // the kernel's dynamic shared memory (extern __shared__ on the GPU)
@@ -50,6 +55,7 @@ int main(int argc, char **argv) {
         std::vector<double> terr(nt, -1.0);
         unsigned long long ctr[2] = {0, 0};
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
+        rows3_taken = 0;
         bar = new std::barrier<>(32);
         run_warp([&](int lane) {
             blockIdx = uint3{0, 0, 0};
@@ -62,6 +68,7 @@ int main(int argc, char **argv) {
         fwrite(&nfull, 8, 1, out);
         fwrite(&nclip, 8, 1, out);
         fwrite(&used, 8, 1, out);
+        fwrite(&rows3_taken, 8, 1, out);
         for (unsigned long long t = 0; t < nt; t++) {
             fwrite(&tsize[t], 4, 1, out);
             fwrite(&tprefix[t], 8, 1, out);
