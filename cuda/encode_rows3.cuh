@@ -1,4 +1,4 @@
-// The row walk for clipped rank-3 tiles without holes (enc_rows3), taken by
+// The row walk for clipped rank-3 tiles (enc_rows3), taken by
 // encode_clipped_kernel (PCT) before the slow path. Included by
 // encode_warp.cuh after encode_slow.cuh.
 //
@@ -23,11 +23,13 @@
 // (slots past n zero up to slot_pairs(n)), the escape bitmap and each
 // escape's residual in q's scratch (the escape list reads them), and for a
 // value that fails the check (raw, keeps its q: FORMAT.md 4.3) its raw bit
-// and flag 5 (the raw mask's transform reads flag bit 4; every other flag
-// is 0). Returns false at the first group of four rows with a hole (fill,
-// NaN, Inf, |s| >= 2^28: those take the placeholder, the mean of the
-// tile's q, which needs a pass of its own); the caller then runs enc_slow,
-// which rewrites all of the scratch that the rows coded so far wrote.
+// and flag 5 (the masks' transforms read flag bits 2 and 4: without a fill
+// value the other flags stay 0). Holes (fill, NaN, Inf, |s| >= 2^28) take the placeholder, the
+// mean of the tile's q, which needs a pass of its own: a field with a fill
+// value gets that pass first (flags, counts, placeholder, as enc_slow's
+// step 1), and the walk recomputes q. Without a fill value holes are rare:
+// the walk returns false at the first group of four rows with one, and the
+// caller runs enc_slow, which rewrites all of the scratch the rows wrote.
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 16  // 33: never
 #endif
@@ -52,11 +54,66 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
     for (int i = lane; i < (n + 15) / 16; i += 32) ((uint4 *)sfl)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
-    unsigned nraw = 0, nesc = 0;
-    int origin = 0;
-    double merr = 0;
     const T *col = src + (z0 * g.ny + y0) * g.nx + x0 + (xin ? lane : 0);
     const unsigned long long plane = g.ny * g.nx;
+    unsigned nraw = 0, nesc = 0, NR = 0, NF = 0;
+    int origin = 0, ph = 0;
+    double merr = 0;
+    // A field with a fill value (its tiles often hold some): first a pass
+    // for the flags, the counts, the error and the placeholder, as enc_slow's
+    // step 1; the walk then gives holes the placeholder. Without one, holes
+    // (NaN, Inf, |s| >= 2^28) are rare: the walk returns at the first.
+    const bool counted = has_fill;
+    if (counted) {
+        unsigned nfill = 0, cnt = 0;
+        long long sum = 0;
+#pragma unroll 1
+        for (int z = 0; z < lz; z++) {
+            const T *p = col + z * plane;
+#pragma unroll 1
+            for (int yb = 0; yb < ly; yb += 4) {
+                T v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    if (yb + u < ly && xin) v[u] = p[(unsigned long long)(yb + u) * g.nx];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    if (yb + u >= ly || !xin) continue;
+                    const int e = (z * ly + yb + u) * lx + lane;
+                    unsigned char f;
+                    if (Bits<T>::of(v[u]) == fill_bits) {
+                        f = 2;
+                        nfill++;
+                    } else {
+                        int q;
+                        double er;
+                        bool raw;
+                        if (quant1<T>(v[u], inv, step, eb, 0, 0ull, q, er, raw)) {
+                            f = 4;
+                            nraw++;
+                        } else {
+                            sum += q;
+                            cnt++;
+                            f = raw ? 5 : 1;
+                            if (raw)
+                                nraw++;
+                            else
+                                merr = fmax(merr, er);
+                        }
+                    }
+                    if (f & 4) atomicOr(&sraw[e >> 5], 1u << (e & 31));
+                    sfl[e] = f;
+                }
+            }
+        }
+        NR = __reduce_add_sync(F, nraw);
+        NF = __reduce_add_sync(F, nfill);
+        const unsigned C = __reduce_add_sync(F, cnt);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
+        // holes take the placeholder: trunc(mean of the tile's q)
+        ph = C ? (int)(sum / (long long)C) : 0;
+    }
     unsigned *qz = pw + lane;  // q of (z - 1, y, lane) at qz[32 y]
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
@@ -76,11 +133,16 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 raw[u] = false;
                 if (yb + u < ly && xin) {
                     double er;
-                    hole |= quant1<T>(v[u], inv, step, eb, has_fill, fill_bits, q[u], er, raw[u]);
-                    if (!raw[u]) merr = fmax(merr, er);
+                    const bool h = quant1<T>(v[u], inv, step, eb, has_fill, fill_bits, q[u], er, raw[u]);
+                    if (counted) {
+                        if (h) q[u] = ph;
+                    } else {
+                        hole |= h;
+                        if (!raw[u]) merr = fmax(merr, er);
+                    }
                 }
             }
-            if (__any_sync(F, hole)) return false;
+            if (!counted && __any_sync(F, hole)) return false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int y = yb + u;
@@ -94,7 +156,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 const int d = (int)(w - wl);
                 if (xin) {
                     const int e = (z * ly + y) * lx + lane;
-                    if (raw[u]) {
+                    if (!counted && raw[u]) {
                         nraw++;
                         sfl[e] = 5;
                         atomicOr(&sraw[e >> 5], 1u << (e & 31));
@@ -116,15 +178,15 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
             }
         }
     }
-    const unsigned NR = __reduce_add_sync(F, nraw);
+    if (!counted) NR = __reduce_add_sync(F, nraw);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) merr = fmax(merr, __shfl_xor_sync(F, merr, o));
     // the planes overwrite qz: slow_masks_planes starts with a __syncwarp
-    slow_masks_planes<3>(g, lz, ly, lx, NR, 0u, pw, sc, lane);
+    slow_masks_planes<3>(g, lz, ly, lx, NR, NF, pw, sc, lane);
     ts.origin = __shfl_sync(F, origin, 0);
     ts.nesc = __reduce_add_sync(F, nesc);
     ts.nraw = NR;
-    ts.nfill = 0;
+    ts.nfill = NF;
     ts.merr = merr;
 #ifdef EMU_ROWS3_TAKEN
     EMU_ROWS3_TAKEN;  // tools/encode_clipped_emu.cpp counts the tiles taken
