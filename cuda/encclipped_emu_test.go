@@ -52,14 +52,13 @@ func TestEncodeClippedEmulated(t *testing.T) {
 		fields = append(fields, field{name, d[0], d[1], d[2], v, p, 1 << 24}, field{name + " small side", d[0], d[1], d[2], v, p, 0})
 	}
 	// Without holes, for the row walk (enc_rows3): clipped boxes with lx
-	// from 16 to 32 (and narrower ones, for the slow path), ly and lz from
-	// 1 up; escapes (jumps of 100 at eb 1e-3: residuals past 2^15), and at
+	// from 1 to 32 (one to 32 rows a step), ly and lz from 1 up; escapes (jumps of 100 at eb 1e-3: residuals past 2^15), and at
 	// eb 4e-5 on values near 1000 about a fifth fail the check (raw, keeping
 	// their q: f32's ulp there is 6.1e-5, so a q * step more than half an ulp
 	// from x is rounded to x's neighbour, an error of one ulp).
 	// A few NaNs without a fill value: the row walk gives up on those
 	// tiles, the slow path takes them.
-	for _, d := range [][3]int{{8, 20, 48}, {5, 33, 63}, {11, 7, 50}, {3, 16, 17}, {9, 18, 40}, {16, 40, 90}} {
+	for _, d := range [][3]int{{8, 20, 48}, {5, 33, 63}, {11, 7, 50}, {3, 16, 17}, {9, 18, 40}, {6, 19, 35}, {10, 23, 44}, {4, 50, 34}, {7, 16, 36}, {16, 40, 90}} {
 		for _, tight := range []bool{false, true} {
 			nan := d[0] == 16
 			v := make([]float32, d[0]*d[1]*d[2])
@@ -138,7 +137,7 @@ func TestEncodeClippedEmulated(t *testing.T) {
 			recs[k] = rec{size: u32(), off: u64(), outs: u32(), err: math.Float64frombits(u64()), clip: lz*ly*lx < 4096}
 			if recs[k].clip {
 				wantClip++
-				if lx >= 16 && (f.p.Fill != nil || !boxHasHole(f.v, f.ny, f.nx, 8*iz, 16*iy, 32*ix, lz, ly, lx, f.p.Fill)) {
+				if lx >= rows3MinLX && (f.p.Fill != nil || !boxHasHole(f.v, f.ny, f.nx, 8*iz, 16*iy, 32*ix, lz, ly, lx, f.p.Fill)) {
 					wantTaken++
 				}
 			}
@@ -192,11 +191,11 @@ func TestEncodeClippedEmulated(t *testing.T) {
 				t.Errorf("%s: largest error %g, the values' %g", name, rc.err, want)
 			}
 		}
-		// the row walk takes exactly the clipped tiles of lx >= 16, those
-		// with holes only in a field with a fill value; the rest go to the
-		// slow path
+		// the row walk takes exactly the clipped tiles of lx >= rows3MinLX,
+		// those with holes only in a field with a fill value; the rest go to
+		// the slow path
 		if taken != wantTaken {
-			t.Errorf("%s: the row walk took %d clipped tiles, want %d (lx >= 16; no NaN or Inf without a fill value)", f.name, taken, wantTaken)
+			t.Errorf("%s: the row walk took %d clipped tiles, want %d (lx >= %d; no NaN or Inf without a fill value)", f.name, taken, wantTaken, rows3MinLX)
 		}
 		if strings.HasSuffix(f.name, "no holes") && escs == 0 || strings.HasSuffix(f.name, "raw values") && raws == 0 {
 			t.Errorf("%s: the clipped tiles hold %d escapes and %d raw values: the case does not test them", f.name, escs, raws)
@@ -211,6 +210,10 @@ func TestEncodeClippedEmulated(t *testing.T) {
 		t.Fatalf("encode_clipped_emu wrote %d bytes, the fields account for %d", len(out), at)
 	}
 }
+
+// rows3MinLX is encode_rows3.cuh's ENC_ROWS3_MIN_LX: the narrowest clipped
+// box the row walk takes.
+const rows3MinLX = 1
 
 // boxHasHole reports whether the box (z0, y0, x0) + (lz, ly, lx) of a
 // row-major field holds a value without q: NaN, Inf or the fill value.

@@ -58,8 +58,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
         prefetch_tile(src, g, (z0 * g.ny + y0) * g.nx + x0, lz, ly, lx, lane);
         TileSum ts;
         ts.nraw = ts.nfill = ts.wide = 0;
-        // the row walk where at least half the lanes have a column
-        // (encode_rows3.cuh), the slow path for the rest and for holes
+        // the row walk (encode_rows3.cuh); the slow path for holes in
+        // fields without a fill value
         if (lx < ENC_ROWS3_MIN_LX ||
             !enc_rows3<T, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts))
             enc_slow<T, 3, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);

@@ -8,15 +8,17 @@
 // of values against 193 us for the full tiles' walk), latency-bound on its
 // global scratch (L1 hit 48 %): per element two multiply-high divisions for
 // its coordinates, q and a flag stored, then eight loads of q for the
-// Lorenzo step. Here lane x takes column x of every row, as the staged walk
-// does, and quantize and Lorenzo are one pass: the row above from a
-// register, x - 1 by one shuffle, and q of plane z - 1 from the warp's
-// plane buffer (unused until the planes are built; 16 rows x 32 lanes),
-// so nothing of q goes through the scratch. Lanes x >= lx idle, so the
-// caller takes it for lx >= ENC_ROWS3_MIN_LX only. (enc_box3, v23, walked
-// rows too but kept q in the scratch, two passes: in the warp encoder,
-// where the tile's latency held the scanner, it lost on levitus' 8-wide
-// edge tiles.)
+// Lorenzo step. Here the warp walks the box by rows, as the staged walk
+// does, with rows side by side where lx <= 16 (two 16-lane rows a step, or
+// four of 8 lanes...: W lanes a row, W the power of two from lx up, so at
+// least half the lanes hold a column), and quantize and Lorenzo are one
+// pass: the row above by a shuffle (or a register, from the step before),
+// x - 1 by one shuffle, and q of plane z - 1 from the warp's plane buffer
+// (unused until the planes are built; 16 rows x 32 columns), so nothing of
+// q goes through the scratch. (enc_box3, v23, walked one row a step and
+// kept q in the scratch, two passes: in the warp encoder, where the tile's
+// latency held the scanner, it lost on levitus' 8-wide edge tiles with 8
+// of 32 lanes busy.)
 //
 // What it writes is what enc_slow writes for such a tile, so steps 3-4
 // (slow_masks_planes) and the tile writer take either: codes at their slots
@@ -31,7 +33,7 @@
 // the walk returns false at the first group of four rows with one, and the
 // caller runs enc_slow, which rewrites all of the scratch the rows wrote.
 #ifndef ENC_ROWS3_MIN_LX
-#define ENC_ROWS3_MIN_LX 16  // 33: never
+#define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
 #endif
 
 template <typename T, int V>
@@ -46,7 +48,11 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     unsigned char *sfl = sc + SC_FL;
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
     const int n = lz * ly * lx;
-    const bool xin = lane < lx;
+    // Rows side by side: W lanes a row (the power of two from lx up), R =
+    // 32 / W rows a step; lane (s, x) takes column x of row s of each step.
+    const int W = lx > 16 ? 32 : lx > 8 ? 16 : lx > 4 ? 8 : lx > 2 ? 4 : lx > 1 ? 2 : 1, R = 32 / W;
+    const int s = lane / W, x = lane & (W - 1);
+    const bool xin = x < lx;
     for (int i = lane; i < 128; i += 32) {
         sesc[i] = 0;
         sraw[i] = 0;
@@ -54,7 +60,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
     for (int i = lane; i < (n + 15) / 16; i += 32) ((uint4 *)sfl)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
-    const T *col = src + (z0 * g.ny + y0) * g.nx + x0 + (xin ? lane : 0);
+    const T *col = src + (z0 * g.ny + y0 + s) * g.nx + x0 + (xin ? x : 0);
     const unsigned long long plane = g.ny * g.nx;
     unsigned nraw = 0, nesc = 0, NR = 0, NF = 0;
     int origin = 0, ph = 0;
@@ -71,15 +77,15 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         for (int z = 0; z < lz; z++) {
             const T *p = col + z * plane;
 #pragma unroll 1
-            for (int yb = 0; yb < ly; yb += 4) {
+            for (int yb = 0; yb < ly; yb += 4 * R) {
                 T v[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (yb + u < ly && xin) v[u] = p[(unsigned long long)(yb + u) * g.nx];
+                    if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    if (yb + u >= ly || !xin) continue;
-                    const int e = (z * ly + yb + u) * lx + lane;
+                    if (yb + u * R + s >= ly || !xin) continue;
+                    const int e = (z * ly + yb + u * R + s) * lx + x;
                     unsigned char f;
                     if (Bits<T>::of(v[u]) == fill_bits) {
                         f = 2;
@@ -114,24 +120,24 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         // holes take the placeholder: trunc(mean of the tile's q)
         ph = C ? (int)(sum / (long long)C) : 0;
     }
-    unsigned *qz = pw + lane;  // q of (z - 1, y, lane) at qz[32 y]
+    unsigned *qz = pw + x;  // q of (z - 1, y, x) at qz[32 y]
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
         const T *p = col + z * plane;
-        unsigned tp = 0;  // t of (z, y - 1, lane)
+        unsigned tp = 0;  // t of (z, y - 1, x) for the step's first row
 #pragma unroll 1
-        for (int yb = 0; yb < ly; yb += 4) {
+        for (int yb = 0; yb < ly; yb += 4 * R) {
             T v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if (yb + u < ly && xin) v[u] = p[(unsigned long long)(yb + u) * g.nx];
+                if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
             int q[4];
             bool raw[4], hole = false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 q[u] = 0;
                 raw[u] = false;
-                if (yb + u < ly && xin) {
+                if (yb + u * R + s < ly && xin) {
                     double er;
                     const bool h = quant1<T>(v[u], inv, step, eb, has_fill, fill_bits, q[u], er, raw[u]);
                     if (counted) {
@@ -145,17 +151,21 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
             if (!counted && __any_sync(F, hole)) return false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                const int y = yb + u;
-                if (y >= ly) break;  // the same for every lane
-                const unsigned qp = z ? qz[32 * y] : 0u;
-                qz[32 * y] = (unsigned)q[u];
-                const unsigned t = (unsigned)q[u] - qp, w = t - tp;
-                tp = t;
+                if (yb + u * R >= ly) break;  // the same for every lane
+                const int y = yb + u * R + s;
+                const bool in = xin && y < ly;
+                const unsigned qp = z && in ? qz[32 * y] : 0u;
+                if (in) qz[32 * y] = (unsigned)q[u];
+                // t = q - q(z - 1); w = t - t(y - 1): the row before is
+                // row s - 1 of this step, or the last row of the step before
+                const unsigned t = (unsigned)q[u] - qp, tu = __shfl_up_sync(F, t, W);
+                const unsigned w = t - (s ? tu : tp);
+                tp = __shfl_sync(F, t, (R - 1) * W + x);
                 unsigned wl = __shfl_up_sync(F, w, 1);
-                if (lane == 0) wl = 0;
+                if (x == 0) wl = 0;
                 const int d = (int)(w - wl);
-                if (xin) {
-                    const int e = (z * ly + y) * lx + lane;
+                if (in) {
+                    const int e = (z * ly + y) * lx + x;
                     if (!counted && raw[u]) {
                         nraw++;
                         sfl[e] = 5;
@@ -173,7 +183,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                         sq[e] = d;
                         atomicOr(&sesc[e >> 5], 1u << (e & 31));
                     }
-                    scode[slot_std<3>(z, y, lane, lz, ly, lx, g)] = (unsigned short)c;
+                    scode[slot_std<3>(z, y, x, lz, ly, lx, g)] = (unsigned short)c;
                 }
             }
         }
