@@ -24,13 +24,7 @@ func TestEncodeClippedEmulated(t *testing.T) {
 	emu := buildEmu(t, "encode_clipped_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
 	r := rand.New(rand.NewPCG(3, 41))
 	fillv := -9999.0
-	type field struct {
-		name       string
-		nz, ny, nx int
-		v          []float32
-		p          fz.Params
-		cap        uint64
-	}
+	type field = clipField
 	var fields []field
 	for _, d := range [][3]int{{9, 17, 33}, {12, 33, 49}, {16, 20, 40}, {24, 50, 70}} {
 		v := make([]float32, d[0]*d[1]*d[2])
@@ -49,7 +43,7 @@ func TestEncodeClippedEmulated(t *testing.T) {
 		}
 		p := fz.Params{DType: fz.Float32, Dims: []uint64{uint64(d[0]), uint64(d[1]), uint64(d[2])}, Mode: fz.Abs, Bound: 1e-3, Fill: &fillv}
 		name := fmt.Sprint(d)
-		fields = append(fields, field{name, d[0], d[1], d[2], v, p, 1 << 24}, field{name + " small side", d[0], d[1], d[2], v, p, 0})
+		fields = append(fields, field{name, 3, d[0], d[1], d[2], v, p, 1 << 24}, field{name + " small side", 3, d[0], d[1], d[2], v, p, 0})
 	}
 	// Without holes, for the row walk (enc_rows3): clipped boxes with lx
 	// from 1 to 32 (one to 32 rows a step), ly and lz from 1 up; escapes (jumps of 100 at eb 1e-3: residuals past 2^15), and at
@@ -85,7 +79,45 @@ func TestEncodeClippedEmulated(t *testing.T) {
 				p.Bound = 4e-5
 				name += ", raw values"
 			}
-			fields = append(fields, field{name, d[0], d[1], d[2], v, p, 1 << 24})
+			fields = append(fields, field{name, 3, d[0], d[1], d[2], v, p, 1 << 24})
+		}
+	}
+	// Rank 2 (64 x 64 tiles, the slow path): clipped along y, x or both,
+	// and a field narrower than a tile (all clipped); with fill and NaN (and
+	// a half-size side buffer), escapes, raw values.
+	for _, d := range [][2]int{{100, 150}, {40, 300}, {70, 64}} {
+		for variant := range 3 {
+			v := make([]float32, d[0]*d[1])
+			for i := range v {
+				x, y := i%d[1], i/d[1]
+				s := math.Sin(0.2*float64(x)) + math.Cos(0.3*float64(y)) + 0.01*r.NormFloat64()
+				switch {
+				case variant == 0 && r.IntN(300) == 0:
+					s = math.NaN()
+				case variant == 0 && r.IntN(10) == 0 && (x+y)%5 < 2:
+					s = fillv
+				case variant == 1 && r.IntN(150) == 0:
+					s += 100
+				case variant == 2:
+					s = 1000 + 0.01*s
+				}
+				v[i] = float32(s)
+			}
+			p := fz.Params{DType: fz.Float32, Dims: []uint64{uint64(d[0]), uint64(d[1])}, Mode: fz.Abs, Bound: 1e-3}
+			name := fmt.Sprint("2-D ", d)
+			switch variant {
+			case 0:
+				p.Fill = &fillv
+				fields = append(fields, field{name + " fill, NaN", 2, 1, d[0], d[1], v, p, 1 << 24})
+				if d[0] != 70 { // more than one clipped tile: some fit, some do not
+					fields = append(fields, field{name + " fill, NaN, small side", 2, 1, d[0], d[1], v, p, 0})
+				}
+			case 1:
+				fields = append(fields, field{name + " no holes", 2, 1, d[0], d[1], v, p, 1 << 24})
+			case 2:
+				p.Bound = 4e-5
+				fields = append(fields, field{name + " no holes, raw values", 2, 1, d[0], d[1], v, p, 1 << 24})
+			}
 		}
 	}
 	le := binary.LittleEndian
@@ -95,16 +127,14 @@ func TestEncodeClippedEmulated(t *testing.T) {
 		f := &fields[i]
 		cfs[i] = compressV1(t, f.name, f.v, f.p)
 		if f.cap == 0 { // room for about half of the clipped tiles
-			gy, gx := (f.ny+15)/16, (f.nx+31)/32
 			for k, tl := range cfs[i].tiles {
-				iz, iy, ix := k/(gx*gy), k/gx%gy, k%gx
-				if min(8, f.nz-8*iz)*min(16, f.ny-16*iy)*min(32, f.nx-32*ix) < 4096 {
+				if _, _, _, lz, ly, lx := f.tileBox(k); lz*ly*lx < 4096 {
 					f.cap += uint64(len(tl)+15) &^ 15
 				}
 			}
 			f.cap /= 2
 		}
-		for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cfs[i].hasFill), cfs[i].fillBits} {
+		for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cfs[i].hasFill), cfs[i].fillBits, uint32(f.rank)} {
 			in.Write(le.AppendUint32(nil, u))
 		}
 		var hd [24]byte
@@ -120,7 +150,6 @@ func TestEncodeClippedEmulated(t *testing.T) {
 	for i, f := range fields {
 		cf := &cfs[i]
 		nfull, nclip, used, taken := u64(), u64(), u64(), u64()
-		gy, gx := (f.ny+15)/16, (f.nx+31)/32
 		type rec struct {
 			size  uint32
 			off   uint64
@@ -132,12 +161,11 @@ func TestEncodeClippedEmulated(t *testing.T) {
 		recs := make([]rec, len(cf.tiles))
 		var wantClip, wantTaken uint64
 		for k := range cf.tiles {
-			iz, iy, ix := k/(gx*gy), k/gx%gy, k%gx
-			lz, ly, lx := min(8, f.nz-8*iz), min(16, f.ny-16*iy), min(32, f.nx-32*ix)
+			z0, y0, x0, lz, ly, lx := f.tileBox(k)
 			recs[k] = rec{size: u32(), off: u64(), outs: u32(), err: math.Float64frombits(u64()), clip: lz*ly*lx < 4096}
 			if recs[k].clip {
 				wantClip++
-				if lx >= rows3MinLX && (f.p.Fill != nil || !boxHasHole(f.v, f.ny, f.nx, 8*iz, 16*iy, 32*ix, lz, ly, lx, f.p.Fill)) {
+				if f.rank == 3 && lx >= rows3MinLX && (f.p.Fill != nil || !boxHasHole(f.v, f.ny, f.nx, z0, y0, x0, lz, ly, lx, f.p.Fill)) {
 					wantTaken++
 				}
 			}
@@ -186,8 +214,8 @@ func TestEncodeClippedEmulated(t *testing.T) {
 			if int(rc.outs) != len(ct.raw) {
 				t.Errorf("%s: raw count %d, the CPU tile's %d", name, rc.outs, len(ct.raw))
 			}
-			iz, iy, ix := k/(gx*gy), k/gx%gy, k%gx
-			if want := boxMaxErr(f.v, f.ny, f.nx, 8*iz, 16*iy, 32*ix, min(8, f.nz-8*iz), min(16, f.ny-16*iy), min(32, f.nx-32*ix), cf); rc.err != want {
+			z0, y0, x0, lz, ly, lx := f.tileBox(k)
+			if want := boxMaxErr(f.v, f.ny, f.nx, z0, y0, x0, lz, ly, lx, cf); rc.err != want {
 				t.Errorf("%s: largest error %g, the values' %g", name, rc.err, want)
 			}
 		}
@@ -253,4 +281,27 @@ func boxMaxErr(v []float32, ny, nx, z0, y0, x0, lz, ly, lx int, cf *v1Field) flo
 		}
 	}
 	return merr
+}
+
+// clipField is a case of TestEncodeClippedEmulated: a rank-3 field, or a
+// rank-2 one (nz 1), its parameters and the side buffer's bytes.
+type clipField struct {
+	name       string
+	rank       int
+	nz, ny, nx int
+	v          []float32
+	p          fz.Params
+	cap        uint64
+}
+
+// tileBox is tile k's box in the standard tile shape of the field's rank
+// (FORMAT.md section 3).
+func (f *clipField) tileBox(k int) (z0, y0, x0, lz, ly, lx int) {
+	tz, ty, tx := 8, 16, 32
+	if f.rank == 2 {
+		tz, ty, tx = 1, 64, 64
+	}
+	gy, gx := (f.ny+ty-1)/ty, (f.nx+tx-1)/tx
+	z0, y0, x0 = tz*(k/(gx*gy)), ty*(k/gx%gy), tx*(k%gx)
+	return z0, y0, x0, min(tz, f.nz-z0), min(ty, f.ny-y0), min(tx, f.nx-x0)
 }

@@ -1,6 +1,6 @@
-// Pre-coded clipped tiles (PCT, v24): a job's clipped rank-3
-// tiles coded by a kernel of their own before the warp encoder runs, so that
-// the warp encoder only copies them. H200, same call: compress era5
+// Pre-coded clipped tiles (PCT, v24): a job's clipped rank-3 (and, on
+// branch pct2, rank-2) tiles coded by a kernel of their own before the warp
+// encoder runs, so that the warp encoder only copies them. H200, same call: compress era5
 // 1.44-1.66x, plot3d 1.45-1.89x, coads 1.50-1.55x, levitus 1.21-1.24x
 // (PERF.md v24).
 //
@@ -23,13 +23,16 @@
 // its offset in `side` in tprefix (the warp encoder replaces it with the
 // tile's prefix); a tile that does not fit in `side` gets size 0 and is
 // walked by the warp encoder in tile order as before. Version 1 only.
+// FAST: the standard tile shape's rank, 3 (the row walk, else the slow
+// path) or 2 (the slow path: 64 x 64 tiles clipped at a 2-D field's edges,
+// stageIV's and adk's, which held the scanner as rank 3's did).
 #ifndef ENC_CLIPPED_MINB
 // Blocks per SM the register budget is cut for. The kernel runs only the
 // slow path and the tail (no staged walk), so 80 registers do
 // instead of the walks' 128: 24 warps per SM instead of 16.
 #define ENC_CLIPPED_MINB 3
 #endif
-template <typename T>
+template <typename T, int FAST>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
     encode_clipped_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill,
                           unsigned long long fill_bits, unsigned long long tile0, unsigned long long nt, uint3 fl,
@@ -60,9 +63,9 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
         ts.nraw = ts.nfill = ts.wide = 0;
         // the row walk (encode_rows3.cuh); the slow path for holes in
         // fields without a fill value
-        if (lx < ENC_ROWS3_MIN_LX ||
+        if (FAST != 3 || lx < ENC_ROWS3_MIN_LX ||
             !enc_rows3<T, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts))
-            enc_slow<T, 3, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+            enc_slow<T, FAST, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         __syncwarp();
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
         double M = ts.merr;

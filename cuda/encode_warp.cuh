@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         int lz, ly, lx;
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
-        if (FAST == 3 && V == 1 && pre && !full && tsize[rel]) {
+        if ((FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
             // pre-coded by encode_clipped_kernel (encode_clipped.cuh): its size,
             // raw count and error are in the tables, its bytes in pre at the
             // offset tprefix holds. Publish the size, then park the bytes (or,

@@ -103,6 +103,16 @@ static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 
     return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt) : enc_kernel_v<1>(dtype, fast, has_fill, opt);
 }
 
+// encode_clipped_kernel (PCT) number 2 * (f64) + (rank 2).
+static const void *clipped_kernel(int i) {
+    switch (i) {
+    case 0: return (const void *)encode_clipped_kernel<float, 3>;
+    case 1: return (const void *)encode_clipped_kernel<float, 2>;
+    case 2: return (const void *)encode_clipped_kernel<double, 3>;
+    default: return (const void *)encode_clipped_kernel<double, 2>;
+    }
+}
+
 #include "tables.cuh"          // tile-size tables, the job's result
 #include "crc32c.cuh"          // CRC32C on the device
 #include "gather.cuh"          // GPU-resident snapshots: device assembly
@@ -126,7 +136,7 @@ struct fzgpu_ctx {
     unsigned char *scratch;       // warp encoder: SC_BYTES per resident warp
     int range_blocks;                 // blocks of the range pass (one wave)
     unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
-    unsigned long long clip_blocks[2]; // encode_clipped_kernel's, f32 and f64
+    unsigned long long clip_blocks[4]; // encode_clipped_kernel's: (f64, rank 2) in bits 1, 0
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
@@ -265,11 +275,11 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
         c->enc_blocks[i] = b;
         if (b > slots) slots = b;
     }
-    const void *ck[2] = {(const void *)encode_clipped_kernel<float>, (const void *)encode_clipped_kernel<double>};
-    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+    for (int i = 0; i < 4 && e == cudaSuccess; i++) {
+        const void *ck = clipped_kernel(i);
         int nb = 0;
-        e = cudaFuncSetAttribute(ck[i], cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, ck[i], ENC_W * 32, ENC_SMEM);
+        e = cudaFuncSetAttribute(ck, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, ck, ENC_W * 32, ENC_SMEM);
         unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
         const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
         if (b > need) b = need;
@@ -503,12 +513,13 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     cudaStream_t st = (cudaStream_t)stream;
     // Version 2 always takes the warp encoder (its generic path takes every
     // tile); the block encoder writes version 1 only.
-    // PCT (encode_clipped.cuh): version-1 rank-3 jobs with clipped tiles
-    // code those first, in a kernel of their own; the block encoder is
-    // then not needed for fields of mostly clipped tiles.
+    // PCT (encode_clipped.cuh): version-1 rank-3 and rank-2 jobs with
+    // clipped tiles code those first, in a kernel of their own; the block
+    // encoder is then not needed for fields of mostly clipped tiles.
     uint3 fl = make_uint3(0, 0, 0);
     unsigned long long nfull = nt;
-    if (ENC_PCT && f->version == 1 && g.fast3 && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx)) {
+    if (ENC_PCT && f->version == 1 && (g.fast3 || g.fast2) && g.tiles <= 0xFFFFFFFFull &&
+        (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx)) {
         fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         nfull = full_before_host(g, tile0 + nt, fl) - full_before_host(g, tile0, fl);
     }
@@ -550,14 +561,15 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             }
             CK(cudaMemsetAsync(c->pctctr, 0, 2 * sizeof(unsigned long long), st));
             unsigned long long nbc = (nclip + ENC_W - 1) / ENC_W;
-            if (nbc > c->clip_blocks[f->dtype == 2]) nbc = c->clip_blocks[f->dtype == 2];
+            const int ki = 2 * (f->dtype == 2) + (fast == 2);
+            if (nbc > c->clip_blocks[ki]) nbc = c->clip_blocks[ki];
             unsigned *side = c->pctbuf;
             const unsigned long long side_cap = c->pctcap;
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                             (void *)&tile0, (void *)&nt, (void *)&fl, (void *)&nfull, (void *)&nclip, (void *)&side,
                             (void *)&side_cap, (void *)&c->pctctr, (void *)&c->tsize, (void *)&c->tprefix,
                             (void *)&c->touts, (void *)&c->terr, (void *)&c->scratch};
-            const void *kc = f->dtype == 1 ? (const void *)encode_clipped_kernel<float> : (const void *)encode_clipped_kernel<double>;
+            const void *kc = clipped_kernel(ki);
             CK(launch_dependent(kc, dim3((unsigned)nbc), dim3(ENC_W * 32), ENC_SMEM, st, args));
             pre = c->pctbuf;
         }

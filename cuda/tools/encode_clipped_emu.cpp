@@ -7,7 +7,8 @@
 // codec's). The slow path and the tile writer are the headers' own, as in
 // encode_slow_emu.cpp.
 //
-// Input: records {u32 nz, ny, nx, has_fill, fill_bits, f64 inv, step, eb,
+// Input: records {u32 nz, ny, nx, has_fill, fill_bits, rank (3, or 2 with
+// nz 1), f64 inv, step, eb,
 // u64 side_cap} then the field's f32 values; the job is the whole field.
 // Output per record: u64 nfull, u64 nclip, u64 bytes used (the bump
 // pointer, at most side_cap), u64 the tiles the row walk took (enc_rows3), per tile u32 tsize (0xFFFFFFFF: not touched), u64 tprefix, u32
@@ -38,15 +39,16 @@ static unsigned enc_smem_host[ENC_W * PW_WORDS];
 int main(int argc, char **argv) {
     FILE *in, *out;
     if (int rc = open_io(argc, argv, "encode_clipped_emu", in, out)) return rc;
-    unsigned h[5];
+    unsigned h[6];
     double d[3];
     unsigned long long cap;
-    while (fread(h, 4, 5, in) == 5) {
+    while (fread(h, 4, 6, in) == 6) {
         if (fread(d, 8, 3, in) != 3 || fread(&cap, 8, 1, in) != 1) return 2;
+        const int rank = (int)h[5];  // 3, or 2 (nz 1)
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
-        const Geo g = emu_geo(3, h[0], h[1], h[2]);
-        const uint3 fl = {(unsigned)(g.nz / 8), (unsigned)(g.ny / 16), (unsigned)(g.nx / 32)};
+        const Geo g = emu_geo(rank, h[0], h[1], h[2]);
+        const uint3 fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
         const unsigned long long nt = g.tiles, nfull = full_before(g, nt, fl.x, fl.y, fl.z), nclip = nt - nfull;
         DevParams prm{};
         prm.inv = d[0], prm.step = d[1], prm.eb = d[2];
@@ -60,7 +62,8 @@ int main(int argc, char **argv) {
         run_warp([&](int lane) {
             blockIdx = uint3{0, 0, 0};
             threadIdx = uint3{(unsigned)lane, 0, 0};
-            encode_clipped_kernel<float>(v, g, &prm, (int)h[3], h[4], 0ull, nt, fl, nfull, nclip, side.data(), cap, ctr,
+            (rank == 3 ? encode_clipped_kernel<float, 3> : encode_clipped_kernel<float, 2>)(
+                v, g, &prm, (int)h[3], h[4], 0ull, nt, fl, nfull, nclip, side.data(), cap, ctr,
                                          tsize.data(), tprefix.data(), touts.data(), terr.data(), scratch);
         });
         delete bar;

@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
             side.assign(nt * 42072ull / 4 + 16, 0);
             unsigned long long ctr[2] = {0, 0};
             run_block([&] {
-                encode_clipped_kernel<float>(v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(),
+                encode_clipped_kernel<float, 3>(v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(),
                                              4 * side.size(), ctr, tsize.data(), tprefix.data(), touts.data(),
                                              terr.data(), scratch);
             });
