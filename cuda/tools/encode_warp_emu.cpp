@@ -70,17 +70,18 @@ template <typename F> static void run_block(F f) {
 int main(int argc, char **argv) {
     FILE *in, *out;
     if (int rc = open_io(argc, argv, "encode_warp_emu", in, out)) return rc;
-    unsigned h[9];
+    unsigned h[10];
     double d[3];
     enc_smem_host = (unsigned *)aligned_alloc(16, 4 * ENC_W * PW_WORDS);
     threadIdx.x = 0;
     arena = (unsigned char *)stage_buf();  // warp 0's row: the array's start
     arena_bytes = sizeof(float) * ENC_W * 2 * STG_PLANE;
-    while (fread(h, 4, 9, in) == 9) {
+    while (fread(h, 4, 10, in) == 10) {
         if (fread(d, 8, 3, in) != 3) return 2;
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
-        const Geo g = emu_geo(3, h[0], h[1], h[2]);
+        const int rank = (int)h[9];  // 3, or 2 (nz 1)
+        const Geo g = emu_geo(rank, h[0], h[1], h[2]);
         const unsigned long long tile0 = h[7], nt = h[8] ? h[8] : g.tiles - tile0;
         if (tile0 + nt > g.tiles) return 2;
         DevParams prm{};
@@ -97,20 +98,24 @@ int main(int argc, char **argv) {
         std::vector<unsigned> side;
         const unsigned *pre = nullptr;
         if (h[5]) {  // PCT
-            const uint3 fl = {(unsigned)(g.nz / 8), (unsigned)(g.ny / 16), (unsigned)(g.nx / 32)};
+            const uint3 fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
             const unsigned long long nfull = full_before(g, tile0 + nt, fl.x, fl.y, fl.z) - full_before(g, tile0, fl.x, fl.y, fl.z),
                                      nclip = nt - nfull;
             side.assign(nt * 42072ull / 4 + 16, 0);
             unsigned long long ctr[2] = {0, 0};
             run_block([&] {
-                encode_clipped_kernel<float, 3>(v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(),
-                                             4 * side.size(), ctr, tsize.data(), tprefix.data(), touts.data(),
-                                             terr.data(), scratch);
+                (rank == 3 ? encode_clipped_kernel<float, 3> : encode_clipped_kernel<float, 2>)(
+                    v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(), 4 * side.size(), ctr,
+                    tsize.data(), tprefix.data(), touts.data(), terr.data(), scratch);
             });
             pre = side.data();
         }
         run_block([&] {
-            if (has_fill)
+            if (rank == 2)  // fzgpu.cu's enc_kernel: has_fill read at run time
+                encode_warp_kernel<float, 2, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
+                                                   &ticket, &err, scratch, nullptr, pre);
+            else if (has_fill)
                 encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, nullptr, pre);
