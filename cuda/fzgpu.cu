@@ -216,6 +216,21 @@ extern "C" uint64_t fzgpu_compress_bound(uint32_t dtype, uint64_t tiles) {
     return per * tiles;
 }
 
+// The blocks of ENC_W warps of an encoder kernel k (persistent: tiles taken
+// by ticket) resident at once on sms SMs, at most what max_tiles need and at
+// least one; 0 on error.
+static cudaError_t resident_blocks(const void *k, int sms, unsigned long long max_tiles, unsigned long long *blocks) {
+    int nb = 0;
+    *blocks = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, ENC_SMEM);
+    if (e != cudaSuccess) return e;
+    unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
+    const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
+    if (b > need) b = need;
+    *blocks = b ? b : 1;
+    return cudaSuccess;
+}
+
 extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     if (!out || max_tiles == 0 || max_tiles > (1ull << 40)) return FZGPU_E_ARG;
     *out = NULL;
@@ -255,7 +270,6 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     for (int i = 0; i < 8 && e == cudaSuccess; i++) {
         const void *k = enc_kernel(i >> 2 ? 2 : 1, i & 3, 0);
-        int nb = 0;
         // Both container versions' kernels; the grid and scratch are sized
         // by version 1's (a grid needs no more blocks than fit at once: the
         // kernels are persistent, tiles taken by ticket).
@@ -267,25 +281,14 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
-        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ENC_W * 32, ENC_SMEM);
-        unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
-        const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
-        if (b > need) b = need;
-        if (b == 0) b = 1;
-        c->enc_blocks[i] = b;
-        if (b > slots) slots = b;
+        if (e == cudaSuccess) e = resident_blocks(k, sms, max_tiles, &c->enc_blocks[i]);
+        if (c->enc_blocks[i] > slots) slots = c->enc_blocks[i];
     }
     for (int i = 0; i < 4 && e == cudaSuccess; i++) {
         const void *ck = clipped_kernel(i);
-        int nb = 0;
         e = cudaFuncSetAttribute(ck, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, ck, ENC_W * 32, ENC_SMEM);
-        unsigned long long b = (unsigned long long)nb * (unsigned long long)sms;
-        const unsigned long long need = (max_tiles + ENC_W - 1) / ENC_W;
-        if (b > need) b = need;
-        if (b == 0) b = 1;
-        c->clip_blocks[i] = b;
-        if (b > slots) slots = b;
+        if (e == cudaSuccess) e = resident_blocks(ck, sms, max_tiles, &c->clip_blocks[i]);
+        if (c->clip_blocks[i] > slots) slots = c->clip_blocks[i];
     }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->scratch, (size_t)slots * ENC_W * SC_BYTES);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->pctctr, 2 * sizeof(unsigned long long));
