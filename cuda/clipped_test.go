@@ -11,8 +11,8 @@ import (
 )
 
 // Tiles the hot walks of the warp encoder do not take: clipped at the
-// field's edges in any axis (rank 3 and 2; era5- and coads-like grids go to
-// the v5 block encoder or the warp encoder's generic path), and tiles with
+// field's edges in any axis (rank 3 and 2; version 1 codes them first, in
+// encode_clipped_kernel, version 2 in the warp encoder's generic path), and tiles with
 // holes (fill, NaN, Inf, values without q) whose placeholder is far from 0
 // or exactly 0, with escapes and raw values beside them, f32 and f64. (The
 // v20 box walk, tried and not kept, PERF.md, was checked with these.)

@@ -24,10 +24,6 @@ __device__ __forceinline__ void grid_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-#ifndef ENC_MINB
-#define ENC_MINB 3          // blocks per SM the register budget is cut for (512 threads each)
-#endif
-#define PWS 132             // words per bit-plane row in shared memory (128 + 4: fewer bank conflicts)
 
 static_assert(NWARPS == 16, "one warp per bit plane");
 

@@ -17,9 +17,6 @@
 //                        encode_v2.cuh (version 2's code section)
 //   encode_clipped.cuh   encode_clipped_kernel (PCT): a version-1 rank-3
 //                        job's clipped tiles, coded before the warp encoder
-//   encode_block.cuh     encode_kernel (v5): one block per tile, for
-//                        version-1 rank-1/2 fields where most tiles are
-//                        clipped (use_v5)
 //   offsets.cuh          each tile's output offset: the sum of the sizes of
 //                        earlier tiles, from a decoupled look-back or the
 //                        scanner warp, so the output lands at a place that
@@ -40,7 +37,7 @@
 //                        tiles first, for rank-3 fill fields)
 // Shared by all: device_common.cuh (geometry, parameters, scans; the exact
 // quantize in quantize.cuh), mask_corners.cuh (a mask element's parity
-// transform: block encoder and slow path), job.cuh (a job's state, full-tile tables),
+// transform: the slow path), job.cuh (a job's state, full-tile tables),
 // transpose.cuh (32x32 bit transposes). Performance notes: PERF.md.
 //
 // Bit-exactness with the CPU: the build uses -fmad=false and every floating
@@ -74,7 +71,7 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 #include "job.cuh"            // a job's state, full-tile tables
 #include "transpose.cuh"      // 32x32 bit transposes
 #include "offsets.cuh"        // tile offsets: look-back and scanner
-#include "encode_block.cuh"   // the block encoder (v5)
+#include "mask_corners.cuh"   // a mask element's parity transform (the slow path)
 #include "encode_warp.cuh"    // the warp encoder (v6-v22) and its walks
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
@@ -397,15 +394,14 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     return 0;
 }
 
-// Which encoder runs a field. v6 (one warp per tile) is faster wherever
-// most tiles are full; tiles clipped at the field's edges take its generic
-// path, and on fields where most tiles are clipped the block-per-tile v5
-// was faster (H200, 1 GiB, the three bounds: era5 744x33x49, 67 % clipped:
-// v6 0.82-0.91x of v5; plot3d 25x33x57 and 38x76x38: 0.73-0.89x). Since
-// v24 a version-1 rank-3 job codes its clipped tiles first (PCT), 1.44-1.89x
-// of v5 on era5 and plot3d (same call, PERF.md v24), so v5 is left for
-// rank-1/2 fields of mostly clipped tiles (not measured against PCT, which
-// is rank-3 only) and rank-3 fields of more than 2^32 tiles.
+// Clipped tiles: the warp encoder walks tiles in order, and a clipped
+// tile's slow path held every later tile's prefix; the block-per-tile v5
+// encoder was faster on fields where most tiles are clipped (H200: era5
+// 744x33x49 v6 0.82-0.91x of v5, plot3d 0.73-0.89x). Since v24 version-1
+// rank-3 and rank-2 jobs code their clipped tiles first (PCT, 1.44-1.89x of
+// v5 on era5 and plot3d, PERF.md v24), and v5 is gone; rank-1 fields (one
+// clipped tile at most) and fields of more than 2^32 tiles take the warp
+// encoder's slow path in tile order.
 #ifndef ENC_PCT
 #define ENC_PCT 1  // pre-coded clipped tiles (encode_clipped.cuh); 0: the slow path in tile order
 #endif
@@ -434,11 +430,6 @@ static unsigned long long clipped_values(const Geo &g, unsigned long long tile0,
         v += lz * ly < (unsigned long long)g.tz * g.ty ? lz * ly * (nfx * g.tx + cx) : lz * ly * cx;
     }
     return v;
-}
-
-static int use_v5(const Geo &g) {
-    const double full = (double)(g.nz / g.tz) * (double)(g.ny / g.ty) * (double)(g.nx / g.tx);
-    return full < 0.5 * (double)g.tiles;
 }
 
 // The rank whose standard tile shape (FORMAT.md section 3) the field's
@@ -514,11 +505,9 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     if (nt == 0 || nt > c->max_tiles || nt > 0x7FFFFFFFull) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    // Version 2 always takes the warp encoder (its generic path takes every
-    // tile); the block encoder writes version 1 only.
     // PCT (encode_clipped.cuh): version-1 rank-3 and rank-2 jobs with
-    // clipped tiles code those first, in a kernel of their own; the block
-    // encoder is then not needed for fields of mostly clipped tiles.
+    // clipped tiles code those first, in a kernel of their own; the warp
+    // encoder then copies them (version 2: its generic path takes them).
     uint3 fl = make_uint3(0, 0, 0);
     unsigned long long nfull = nt;
     if (ENC_PCT && f->version == 1 && (g.fast3 || g.fast2) && g.tiles <= 0xFFFFFFFFull &&
@@ -528,11 +517,6 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     }
     const unsigned long long nclip = nt - nfull;
     const bool pct = nclip > 0;
-    const bool v5 = f->version == 1 && !pct && use_v5(g);
-    if (v5) {  // its tables; the warp encoder does not use them
-        meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
-        CK(cudaGetLastError());
-    }
     if (!c->job_clean) {  // the first job, or one after a failed launch
         job_init_kernel<<<(unsigned)((3 * c->max_tiles + 1023) / 1024), 256, 0, st>>>(c->status, 3 * c->max_tiles, c->ticket,
                                                                                 c->eerr, c->jacc);
@@ -540,7 +524,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     }
     c->job_clean = 0;
     unsigned long long *status_opt = nullptr, *status_opt8 = nullptr;
-    if (!v5) {
+    {
         const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
@@ -600,16 +584,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         CK(launch(k, c->status, c->ticket));
         status_opt = opt ? c->status + c->max_tiles : nullptr;
         status_opt8 = opt ? c->status + 2 * c->max_tiles : nullptr;
-    } else if (f->dtype == 1)
-        encode_kernel<float><<<(unsigned)nt, NT, 0, st>>>((const float *)d_src, g, c->params, f->has_fill,
-                                                         f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
-                                                         c->status, c->tsize, c->tprefix, c->touts, c->terr,
-                                                         c->ticket, c->eerr, c->emeta, c->eoff);
-    else
-        encode_kernel<double><<<(unsigned)nt, NT, 0, st>>>((const double *)d_src, g, c->params, f->has_fill,
-                                                          f->fill_bits, tile0, nt, (unsigned *)d_out, out_cap,
-                                                          c->status, c->tsize, c->tprefix, c->touts, c->terr,
-                                                          c->ticket, c->eerr, c->emeta, c->eoff);
+    }
     CK(cudaGetLastError());
     // The result goes straight to h_res when the device can write it (pinned
     // host memory), else to the context and a copy: the copy-engine round

@@ -1,7 +1,7 @@
 // The parity Lorenzo transform of a fill or raw bitmap (FORMAT.md section
 // 5, "masks") for one element: the XOR over its 2^3 corners. Used by the
-// block encoder (encode_block.cuh) and the warp encoder's slow path
-// (encode_slow.cuh); compiled on the host by tools/encode_slow_emu.cpp.
+// warp encoder's slow path (encode_slow.cuh); compiled on the host by
+// tools/encode_slow_emu.cpp.
 
 // XOR over the 2^3 corners of bit `bit` of fl (0 outside the box); m is
 // the element's meta word (x>0, y>0, z>0 in bits 12..14).
