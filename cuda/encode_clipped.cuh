@@ -1,8 +1,8 @@
-// Pre-coded clipped tiles (PCT, v24): a job's clipped rank-3 (and, on
-// branch pct2, rank-2) tiles coded by a kernel of their own before the warp
-// encoder runs, so that the warp encoder only copies them. H200, same call: compress era5
-// 1.44-1.66x, plot3d 1.45-1.89x, coads 1.50-1.55x, levitus 1.21-1.24x
-// (PERF.md v24).
+// Pre-coded clipped tiles (PCT, v24; rank 2 since v25): a job's clipped
+// rank-3 and rank-2 tiles coded by a kernel of their own before the warp
+// encoder runs, so that the warp encoder only copies them. H200, same call:
+// compress era5 1.44-1.66x, plot3d 1.45-1.89x, coads 1.50-1.55x, levitus
+// 1.21-1.24x (PERF.md v24); stageIV 1.35-1.38x (rank 2, PERF.md v25).
 //
 // Why (cuda/PERF.md v23): in the warp encoder a clipped tile takes the slow
 // path while holding its place in tile order, and every later tile's prefix
