@@ -1,6 +1,7 @@
 // A compress job's state: zeroed once per context (job_init_kernel) and
 // after each job by tables_kernel; the per-element tables of a full tile
-// for the block encoder and the block decoder (meta_kernel).
+// for the block decoder (meta_kernel; the v5 block encoder that shared
+// them is gone since v25).
 
 // The scalars of a compress job's state, zeroed: job_init_kernel for the
 // first job, tables_kernel for the next one.
