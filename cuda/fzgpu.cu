@@ -29,7 +29,9 @@
 //   chunk_scan_kernel    one block per chunk: tile sizes -> offsets
 //   transcode.cuh        version 2 only: the tiles rewritten as version-1
 //                        tiles, which the decoders below then take
-//   decode_warp.cuh      decode_warp_kernel: one warp per tile; a tile that
+//   decode_warp.cuh      decode_warp_kernel: one warp per tile, its walks in
+//                        decode_fast.cuh (full staged tiles) and
+//                        decode_generic.cuh (any box); a tile that
 //                        does not check out goes on a list for the block
 //                        decoder (decode_list_kernel), which rejects it as
 //                        the CPU decoder does (or decodes it);

@@ -1,0 +1,438 @@
+// The warp decoder's fast walks (dec_fast3 / dec_fast2 / dec_fast1): full
+// tiles staged in shared memory, the prefix sums through the plane buffer
+// ("v7 walks"). Included by decode_warp.cuh after its shared helpers.
+// ---- v7 walks: the prefix sums run through a per-warp 2 KiB plane buffer
+// instead of warp shuffles. A shuffle and a shared-memory word cost the
+// same (an SM moves 32 of either per clock), but a scan over lanes needs
+// 3-5 dependent shuffles per value while one store and one load put the
+// run a scan needs into one lane, where it is a chain of adds.
+
+// Element (lane) of a 32-element row whose fill and raw mask words are fm
+// and rm: the fill value, the next raw value (nr raws came before this
+// row; bad if the mask marks more than the count), or val from its q.
+template <typename T>
+__device__ __forceinline__ T apply_masks(T val, unsigned fm, unsigned rm, unsigned &nr, const TileMasks &mk,
+                                         const unsigned *tb, T fill, int lane, bool &bad) {
+    if ((fm >> lane) & 1) val = fill;
+    if ((rm >> lane) & 1) {
+        const unsigned r = nr + __popc(rm & ((1u << lane) - 1));
+        if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
+        else bad = true;
+    }
+    nr += __popc(rm);
+    return val;
+}
+
+// One 16-byte piece of the plane buffer into (or out of) v[0..3].
+__device__ __forceinline__ void ld4(int *v, const int *p) {
+    const int4 w = *(const int4 *)p;
+    v[0] = w.x;
+    v[1] = w.y;
+    v[2] = w.z;
+    v[3] = w.w;
+}
+__device__ __forceinline__ void st4(int *p, const int *v, int add) {
+    *(int4 *)p = make_int4(wadd(v[0], add), wadd(v[1], add), wadd(v[2], add), wadd(v[3], add));
+}
+
+// Inclusive prefix sum of a lane's 16-value run, in registers.
+__device__ __forceinline__ void scan16(int *v) {
+#pragma unroll
+    for (int i = 1; i < 16; i++) v[i] = wadd(v[i], v[i - 1]);
+}
+
+// Rank 3, element (y, x) of a z-plane lives at word 32y + (x ^ swz3(y)).
+// The XOR keeps every access pattern below on 32 distinct banks: the
+// transpose's (dy, dx) words, the rows' 16-byte pieces (one quarter-warp
+// of 8 lanes per wavefront) and the columns.
+__device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1) & 1); }
+
+// Rank 3: per z-plane, (A) codes -> residuals d into the buffer at (y, x);
+// (B) lane (y = l/2, half h = l%2) takes 16 x of a row: prefix over x in
+// registers, plus the first half's total for h = 1; (C) lane x takes a
+// column: prefix over y, then over z with a carried register per y, and
+// stores rows of 32 consecutive values. q = Pz Py Px d, FORMAT.md section 7.
+//
+// With M (the tile has a fill or raw mask), each z-plane first rebuilds
+// the plane's element masks: lane 16m + y takes row y of mask m (fill,
+// raw), gathers its 32 bits from the four words of the row's sub-blocks,
+// and undoes the parity transform along x (pxor), y (an XOR scan over the
+// 16 lanes) and z (a carried register). A row's masks are then one
+// broadcast each, and a raw value's index is the raws before it in
+// element order: the rows before, plus the lanes before in this row.
+template <typename T, bool M>
+__device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                          int lane, const TileMasks &mk, T fill) {
+    const unsigned F = 0xffffffffu;
+    const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
+    const int ry = lane >> 1, rh = lane & 1;
+    int *rowp = pb + 32 * ry;
+    const int rsw = swz3(ry);
+    int zc[16];
+#pragma unroll
+    for (int y = 0; y < 16; y++) zc[y] = 0;
+    bool bad = false;
+    T *col = dst + base + lane;
+    const unsigned long long plane = g.ny * g.nx;
+    unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
+    unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;
+#pragma unroll 1
+    for (int z = 0; z < 8; z++) {
+        if (M) {
+            const int my = lane & 15, mdy = my & 3;
+            const unsigned at = lane < 16 ? mk.fat : mk.rat;
+            unsigned r = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                r |= ((mask_word(tb, at, (z >> 2) * 64 + 16 * (my >> 2) + 4 * k + (z & 3)) >> (8 * mdy)) & 0xFFu)
+                     << (8 * k);
+            r = pxor(r);
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                const unsigned u = __shfl_up_sync(F, r, o, 16);
+                if (my >= o) r ^= u;
+            }
+            zm ^= r;
+        }
+        // This z reads word z % 4 of blocks 16 (z / 4) + 4h + k (run 0) and
+        // 16 (z / 4) + 8 + 4h + k (run 1), k = 0..3: each run's offset
+        // advances by the blocks present, instead of a popc per word.
+        if ((z & 3) == 0) {
+            const int k0 = 16 * (z >> 2) + hsel / 4;
+            run0 = (bm >> k0) & 15u;
+            run1 = (bm >> (k0 + 8)) & 15u;
+            at0 = pat + 4 * __popc(bm & ((1u << k0) - 1));
+            at1 = pat + 4 * __popc(bm & ((1u << (k0 + 8)) - 1));
+        }
+        unsigned o0 = at0 + (z & 3), o1 = at1 + (z & 3);
+#pragma unroll
+        for (int kp = 0; kp < 4; kp += 2) {
+            unsigned t[4];  // words of runs 0 and 1 for k = kp, kp + 1: four transposes in step
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const unsigned p0 = (run0 >> (kp + u)) & 1u, p1 = (run1 >> (kp + u)) & 1u;
+                t[2 * u] = p0 ? tb[o0] : 0u;
+                t[2 * u + 1] = p1 ? tb[o1] : 0u;
+                o0 += 4 * p0;
+                o1 += 4 * p1;
+            }
+            transpose32n<4>(t, lane);
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int k = kp + u;
+                const unsigned c[4] = {t[2 * u] & 0xFFFFu, t[2 * u] >> 16, t[2 * u + 1] & 0xFFFFu, t[2 * u + 1] >> 16};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int d = resid_of(c[j], bad);
+                    if (z == 0 && k == 0 && j == 0 && lane == 0) {
+                        bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
+                        d = origin;
+                    }
+                    const int y = 4 * j + dy;
+                    pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+                }
+            }
+        }
+        __syncwarp();
+        int v[16];
+#pragma unroll
+        for (int c = 0; c < 4; c++) ld4(v + 4 * c, rowp + ((16 * rh + 4 * c) ^ rsw));
+        scan16(v);
+        const int lo = __shfl_sync(F, v[15], lane & ~1);
+        if (rh) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) v[i] = wadd(v[i], lo);
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) st4(rowp + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, 0);
+        __syncwarp();
+        T *out = col + z * plane;
+        int Y = 0;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
+            zc[y] = wadd(zc[y], Y);
+            T val = Bits<T>::rec(zc[y], step);
+            if (M) {
+                const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
+                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+            }
+            out[(unsigned long long)y * g.nx] = val;
+        }
+        __syncwarp();
+    }
+    if (M && nr != mk.nraw) bad = true;
+    return !__any_sync(F, bad);
+}
+
+// Rank 2, full 64x64 tile (16x8 sub-blocks): block kb = 8j + k is the
+// sub-block (j, k), rows 16j .. 16j+15 and columns 8k .. 8k+7, and its
+// word w holds rows 4w .. 4w+3 (lane l: row 4w + l/8, column 8k + l%8),
+// the lane layout of dec_fast3's sub-blocks. Per band j (16 rows) and
+// half hx (32 columns) the walk is dec_fast3's per z-plane: (A) four
+// transposes per word pair into the 16x32 plane buffer; (B) row prefix,
+// plus the left half's row totals for hx = 1; (C) lane x runs down column
+// 32hx + x, carrying the column's sum over the bands, and stores rows of
+// 32 values.
+//
+// With M, the band's mask rows are built first for both halves (lane
+// 16m + y: row y of mask m): pxor within the half, flipped for hx = 1 when
+// the left half's row has odd parity, an XOR scan over y plus the last
+// row of the band before. A raw value's index counts, in element order,
+// the raws of the band's earlier rows (both halves), of the left half of
+// its row (hx = 1), and the lanes before it.
+template <typename T, bool M>
+__device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
+                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                          int lane, const TileMasks &mk, T fill) {
+    const unsigned F = 0xffffffffu;
+    const int dy = lane >> 3, dx = lane & 7, h = lane >> 4;
+    const int ry = lane >> 1, rh = lane & 1;
+    int *rowp = pb + 32 * ry;
+    const int rsw = swz3(ry);
+    int Y0 = 0, Y1 = 0;  // the column sums over the bands before, per half
+    unsigned yc0 = 0, yc1 = 0, nrb = 0;  // M: mask rows carried over bands, per half; raws of the bands before
+    bool bad = false;
+    T *col = dst + base + lane;
+#pragma unroll 1
+    for (int j = 0; j < 4; j++) {
+        unsigned zm0 = 0, zm1 = 0, rb0 = 0, rb1 = 0;  // M: rows' masks per half; lanes 16 + y: raws before row y's half
+        if (M) {
+            const int y = lane & 15;
+            const unsigned at = lane < 16 ? mk.fat : mk.rat;
+            unsigned lp = 0;
+#pragma unroll
+            for (int hx = 0; hx < 2; hx++) {
+                unsigned r = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    r |= ((mask_word(tb, at, 4 * (8 * j + 4 * hx + k) + (y >> 2)) >> (8 * (y & 3))) & 0xFFu) << (8 * k);
+                r = pxor(r);
+                if (hx == 0) lp = r >> 31;
+                else if (lp) r = ~r;
+#pragma unroll
+                for (int o = 1; o < 16; o <<= 1) {
+                    const unsigned u = __shfl_up_sync(F, r, o, 16);
+                    if (y >= o) r ^= u;
+                }
+                unsigned &yc = hx ? yc1 : yc0;
+                r ^= yc;
+                yc = __shfl_sync(F, r, (lane & 16) + 15);
+                (hx ? zm1 : zm0) = r;
+            }
+            // lanes 16 + y: the raws of the band's rows before y
+            const unsigned cnt = __popc(zm0) + __popc(zm1);
+            unsigned inc = cnt;
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                const unsigned u = __shfl_up_sync(F, inc, o, 16);
+                if (y >= o) inc += u;
+            }
+            rb0 = nrb + inc - cnt;
+            rb1 = rb0 + __popc(zm0);
+            nrb += __shfl_sync(F, inc, 31);
+        }
+        int rt = 0;  // row ry's total over the left half
+        // not unrolled: unrolled, the compiler kept the 8 blocks' offsets
+        // of the band live through the prefix sums and spilled
+#pragma unroll 1
+        for (int hx = 0; hx < 2; hx++) {
+#pragma unroll
+            for (int mp = 0; mp < 2; mp++) {
+                unsigned t[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int kb = 8 * j + 4 * hx + k;
+                    const bool pr = (bm >> kb) & 1u;
+                    t[k] = pr ? tb[pat + 4 * __popc(bm & ((1u << kb) - 1)) + 2 * mp + h] : 0u;
+                }
+                transpose32n<4>(t, lane);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const unsigned c = hh ? t[k] >> 16 : t[k] & 0xFFFFu;
+                        int d = resid_of(c, bad);
+                        if (j == 0 && hx == 0 && mp == 0 && k == 0 && hh == 0 && lane == 0) {
+                            bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                            d = origin;
+                        }
+                        const int y = 4 * (2 * mp + hh) + dy;
+                        pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+                    }
+                }
+            }
+            __syncwarp();
+            int v[16];
+#pragma unroll
+            for (int c = 0; c < 4; c++) ld4(v + 4 * c, rowp + ((16 * rh + 4 * c) ^ rsw));
+            scan16(v);
+            const int lo = __shfl_sync(F, v[15], lane & ~1), hi = __shfl_sync(F, v[15], lane | 1);
+#pragma unroll
+            for (int c = 0; c < 4; c++) st4(rowp + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, wadd(rh ? lo : 0, rt));
+            rt = wadd(rt, wadd(lo, hi));
+            __syncwarp();
+            T *out = col + (unsigned long long)16 * j * g.nx + 32 * hx;
+            int Yh = hx ? Y1 : Y0;
+            const unsigned zm = hx ? zm1 : zm0, rb = hx ? rb1 : rb0;
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                Yh = wadd(Yh, pb[32 * y + (lane ^ swz3(y))]);
+                T val = Bits<T>::rec(Yh, step);
+                if (M) {
+                    const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
+                    unsigned nr = __shfl_sync(F, rb, 16 + y);
+                    val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+                }
+                out[(unsigned long long)y * g.nx] = val;
+            }
+            if (hx) Y1 = Yh;
+            else Y0 = Yh;
+            __syncwarp();
+        }
+    }
+    if (M && nrb != mk.nraw) bad = true;
+    return !__any_sync(F, bad);
+}
+
+// Rank 1, element e (0-511) of a 512-element chunk lives at word
+// sw1(e): 16-byte pieces XOR-rotated by (e / 32) % 4, so the
+// transpose's 32 consecutive elements and the lanes' 16-element runs
+// (16-byte loads, a quarter-warp per wavefront) both hit 32 banks.
+__device__ __forceinline__ int sw1(int e) { return (e & ~15) | ((((e >> 2) ^ (e >> 5)) & 3) << 2) | (e & 3); }
+
+// Rank 1: word 16ch + lane/2 of the mask at `at` with the parity transform
+// undone: pxor within the word, flipped when the words before it in the
+// chunk (their parities, one ballot over the even lanes) and the chunks
+// before (par, carried and updated here) leave a 1.
+__device__ __forceinline__ unsigned chunk_mask_word(const unsigned *tb, unsigned at, int ch, int lane, unsigned &par) {
+    unsigned w = pxor(mask_word(tb, at, 16 * ch + (lane >> 1)));
+    const unsigned p = __ballot_sync(0xffffffffu, w >> 31) & 0x55555555u;
+    if ((__popc(p & ((1u << (lane & ~1)) - 1)) & 1) ^ par) w = ~w;
+    par ^= __popc(p) & 1;
+    return w;
+}
+
+
+// Residual of a code that is not an escape.
+__device__ __forceinline__ int resid(unsigned c) {
+    const int mag = (int)(c & 0x7FFFu);
+    return (c & 0x8000u) ? -mag : mag;
+}
+
+// X walks (escapes present): the residual of element (lane) of a run of 32
+// in element order whose code is c (in: the element lies in the box). An
+// escape takes the next escaped residual: ne came before this run, plus
+// the escapes of the lanes below; more escape codes than listed set bad.
+__device__ __forceinline__ int esc_resid(unsigned c, bool in, unsigned &ne, const TileMasks &mk,
+                                         const unsigned *tb, int lane, bool &bad) {
+    const bool es = in && c == 0x8000u;
+    const unsigned b = __ballot_sync(0xffffffffu, es);
+    int d = in ? resid(c) : 0;
+    if (es) {
+        const unsigned r = ne + __popc(b & ((1u << lane) - 1));
+        if (r < mk.nesc) d = (int)tb[mk.escat + r];
+        else bad = true;
+    }
+    ne += __popc(b);
+    return d;
+}
+
+// Rank 1: tile 1x1x4096, slot = element, 8 chunks of 512: (A) codes ->
+// residuals into the buffer; (B) lane l takes elements 16l .. 16l+15:
+// prefix in registers, an exclusive warp scan of the lanes' totals and
+// the previous chunk's last q, back into the buffer; (C) word i of the
+// chunk from lane l = element 32i + l, so each store is 32 consecutive
+// values (a lane's own 16-value run, stored directly, halved the f64
+// throughput: every store instruction touched 32 lines).
+//
+// With X (fill or raw mask, escapes, or a tile clipped to n < 4096
+// elements, the field's last), lane l holds mask word 16ch + l/2
+// (chunk_mask_word) and step C broadcasts word i; escapes are taken in
+// element order as step A meets them; slots >= n are ignored (their
+// codes) or checked empty (the masks, by the caller).
+template <typename T, bool X>
+__device__ __forceinline__ bool dec_fast1(const unsigned *tb, unsigned bm, unsigned pat, int origin,
+                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
+                                          int lane, const TileMasks &mk, T fill, int n) {
+    const unsigned F = 0xffffffffu;
+    const int hsel = lane >> 4;
+    const int nn = X ? n : TILE, nch = X ? (n + 511) >> 9 : 8;
+    T *p0 = dst + base + lane;
+    int carry = 0;
+    unsigned fpar = 0, rpar = 0, nr = 0, ne = 0;  // X: mask parities carried over chunks, raws and escapes so far
+    bool bad = false;
+#pragma unroll 1
+    for (int ch = 0; ch < nch; ch++) {
+        // words h, h + 2 of blocks 4ch + k, k = 0..3 (see dec_fast3)
+        const unsigned run = (bm >> (4 * ch)) & 15u;
+        unsigned o = pat + 4 * __popc(bm & ((1u << (4 * ch)) - 1)) + hsel;
+#pragma unroll
+        for (int w4 = 0; w4 < 16; w4 += 8) {
+            unsigned t[4];  // word pairs wp = w4, w4 + 2, w4 + 4, w4 + 6: four transposes in step
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int wp = w4 + 2 * u;
+                const unsigned pr = (run >> (wp >> 2)) & 1u;
+                t[u] = pr ? tb[o + (wp & 2)] : 0u;
+                if (wp & 2) o += 4 * pr;
+            }
+            transpose32n<4>(t, lane);
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int wp = w4 + 2 * u;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const unsigned c = h ? t[u] >> 16 : t[u] & 0xFFFFu;
+                    int d;
+                    if (X) d = esc_resid(c, 512 * ch + 32 * (wp + h) + lane < nn, ne, mk, tb, lane, bad);
+                    else d = resid_of(c, bad);
+                    if (ch == 0 && wp == 0 && h == 0 && lane == 0) {
+                        bad |= c != 0;
+                        d = origin;
+                    }
+                    pb[sw1(32 * (wp + h) + lane)] = d;
+                }
+            }
+        }
+        __syncwarp();
+        int v[16];
+#pragma unroll
+        for (int c = 0; c < 4; c++) ld4(v + 4 * c, pb + sw1(16 * lane + 4 * c));
+        scan16(v);
+        int s = v[15], u;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            u = __shfl_up_sync(F, s, o);
+            if (lane >= o) s = wadd(s, u);
+        }
+        const int off = wadd(wadd(s, -v[15]), carry);  // exclusive, plus the chunk before
+        carry = wadd(__shfl_sync(F, s, 31), carry);
+#pragma unroll
+        for (int c = 0; c < 4; c++) st4(pb + sw1(16 * lane + 4 * c), v + 4 * c, off);
+        unsigned fw = 0, rw = 0;
+        if (X) {
+            fw = chunk_mask_word(tb, mk.fat, ch, lane, fpar);
+            rw = chunk_mask_word(tb, mk.rat, ch, lane, rpar);
+        }
+        __syncwarp();
+        T *out = p0 + 512 * ch;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            T val = Bits<T>::rec(pb[sw1(32 * i + lane)], step);
+            if (X) {
+                // elements past n: the parity prefix runs on there, cut it
+                const int e0 = 512 * ch + 32 * i;
+                const unsigned vm = e0 + 32 <= nn ? F : e0 >= nn ? 0u : (1u << (nn - e0)) - 1;
+                const unsigned fm = __shfl_sync(F, fw, 2 * i) & vm, rm = __shfl_sync(F, rw, 2 * i) & vm;
+                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+                if (e0 + lane < nn) out[32 * i] = val;
+            } else
+                out[32 * i] = val;
+        }
+        __syncwarp();
+    }
+    if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;
+    return !__any_sync(F, bad);
+}
