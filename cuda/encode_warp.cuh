@@ -52,7 +52,7 @@
 #include "encode_slot_walks.cuh"  // the slot-order walks (f64, rank 1)
 #include "encode_rank2.cuh"       // the staged f32 rank-2 walk
 #include "encode_slow.cuh"        // the slow path, the masks
-#include "encode_rows3.cuh"       // the row walk for clipped rank-3 tiles without holes (PCT)
+#include "encode_rows3.cuh"       // the row walk for clipped rank-3 tiles (PCT; holes only with a fill value)
 #include "encode_write.cuh"       // a version-1 tile's layout and write
 #include "encode_v2.cuh"          // version 2's code section
 #include "tile_order.cuh"         // the job's full tiles and clipped tile j (encode_clipped.cuh)

@@ -15,8 +15,9 @@
 //                        encode_slow.cuh (any other tile; masks),
 //                        encode_write.cuh (a v1 tile's layout and write),
 //                        encode_v2.cuh (version 2's code section)
-//   encode_clipped.cuh   encode_clipped_kernel (PCT): a version-1 rank-3
-//                        job's clipped tiles, coded before the warp encoder
+//   encode_clipped.cuh   encode_clipped_kernel (PCT): a version-1 rank-3 or
+//                        rank-2 job's clipped tiles, coded before the warp
+//                        encoder (rank 3 by the row walk, encode_rows3.cuh)
 //   offsets.cuh          each tile's output offset: the sum of the sizes of
 //                        earlier tiles, from a decoupled look-back or the
 //                        scanner warp, so the output lands at a place that
@@ -400,10 +401,10 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
 // tile's slow path held every later tile's prefix; the block-per-tile v5
 // encoder was faster on fields where most tiles are clipped (H200: era5
 // 744x33x49 v6 0.82-0.91x of v5, plot3d 0.73-0.89x). Since v24 version-1
-// rank-3 and rank-2 jobs code their clipped tiles first (PCT, 1.44-1.89x of
-// v5 on era5 and plot3d, PERF.md v24), and v5 is gone; rank-1 fields (one
-// clipped tile at most) and fields of more than 2^32 tiles take the warp
-// encoder's slow path in tile order.
+// rank-3 jobs code their clipped tiles first (PCT, 1.44-1.89x of v5 on era5
+// and plot3d, PERF.md v24), since v25 rank-2 jobs too, and v5 is gone
+// (PERF.md v25); rank-1 fields (one clipped tile at most) and fields of
+// more than 2^32 tiles take the warp encoder's slow path in tile order.
 #ifndef ENC_PCT
 #define ENC_PCT 1  // pre-coded clipped tiles (encode_clipped.cuh); 0: the slow path in tile order
 #endif
