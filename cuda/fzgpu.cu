@@ -78,12 +78,14 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
+// pc: the job has pre-coded clipped tiles (PCT; rank 2 has a kernel with
+// their copy and one without, encode_warp.cuh's PC).
 template <int V>
-static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt) {
+static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt, int pc) {
     if (dtype == 1) {
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1, 0, V>;
-        case 2: return (const void *)encode_warp_kernel<float, 2, 0, V>;
+        case 2: return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
         case 3:
             if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V> : (const void *)encode_warp_kernel<float, 3, 3, V>;
             return has_fill ? (const void *)encode_warp_kernel<float, 3, 2, V> : (const void *)encode_warp_kernel<float, 3, 1, V>;
@@ -92,14 +94,15 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt)
     }
     switch (fast) {
     case 1: return (const void *)encode_warp_kernel<double, 1, 0, V>;
-    case 2: return (const void *)encode_warp_kernel<double, 2, 0, V>;
+    case 2: return pc ? (const void *)encode_warp_kernel<double, 2, 0, V, 1> : (const void *)encode_warp_kernel<double, 2, 0, V, 0>;
     case 3: return (const void *)encode_warp_kernel<double, 3, 0, V>;
     default: return (const void *)encode_warp_kernel<double, 0, 0, V>;
     }
 }
-// ver: the container version the kernel writes (1 or 2).
-static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1) {
-    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt) : enc_kernel_v<1>(dtype, fast, has_fill, opt);
+// ver: the container version the kernel writes (1 or 2; version 2 has no
+// pre-coded tiles).
+static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1, int pc = 0) {
+    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt, 0) : enc_kernel_v<1>(dtype, fast, has_fill, opt, pc);
 }
 
 // encode_clipped_kernel (PCT) number 2 * (f64) + (rank 2).
@@ -280,6 +283,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
+        // rank 2's kernel with the copy of pre-coded tiles (version 1)
+        if (e == cudaSuccess && (i & 3) == 2)
+            e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, 2, 0, 0, 1, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess) e = resident_blocks(k, sms, max_tiles, &c->enc_blocks[i]);
         if (c->enc_blocks[i] > slots) slots = c->enc_blocks[i];
     }
@@ -531,7 +537,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
         if (nb > cap_b) nb = cap_b;
-        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version);
+        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct);
         const void *src = d_src;
         const unsigned *pre = nullptr;
         if (pct) {
