@@ -261,7 +261,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(emeta, TILE);
     AL(eoff, TILE);
     AL(dlist, max_tiles);
-    AL(dcount, 1);
+    AL(dcount, 2);  // the list's count, the job's masked tiles (mask_census_kernel)
     AL(v2size, max_tiles);
     AL(v2off, max_tiles);
 #undef AL
@@ -692,7 +692,16 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
                          unsigned long long nt, T *dst, cudaStream_t st) {
     const int rank = tile_rank(g);
     if (rank) {
-        CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
+        CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
+        // Fields without a fill value: count the tiles with masks, so that
+        // the decoder can take the masked walks for all where many have
+        // them (decode_warp.cuh, mcount).
+        const unsigned *mcount = nullptr;
+        if (!f->has_fill && DEC_MASKS_ALL_PCT <= 100) {
+            mask_census_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(b, toff, tsize, nt, c->dcount + 1);
+            CK(cudaGetLastError());
+            mcount = c->dcount + 1;
+        }
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         auto k = rank == 3 ? decode_warp_kernel<T, 3, false> : rank == 2 ? decode_warp_kernel<T, 2, false>
                                                              : decode_warp_kernel<T, 1, false>;
@@ -710,7 +719,7 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
             g.nz >= (unsigned long long)g.tz && g.ny >= (unsigned long long)g.ty && g.nx >= (unsigned long long)g.tx)
             fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,
-                                     f->fill_bits, fl);
+                                     f->fill_bits, fl, mcount);
         CK(cudaGetLastError());
     }
     decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, toff,
