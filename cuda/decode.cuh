@@ -93,6 +93,18 @@ __global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned lon
     if (threadIdx.x == 0 && !bad && base_sh != room) report(err, end - 1 - tile0, FZGPU_DE_TRAILCHUNK);
 }
 
+// The tiles of a job with a fill or raw mask (word0 bits 17, 18), counted
+// into *count for decode_warp_kernel's choice of walks (mcount). Tiles
+// whose size the chunk scan found invalid (0) are not read.
+__global__ void mask_census_kernel(const unsigned char *__restrict__ blob, const unsigned long long *__restrict__ toff,
+                                   const unsigned *__restrict__ tsz, unsigned long long nt, unsigned *count) {
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    bool m = false;
+    if (i < nt && tsz[i]) m = (__ldg((const unsigned *)(blob + toff[i])) >> 17) & 3;
+    const unsigned b = __ballot_sync(0xffffffffu, m);
+    if ((threadIdx.x & 31) == 0 && b) atomicAdd(count, (unsigned)__popc(b));
+}
+
 // In-place inclusive prefix sum (int32, wrapping) of c[0], c[st], ...,
 // c[(len-1)*st]: eight loads issued before their adds and stores.
 __device__ __forceinline__ void col_scan(int *c, int st, int len) {

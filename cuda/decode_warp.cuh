@@ -112,12 +112,23 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
 // fl: full tiles along z, y, x when the warps take the job's full tiles
 // first (tile_order.cuh; rank-3 fields with a fill value, fzgpu.cu);
 // 0, 0, 0: tile order.
+// mcount: the job's tiles with a fill or raw mask (mask_census_kernel), or
+// null. Where they are at least DEC_MASKS_ALL_PCT % of the tiles, every
+// tile takes the masked walks, as FK does for fill fields: era5's raw
+// values put a mask in 9 / 27 / 77 % of its tiles at REL 1e-2 / 1e-3 /
+// 1e-4 (the CPU codec's tiles), so masked and unmasked walks alternate on
+// an SM, and era5 decoded at 1e-3 slower than at 1e-4 (288 against 311
+// GB/s, PERF.md v25), the instruction-fetch pattern FK removed from the
+// fill fields (+13-16 %).
+#ifndef DEC_MASKS_ALL_PCT
+#define DEC_MASKS_ALL_PCT 20  // 101: never (A/B)
+#endif
 template <typename T, int R, bool FK>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
-                       unsigned long long fill_bits, uint3 fl) {
+                       unsigned long long fill_bits, uint3 fl, const unsigned *mcount) {
     // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
     // (1536-2047); the generic walks use the first part for codes and masks
     __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
@@ -205,22 +216,26 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         const int origin = (int)tb[1];
         int *pb = (int *)(sw + DEC_STAGE);
+        // the masked walks for every tile (the same for every warp of the
+        // job); read here, where the walk is chosen, so that no register
+        // holds it through the staging (nvcc 11.8: spills otherwise)
+        const bool allm = FK || (mcount && 100ull * *mcount >= DEC_MASKS_ALL_PCT * nt);
         if (R == 3) {
             if (staged)
-                ok = FK || (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                ok = allm || (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
                                     : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
-                ok = FK || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
+                ok = allm || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
             if (staged)
-                ok = FK || (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                ok = allm || (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
                                     : dec_fast2<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
-                ok = FK || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
+                ok = allm || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
         } else {
-            ok = FK || flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
+            ok = allm || flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
                    : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);
         }
     }

@@ -72,7 +72,9 @@ func TestDecodeWarpEmulated(t *testing.T) {
 	}
 	var jobs []job
 	var in bytes.Buffer
-	put := func(name string, cf *decField, dbytes int, g fz.Geometry, rank int, order bool, tiles [][]byte, want []byte) {
+	// mode: bit 0 the full tiles first, bit 1 the masked walks for every
+	// tile (decode_warp.cuh's mcount at or over DEC_MASKS_ALL_PCT)
+	put := func(name string, cf *decField, dbytes int, g fz.Geometry, rank int, mode uint32, tiles [][]byte, want []byte) {
 		var blob []byte
 		var offs []uint64
 		var sizes []uint32
@@ -88,7 +90,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 			in.Write(le.AppendUint64(nil, u))
 		}
 		in.Write(le.AppendUint32(nil, b2u(cf.hasFill)))
-		in.Write(le.AppendUint32(nil, b2u(order)))
+		in.Write(le.AppendUint32(nil, mode))
 		in.Write(le.AppendUint64(nil, cf.fillBits64))
 		in.Write(le.AppendUint64(nil, math.Float64bits(cf.step)))
 		in.Write(le.AppendUint64(nil, uint64(len(blob))))
@@ -126,9 +128,15 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		full := g.NZ >= uint64(g.Tile[0]) && g.NY >= uint64(g.Tile[1]) && g.NX >= uint64(g.Tile[2])
 		// as fzgpu.cu: the order for rank-3 fill fields with clipped tiles
 		order := rank == 3 && cf.hasFill && clipped && full
-		put(f.name, &cf, db, g, rank, order, cf.tiles, want)
+		put(f.name, &cf, db, g, rank, b2u(order), cf.tiles, want)
 		if rank == 3 && clipped && full && !order {
-			put(f.name+" full tiles first", &cf, db, g, rank, true, cf.tiles, want)
+			put(f.name+" full tiles first", &cf, db, g, rank, 1, cf.tiles, want)
+		}
+		// without a fill value, the masked walks for every tile (as where
+		// the mask census finds many tiles with masks): tiles without masks
+		// must decode the same through them
+		if !cf.hasFill {
+			put(f.name+" masked walks for all", &cf, db, g, rank, 2, cf.tiles, want)
 		}
 		// a corrupted copy: random bytes of a third of the tiles
 		bad := make([][]byte, len(cf.tiles))
@@ -140,7 +148,10 @@ func TestDecodeWarpEmulated(t *testing.T) {
 				}
 			}
 		}
-		put(f.name+" corrupted", &cf, db, g, rank, order, bad, nil)
+		put(f.name+" corrupted", &cf, db, g, rank, b2u(order), bad, nil)
+		if !cf.hasFill {
+			put(f.name+" corrupted, masked walks for all", &cf, db, g, rank, 2, bad, nil)
+		}
 	}
 	out := runEmu(t, emu, in.Bytes())
 	at := 0

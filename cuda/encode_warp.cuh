@@ -71,7 +71,13 @@
 // V: the container version written (1 or 2; encode_v2.cuh): a template
 // parameter, so that version 1's kernels hold no code of version 2's (and
 // their machine code is what it was before version 2).
-template <typename T, int FAST, int HF = 0, int V = 1>
+// PC: the copy of tiles pre-coded by encode_clipped_kernel (PCT) compiled
+// in. Rank 3 always has it (v24's A/B: the smooth field unchanged); rank 2
+// has a kernel with it for jobs with clipped tiles and one without, since
+// in the f32 rank-2 kernel the copy path raised nvcc 11.8's spills from
+// 40 / 52 to 132 / 152 bytes, and hst (no clipped tiles) compressed 4-6 %
+// slower after v25 (PERF.md v25).
+template <typename T, int FAST, int HF = 0, int V = 1, int PC = (FAST == 3)>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
@@ -234,7 +240,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         int lz, ly, lx;
         tile_box(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
-        if ((FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
+        if (PC && (FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
             // pre-coded by encode_clipped_kernel (encode_clipped.cuh): its size,
             // raw count and error are in the tables, its bytes in pre at the
             // offset tprefix holds. Publish the size, then park the bytes (or,

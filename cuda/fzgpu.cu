@@ -79,12 +79,14 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
+// pc: the job has pre-coded clipped tiles (PCT; rank 2 has a kernel with
+// their copy and one without, encode_warp.cuh's PC).
 template <int V>
-static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt) {
+static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt, int pc) {
     if (dtype == 1) {
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1, 0, V>;
-        case 2: return (const void *)encode_warp_kernel<float, 2, 0, V>;
+        case 2: return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
         case 3:
             if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V> : (const void *)encode_warp_kernel<float, 3, 3, V>;
             return has_fill ? (const void *)encode_warp_kernel<float, 3, 2, V> : (const void *)encode_warp_kernel<float, 3, 1, V>;
@@ -93,14 +95,15 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt)
     }
     switch (fast) {
     case 1: return (const void *)encode_warp_kernel<double, 1, 0, V>;
-    case 2: return (const void *)encode_warp_kernel<double, 2, 0, V>;
+    case 2: return pc ? (const void *)encode_warp_kernel<double, 2, 0, V, 1> : (const void *)encode_warp_kernel<double, 2, 0, V, 0>;
     case 3: return (const void *)encode_warp_kernel<double, 3, 0, V>;
     default: return (const void *)encode_warp_kernel<double, 0, 0, V>;
     }
 }
-// ver: the container version the kernel writes (1 or 2).
-static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1) {
-    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt) : enc_kernel_v<1>(dtype, fast, has_fill, opt);
+// ver: the container version the kernel writes (1 or 2; version 2 has no
+// pre-coded tiles).
+static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1, int pc = 0) {
+    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt, 0) : enc_kernel_v<1>(dtype, fast, has_fill, opt, pc);
 }
 
 // encode_clipped_kernel (PCT) number 2 * (f64) + (rank 2).
@@ -259,7 +262,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     AL(emeta, TILE);
     AL(eoff, TILE);
     AL(dlist, max_tiles);
-    AL(dcount, 1);
+    AL(dcount, 2);  // the list's count, the job's masked tiles (mask_census_kernel)
     AL(v2size, max_tiles);
     AL(v2off, max_tiles);
 #undef AL
@@ -281,6 +284,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
+        // rank 2's kernel with the copy of pre-coded tiles (version 1)
+        if (e == cudaSuccess && (i & 3) == 2)
+            e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, 2, 0, 0, 1, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess) e = resident_blocks(k, sms, max_tiles, &c->enc_blocks[i]);
         if (c->enc_blocks[i] > slots) slots = c->enc_blocks[i];
     }
@@ -532,7 +538,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
         if (nb > cap_b) nb = cap_b;
-        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version);
+        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct);
         const void *src = d_src;
         const unsigned *pre = nullptr;
         if (pct) {
@@ -687,7 +693,16 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
                          unsigned long long nt, T *dst, cudaStream_t st) {
     const int rank = tile_rank(g);
     if (rank) {
-        CK(cudaMemsetAsync(c->dcount, 0, sizeof(unsigned), st));
+        CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
+        // Fields without a fill value: count the tiles with masks, so that
+        // the decoder can take the masked walks for all where many have
+        // them (decode_warp.cuh, mcount).
+        const unsigned *mcount = nullptr;
+        if (!f->has_fill && DEC_MASKS_ALL_PCT <= 100) {
+            mask_census_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(b, toff, tsize, nt, c->dcount + 1);
+            CK(cudaGetLastError());
+            mcount = c->dcount + 1;
+        }
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         auto k = rank == 3 ? decode_warp_kernel<T, 3, false> : rank == 2 ? decode_warp_kernel<T, 2, false>
                                                              : decode_warp_kernel<T, 1, false>;
@@ -705,7 +720,7 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
             g.nz >= (unsigned long long)g.tz && g.ny >= (unsigned long long)g.ty && g.nx >= (unsigned long long)g.tx)
             fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,
-                                     f->fill_bits, fl);
+                                     f->fill_bits, fl, mcount);
         CK(cudaGetLastError());
     }
     decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, toff,

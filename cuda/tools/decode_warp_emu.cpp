@@ -12,8 +12,9 @@
 //
 // Input (stdin, or the file argv[1]): records, each a job of one field:
 //   {u32 rank (1, 2, 3), u32 dtype bytes (4 or 8), u64 nz, ny, nx, u64 nt,
-//    u32 has_fill, u32 order (1: full tiles first, as fzgpu.cu picks for
-//    rank-3 fill fields), u64 fill_bits, f64 step, u64 blob bytes}, then nt
+//    u32 has_fill, u32 order (bit 0: full tiles first, as fzgpu.cu picks
+//    for rank-3 fill fields; bit 1: the masked walks for every tile, as the
+//    mask census picks), u64 fill_bits, f64 step, u64 blob bytes}, then nt
 //   u64 tile offsets into the blob, nt u32 tile sizes, and the blob (the
 //   job's tiles; tile0 = 0).
 // Output (stdout, or the file argv[2]): per record, u32 count of tiles the
@@ -55,7 +56,8 @@ static void decode_job(FILE *out, const Geo &g, unsigned rank, unsigned long lon
     std::vector<unsigned> list(nt + 1);
     unsigned count = 0;
     uint3 fl = {0, 0, 0};
-    if (order && rank == 3) fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
+    const unsigned all = (unsigned)nt;  // order bit 1: every tile counted as masked, so the masked walks take all
+    if ((order & 1) && rank == 3) fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
     for (unsigned long long w = 0; w < nt; w++) {
         bar = new std::barrier<>(32);
         std::vector<std::thread> th;
@@ -66,7 +68,7 @@ static void decode_job(FILE *out, const Geo &g, unsigned rank, unsigned long lon
                 threadIdx = uint3{(unsigned)(32 * (w % DEC_W) + l), 0, 0};
                 auto run = [&](auto k) {
                     k(g, blob.data(), 0ull, nt, step, toff.data(), tsz.data(), dst.data(), list.data(), &count, fill_bits,
-                      fl);
+                      fl, (order & 2) ? &all : nullptr);
                 };
                 if (rank == 3)
                     has_fill ? run(decode_warp_kernel<T, 3, true>) : run(decode_warp_kernel<T, 3, false>);

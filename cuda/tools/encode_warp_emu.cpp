@@ -111,10 +111,14 @@ int main(int argc, char **argv) {
             pre = side.data();
         }
         run_block([&] {
-            if (rank == 2)  // fzgpu.cu's enc_kernel: has_fill read at run time
-                encode_warp_kernel<float, 2, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
-                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
-                                                   &ticket, &err, scratch, nullptr, pre);
+            if (rank == 2 && pre)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
+                encode_warp_kernel<float, 2, 0, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                                                      status.data(), tsize.data(), tprefix.data(), touts.data(),
+                                                      terr.data(), &ticket, &err, scratch, nullptr, pre);
+            else if (rank == 2)
+                encode_warp_kernel<float, 2, 0, 1, 0>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                                                      status.data(), tsize.data(), tprefix.data(), touts.data(),
+                                                      terr.data(), &ticket, &err, scratch, nullptr, pre);
             else if (has_fill)
                 encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
