@@ -164,6 +164,9 @@ func (b *Backend) result() result { return *(*result)(b.res) }
 
 func makeField(dt fz.DType, g fz.Geometry) field {
 	f := field{dtype: uint32(dt), nz: g.NZ, ny: g.NY, nx: g.NX, tilesPerChunk: uint32(g.TilesPerChunk), version: 1}
+	if g.Flat {
+		f.tiling = 1
+	}
 	for i := 0; i < 3; i++ {
 		f.tile[i], f.block[i] = uint32(g.Tile[i]), uint32(g.Block[i])
 	}

@@ -7,6 +7,7 @@
 #ifndef ENC_W
 #define ENC_W 8                 // warps per block
 #endif
+#define ENC_FASTS 5             // the warp encoder's FAST values: 0 (none), ranks 1-3, 4 (flat tiles)
 #ifndef ENC_MINB_W
 // Blocks per SM the register budget is cut for, per walk. Rank 3 needs
 // ~115 registers: with 2 (128 registers, 16 warps/SM) it does not spill;
