@@ -14,6 +14,7 @@
 //   decode_finish_kernel  the first error, if any, into the result.
 // Every decoder writes the same bytes as fz/ (docs/FORMAT.md section 7).
 
+#include "flat.cuh"  // flat tiles: flat_unscan's neighbours
 
 __device__ __forceinline__ void report(unsigned long long *err, unsigned long long rel, unsigned code) {
     atomicMin(err, (rel << 8) | code);

@@ -2,6 +2,8 @@
 // and the raw and fill masks of the walked tiles (raw_mask_sparse,
 // raw_mask_rows3). Included by encode_warp.cuh.
 
+#include "flat.cuh"  // flat tiles' neighbours (FAST 4)
+
 // ---- slow path: any tile, holes included (FORMAT.md sections 3-5 as
 // written), through the warp's scratch. Latency matters more than
 // instructions here: a slow tile holds up the look-back of every later

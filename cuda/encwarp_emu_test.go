@@ -39,6 +39,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		if d[0] == 0 { // rank 2: 64 x 64 tiles
 			d[0], rank = 1, 2
 		}
+		if d[0] < 0 { // flat tiles (FORMAT.md 3.1; the kernel's FAST 4)
+			d[0], rank = -d[0], 4
+		}
 		v := make([]float32, d[0]*d[1]*d[2])
 		for i := range v {
 			x, y, z := i%d[2], i/d[2]%d[1], i/(d[1]*d[2])
@@ -60,7 +63,11 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		if fill {
 			p.Fill = &fillv
 		}
-		fields = append(fields, field{fmt.Sprintf("%v fill %v", d, fill), rank, d[0], d[1], d[2], v, p})
+		name := fmt.Sprintf("%v fill %v", d, fill)
+		if rank == 4 {
+			name = "flat " + name
+		}
+		fields = append(fields, field{name, rank, d[0], d[1], d[2], v, p})
 	}
 	for _, d := range [][3]int{{16, 32, 64}, {9, 17, 33}, {12, 33, 49}, {24, 48, 100}} {
 		mk(d, false)
@@ -70,6 +77,13 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	// rank 2 (nz 0 here): clipped along y, x, both, and a field narrower
 	// than a tile, with the staged rank-2 walk for its full tiles
 	for _, d := range [][3]int{{0, 100, 150}, {0, 40, 300}, {0, 128, 200}} {
+		mk(d, false)
+		mk(d, true)
+	}
+	// flat tiles (nz < 0 here): era5's plane (the flat walk: 32 <= nx <= 64,
+	// ny nx >= 1366), planes of one and two tiles, and shapes the walk
+	// leaves to the slow path (nx > 64, small planes), a last partial tile
+	for _, d := range [][3]int{{-12, 33, 49}, {-9, 40, 50}, {-3, 100, 40}, {-6, 20, 70}, {-7, 11, 13}, {-5, 64, 32}} {
 		mk(d, false)
 		mk(d, true)
 	}
@@ -86,7 +100,11 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	var in bytes.Buffer
 	cfs := make([]v1Field, len(fields))
 	for i, f := range fields {
-		cfs[i] = compressV1(t, f.name, f.v, f.p)
+		if f.rank == 4 {
+			cfs[i] = compressV1(t, f.name, f.v, f.p, fz.WithTiling(fz.TilingFlat))
+		} else {
+			cfs[i] = compressV1(t, f.name, f.v, f.p)
+		}
 		// jobs: the whole field, and for fields of several chunks each
 		// chunk of 256 tiles as a job of its own (tile0 > 0)
 		nt := len(cfs[i].tiles)
@@ -95,6 +113,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 			jobs = append(jobs, [2]int{0, 256}, [2]int{256, nt - 256})
 		}
 		for _, pct := range []bool{false, true} {
+			if pct && f.rank == 4 {
+				continue // no clipped tiles to pre-code
+			}
 			for _, jb := range jobs {
 				late := (i+b2i(pct)+jb[0])%2 == 1
 				runs = append(runs, run{i, pct, late, &cfs[i], jb[0], jb[1],

@@ -75,7 +75,6 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 #include "transpose.cuh"      // 32x32 bit transposes
 #include "offsets.cuh"        // tile offsets: look-back and scanner
 #include "mask_corners.cuh"   // a mask element's parity transform (the slow path)
-#include "flat.cuh"           // flat tiles: which earlier elements are neighbours (FORMAT.md 3.1)
 #include "encode_warp.cuh"    // the warp encoder (v6-v22) and its walks
 
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path
