@@ -45,6 +45,10 @@ type Settings struct {
 	// as WithFormatVersion gave it; 0xFFFF for a value outside 0 … 0xFFFE.
 	// FormatVersionOf checks it.
 	FormatVersion uint16
+	// Tiling is the tile geometry to write, as WithTiling gave it;
+	// PlanGeometryFor resolves it (and rejects values other than the three
+	// constants).
+	Tiling Tiling
 }
 
 // SettingsOf resolves opts.
@@ -54,7 +58,7 @@ func SettingsOf(opts ...Option) Settings {
 	if o.version >= 0 && o.version < 0xFFFF {
 		v = uint16(o.version)
 	}
-	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: v}
+	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: v, Tiling: o.tiling}
 }
 
 // Geometry is a field's tiling as docs/FORMAT.md section 3 defines it.
@@ -65,27 +69,51 @@ type Geometry struct {
 	Tiles         uint64
 	TilesPerChunk uint64
 	Chunks        uint64
+	// Flat: flat tiles (header flags bit 1, docs/FORMAT.md §3.1). Tile t
+	// is then the flat indices [4096t, min(4096t+4096, Elements)), Tile is
+	// 1×1×4096, Block 1×1×128, and Lorenzo keeps the 3-D neighbours of the
+	// folded shape NZ×NY×NX inside the run.
+	Flat bool
 }
 
 func geometryOf(l *layout) Geometry {
 	return Geometry{Elements: l.n, NZ: l.nz, NY: l.ny, NX: l.nx,
 		Tile: [3]int{l.tz, l.ty, l.tx}, Block: [3]int{l.bz, l.by, l.bx},
-		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks}
+		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks, Flat: l.flat}
 }
 
-// PlanGeometry is the geometry the encoder uses for a field of these dims.
+// PlanGeometry is the geometry the encoder uses for a field of these dims
+// with box tiles (TilingBoxes, the default).
 func PlanGeometry(dims []uint64, tilesPerChunk uint64) (Geometry, error) {
-	rank := 1
-	if n, err := NumElements(dims); err != nil {
-		return Geometry{}, err
-	} else if n > 0 {
-		_, _, _, rank = foldDims(dims)
-	}
-	l, err := newLayout(dims, defaultShape(rank), tilesPerChunk)
+	return PlanGeometryFor(dims, tilesPerChunk, TilingBoxes)
+}
+
+// PlanGeometryFor is the geometry the encoder uses for a field of these
+// dims under tiling t (TilingAuto resolved as docs/FORMAT.md §3.1 says), so
+// that every backend makes the same choice.
+func PlanGeometryFor(dims []uint64, tilesPerChunk uint64, t Tiling) (Geometry, error) {
+	l, err := planLayout(dims, tilesPerChunk, t)
 	if err != nil {
 		return Geometry{}, err
 	}
 	return geometryOf(l), nil
+}
+
+// planLayout is the layout Compress writes for dims under tiling t.
+func planLayout(dims []uint64, tilesPerChunk uint64, t Tiling) (*layout, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	rank := 1
+	if n, err := NumElements(dims); err != nil {
+		return nil, err
+	} else if n > 0 {
+		_, _, _, rank = foldDims(dims)
+	}
+	if t == TilingFlat || (t == TilingAuto && flatWanted(dims)) {
+		return newFlatLayout(dims, tilesPerChunk)
+	}
+	return newLayout(dims, defaultShape(rank), tilesPerChunk)
 }
 
 // Geometry is the geometry a header describes.
@@ -131,7 +159,7 @@ func NewHeader(p Params, g Geometry, absEB, step, lo, hi float64, haveRange bool
 		Version: DefaultVersion, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, AbsEB: absEB, Step: step, Tile: g.Tile, Block: g.Block,
 		TilesPerChunk: uint32(g.TilesPerChunk), RangeMin: notComputed, RangeMax: notComputed,
-		Chunks: make([]Chunk, g.Chunks),
+		Flat: g.Flat, Chunks: make([]Chunk, g.Chunks),
 	}
 	if haveRange {
 		h.RangeMin, h.RangeMax = lo, hi
