@@ -102,6 +102,9 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
     }
     __syncwarp();
     W.done(ts);
+#ifdef EMU_FLAT_TAKEN
+    EMU_FLAT_TAKEN;  // tools/encode_warp_emu.cpp counts the tiles taken
+#endif
     return true;
 }
 

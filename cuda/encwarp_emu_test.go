@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -34,6 +35,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		p          fz.Params
 	}
 	var fields []field
+	clean := false // no NaN: tiles the walks take whole (a NaN sends its tile to the slow path)
 	mk := func(d [3]int, fill bool) {
 		rank := 3
 		if d[0] == 0 { // rank 2: 64 x 64 tiles
@@ -47,7 +49,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 			x, y, z := i%d[2], i/d[2]%d[1], i/(d[1]*d[2])
 			s := math.Sin(0.1*float64(x))*math.Cos(0.07*float64(y)) + 0.01*float64(z) + 1e-3*r.NormFloat64()
 			switch u := r.IntN(400); {
-			case u == 0:
+			case u == 0 && !clean:
 				s = math.NaN()
 			case fill && u < 60 && (x+2*y)%9 < 3:
 				s = fillv
@@ -65,7 +67,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		}
 		name := fmt.Sprintf("%v fill %v", d, fill)
 		if rank == 4 {
-			name = "flat " + name
+			name = fmt.Sprintf("flat %s clean %v", name, clean)
 		}
 		fields = append(fields, field{name, rank, d[0], d[1], d[2], v, p})
 	}
@@ -86,6 +88,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	for _, d := range [][3]int{{-12, 33, 49}, {-9, 40, 50}, {-3, 100, 40}, {-6, 20, 70}, {-7, 11, 13}, {-5, 64, 32}} {
 		mk(d, false)
 		mk(d, true)
+		clean = true
+		mk(d, false)
+		clean = false
 	}
 	le := binary.LittleEndian
 	type run struct {
@@ -137,6 +142,14 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	u64 := func() uint64 { at += 8; return le.Uint64(out[at-8:]) }
 	for _, rn := range runs {
 		errf := u32()
+		// tiles the flat walk took whole (the rest: the slow path); the
+		// clean flat fields it can walk must have some, or this test would
+		// not see the walk
+		taken := u32()
+		if f := fields[rn.f]; f.rank == 4 && strings.Contains(f.name, "clean true") && f.nx >= 32 && f.nx <= 64 &&
+			f.ny*f.nx >= 1366 && taken == 0 {
+			t.Errorf("%s: the flat walk took no tile", rn.describe)
+		}
 		sizes := make([]uint32, rn.ntiles)
 		prefix := make([]uint64, rn.ntiles)
 		outs := make([]uint32, rn.ntiles)
