@@ -173,6 +173,14 @@ func makeField(dt fz.DType, g fz.Geometry) field {
 	return f
 }
 
+// onGPU says whether the kernels take a field of geometry g: flat tiles
+// (docs/FORMAT.md 3.1) only with planes of fewer than 2^24 values (the
+// kernels' in-tile arithmetic is 32-bit: cuda/flat.cuh); the CPU codec
+// writes and reads the same bytes for the others.
+func onGPU(g fz.Geometry) bool {
+	return !g.Flat || (g.NY <= 1<<24 && g.NX <= 1<<24 && g.NY*g.NX < 1<<24)
+}
+
 // compressField is the field the kernels compress for p: its geometry, the
 // container version ver written, the bound and the fill value.
 func compressField(p fz.Params, g fz.Geometry, ver uint16) field {
@@ -217,11 +225,11 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	g, err := fz.PlanGeometry(p.Dims, set.TilesPerChunk)
+	g, err := fz.PlanGeometryFor(p.Dims, set.TilesPerChunk, set.Tiling)
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	if g.Elements == 0 {
+	if g.Elements == 0 || !onGPU(g) {
 		return fz.CPU().Compress(ctx, src, p, opts...)
 	}
 	b.mu.Lock()
@@ -418,6 +426,9 @@ func (b *Backend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...fz
 	g, err := h.Geometry()
 	if err != nil {
 		return nil, err
+	}
+	if !onGPU(g) {
+		return fz.CPU().DecompressTo(ctx, blob, dst, opts...)
 	}
 	set := fz.SettingsOf(opts...)
 	// Checksums on the host: the chunks are untrusted until they match.
