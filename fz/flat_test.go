@@ -245,18 +245,7 @@ func containerTiles(t *testing.T, h *Header, blob []byte) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tiles [][]byte
-	for c, ch := range h.Chunks {
-		b := blob[ch.Offset : ch.Offset+ch.Size]
-		first, end := l.chunkTiles(uint64(c))
-		pos := 4 * int(end-first)
-		for i := 0; i < int(end-first); i++ {
-			sz := int(binary.LittleEndian.Uint32(b[4*i:]))
-			tiles = append(tiles, b[pos:pos+sz])
-			pos += sz
-		}
-	}
-	return tiles
+	return containerTilesOf(h, l, blob)
 }
 
 // TestFlatReference compares the codec with the naive §3.1 formulas on
@@ -783,4 +772,63 @@ func TestFlatBackendGuard(t *testing.T) {
 	if _, err := DecompressTo(ctx, flat, make([]byte, 4*len(v)), WithBackend(flatAwareBackend{})); err == nil || !strings.Contains(err.Error(), "box-only backend asked") {
 		t.Fatalf("flat container, flat-aware backend: %v", err)
 	}
+}
+
+// FuzzDecodeFlatTile feeds arbitrary bytes to both versions' tile
+// decoders on flat layouts (full and partial runs, runs starting mid-row):
+// errors are fine, panics and hangs are not.
+func FuzzDecodeFlatTile(f *testing.F) {
+	for ver := 1; ver <= 2; ver++ {
+		_, blob := sampleFlat(f, ver)
+		h, err := ReadHeader(blob)
+		if err != nil {
+			f.Fatal(err)
+		}
+		l, _ := h.layout()
+		for ti, tb := range containerTilesOf(h, l, blob) {
+			f.Add(tb, uint8(4*(ver-1)), ti == int(l.tiles)-1)
+		}
+	}
+	shapes := [][]uint64{{12, 33, 49}, {5000}, {6, 70, 90}, {9, 7, 3}}
+	layouts := make([]*layout, len(shapes))
+	for i, d := range shapes {
+		var err error
+		if layouts[i], err = newFlatLayout(d, DefaultTilesPerChunk); err != nil {
+			f.Fatal(err)
+		}
+	}
+	s := new(tileScratch)
+	f.Fuzz(func(t *testing.T, b []byte, which uint8, last bool) {
+		l := layouts[int(which)%len(layouts)]
+		tt := uint64(0)
+		if last {
+			tt = l.tiles - 1
+		}
+		out := make([]float32, l.n)
+		var err error
+		if which&4 != 0 {
+			err = decodeTileV2(s, b, out, 0, l, tt, 0.5, float32(math.NaN()))
+		} else {
+			err = decodeTile(s, b, out, 0, l, tt, 0.5, float32(math.NaN()))
+		}
+		if err == nil && len(b) < 8 {
+			t.Fatalf("a %d-byte tile decoded", len(b))
+		}
+	})
+}
+
+// containerTilesOf splits a container into its tiles' bytes.
+func containerTilesOf(h *Header, l *layout, blob []byte) [][]byte {
+	var tiles [][]byte
+	for c, ch := range h.Chunks {
+		b := blob[ch.Offset : ch.Offset+ch.Size]
+		first, end := l.chunkTiles(uint64(c))
+		pos := 4 * int(end-first)
+		for i := 0; i < int(end-first); i++ {
+			sz := int(binary.LittleEndian.Uint32(b[4*i:]))
+			tiles = append(tiles, b[pos:pos+sz])
+			pos += sz
+		}
+	}
+	return tiles
 }
