@@ -135,58 +135,54 @@ func flatLorenzoInverse(q []int32, f *flatRun) {
 }
 
 // flatXor applies (inverse=false) or undoes (inverse=true) the masks'
-// parity transform of a bitmap of the run's elements: flatLorenzo with
-// XOR for the sums.
+// parity transform of a bitmap of the run's elements (bits ≥ n must be 0):
+// flatLorenzo and flatLorenzoInverse with XOR for the sums, on the bits
+// unpacked to bytes.
 func flatXor(m *[planeBytes]byte, f *flatRun, inverse bool) {
-	get := func(i int) byte { return (m[i>>3] >> (i & 7)) & 1 }
-	flip := func(i int) { m[i>>3] ^= 1 << (i & 7) }
+	var b [TileElems]byte
 	n, sy, sz := f.n, f.sy, f.sz
+	for e := 0; e < n; e++ {
+		b[e] = m[e>>3] >> (e & 7) & 1
+	}
 	if !inverse {
 		for e := n - 1; e >= sz; e-- {
-			if get(e-sz) != 0 {
-				flip(e)
-			}
+			b[e] ^= b[e-sz]
 		}
 		f.rowsBack(func(start, end int, ypos bool) {
 			if !ypos {
 				return
 			}
 			for e := end - 1; e >= max(start, sy); e-- {
-				if get(e-sy) != 0 {
-					flip(e)
-				}
+				b[e] ^= b[e-sy]
 			}
 		})
 		f.rows(func(start, end int, _ bool) {
 			for e := end - 1; e > start; e-- {
-				if get(e-1) != 0 {
-					flip(e)
-				}
+				b[e] ^= b[e-1]
 			}
 		})
-		return
+	} else {
+		f.rows(func(start, end int, _ bool) {
+			for e := start + 1; e < end; e++ {
+				b[e] ^= b[e-1]
+			}
+		})
+		f.rows(func(start, end int, ypos bool) {
+			if !ypos {
+				return
+			}
+			for e := max(start, sy); e < end; e++ {
+				b[e] ^= b[e-sy]
+			}
+		})
+		for e := sz; e < n; e++ {
+			b[e] ^= b[e-sz]
+		}
 	}
-	f.rows(func(start, end int, _ bool) {
-		for e := start + 1; e < end; e++ {
-			if get(e-1) != 0 {
-				flip(e)
-			}
-		}
-	})
-	f.rows(func(start, end int, ypos bool) {
-		if !ypos {
-			return
-		}
-		for e := max(start, sy); e < end; e++ {
-			if get(e-sy) != 0 {
-				flip(e)
-			}
-		}
-	})
-	for e := sz; e < n; e++ {
-		if get(e-sz) != 0 {
-			flip(e)
-		}
+	for i := range m[:(n+7)/8] {
+		x := binary.LittleEndian.Uint64(b[8*i:])
+		// Bit j of the result: the low bit of byte j.
+		m[i] = byte((x & 0x0101010101010101) * 0x0102040810204080 >> 56)
 	}
 }
 

@@ -245,18 +245,7 @@ func containerTiles(t *testing.T, h *Header, blob []byte) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tiles [][]byte
-	for c, ch := range h.Chunks {
-		b := blob[ch.Offset : ch.Offset+ch.Size]
-		first, end := l.chunkTiles(uint64(c))
-		pos := 4 * int(end-first)
-		for i := 0; i < int(end-first); i++ {
-			sz := int(binary.LittleEndian.Uint32(b[4*i:]))
-			tiles = append(tiles, b[pos:pos+sz])
-			pos += sz
-		}
-	}
-	return tiles
+	return containerTilesOf(h, l, blob)
 }
 
 // TestFlatReference compares the codec with the naive §3.1 formulas on
@@ -743,4 +732,103 @@ func TestFlatNoValues(t *testing.T) {
 			t.Fatalf("%v: %v %d %v", dims, h, len(out), err)
 		}
 	}
+}
+
+// boxOnlyBackend is a backend whose decoder knows only box tiles: it
+// fails every decode it is given.
+type boxOnlyBackend struct{}
+
+func (boxOnlyBackend) Name() string { return "box-only" }
+func (boxOnlyBackend) Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte, Stats, error) {
+	return Compress(ctx, src, p, append(opts, WithBackend(nil))...)
+}
+func (boxOnlyBackend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...Option) (*Header, error) {
+	return nil, errors.New("box-only backend asked to decode")
+}
+
+type flatAwareBackend struct{ boxOnlyBackend }
+
+func (flatAwareBackend) ReadsFlatTiles() bool { return true }
+
+// TestFlatBackendGuard: a flat container goes to a backend's decoder only
+// when the backend says it reads flat tiles; others decode on the CPU.
+func TestFlatBackendGuard(t *testing.T) {
+	v, flat := sampleFlat(t, 1)
+	box, _ := compressT(t, v, Params{DType: Float32, Dims: []uint64{12, 33, 49}, Mode: Abs, Bound: 1e-3, Fill: ptr(-1e34)})
+	ctx := context.Background()
+	for _, b := range []Backend{boxOnlyBackend{}, CPU()} {
+		if _, out, err := Decompress(ctx, flat, WithBackend(b)); err != nil || len(out) != 4*len(v) {
+			t.Fatalf("%s: Decompress of a flat container: %v", b.Name(), err)
+		}
+		if _, err := DecompressTo(ctx, flat, make([]byte, 4*len(v)), WithBackend(b)); err != nil {
+			t.Fatalf("%s: DecompressTo of a flat container: %v", b.Name(), err)
+		}
+	}
+	// Box containers, and flat ones for a backend that reads them, still
+	// go to the backend.
+	if _, _, err := Decompress(ctx, box, WithBackend(boxOnlyBackend{})); err == nil || !strings.Contains(err.Error(), "box-only backend asked") {
+		t.Fatalf("box container: %v", err)
+	}
+	if _, err := DecompressTo(ctx, flat, make([]byte, 4*len(v)), WithBackend(flatAwareBackend{})); err == nil || !strings.Contains(err.Error(), "box-only backend asked") {
+		t.Fatalf("flat container, flat-aware backend: %v", err)
+	}
+}
+
+// FuzzDecodeFlatTile feeds arbitrary bytes to both versions' tile
+// decoders on flat layouts (full and partial runs, runs starting mid-row):
+// errors are fine, panics and hangs are not.
+func FuzzDecodeFlatTile(f *testing.F) {
+	for ver := 1; ver <= 2; ver++ {
+		_, blob := sampleFlat(f, ver)
+		h, err := ReadHeader(blob)
+		if err != nil {
+			f.Fatal(err)
+		}
+		l, _ := h.layout()
+		for ti, tb := range containerTilesOf(h, l, blob) {
+			f.Add(tb, uint8(4*(ver-1)), ti == int(l.tiles)-1)
+		}
+	}
+	shapes := [][]uint64{{12, 33, 49}, {5000}, {6, 70, 90}, {9, 7, 3}}
+	layouts := make([]*layout, len(shapes))
+	for i, d := range shapes {
+		var err error
+		if layouts[i], err = newFlatLayout(d, DefaultTilesPerChunk); err != nil {
+			f.Fatal(err)
+		}
+	}
+	s := new(tileScratch)
+	f.Fuzz(func(t *testing.T, b []byte, which uint8, last bool) {
+		l := layouts[int(which)%len(layouts)]
+		tt := uint64(0)
+		if last {
+			tt = l.tiles - 1
+		}
+		out := make([]float32, l.n)
+		var err error
+		if which&4 != 0 {
+			err = decodeTileV2(s, b, out, 0, l, tt, 0.5, float32(math.NaN()))
+		} else {
+			err = decodeTile(s, b, out, 0, l, tt, 0.5, float32(math.NaN()))
+		}
+		if err == nil && len(b) < 8 {
+			t.Fatalf("a %d-byte tile decoded", len(b))
+		}
+	})
+}
+
+// containerTilesOf splits a container into its tiles' bytes.
+func containerTilesOf(h *Header, l *layout, blob []byte) [][]byte {
+	var tiles [][]byte
+	for c, ch := range h.Chunks {
+		b := blob[ch.Offset : ch.Offset+ch.Size]
+		first, end := l.chunkTiles(uint64(c))
+		pos := 4 * int(end-first)
+		for i := 0; i < int(end-first); i++ {
+			sz := int(binary.LittleEndian.Uint32(b[4*i:]))
+			tiles = append(tiles, b[pos:pos+sz])
+			pos += sz
+		}
+	}
+	return tiles
 }
