@@ -3,22 +3,27 @@
 
 #include "flat.cuh"
 
-// The walk of a full flat tile without holes (PERF.md v26). The run spans
-// K <= 4 planes of the field (fP >= 1366); the warp walks it by in-plane
-// chunks of 32 positions r = rc + lane, and within a chunk by plane k (at
-// flat index i0 - r0 + k fP + r, element e = k fP + r - r0), so that each
-// of the three differences of d = Dz Dy Dx q comes from a register:
-//   A = q - q(x - 1): a shuffle, lane 0 from the plane's carry;
-//   B = A - A(y - 1): A of r - fnx, one or two chunks back in the same
-//       plane (fnx in 32 .. 64): two shuffles of the plane's last two A;
-//   d = B - B(z - 1): the plane before's B in this chunk (same lane).
-// Elements outside the run count as q = 0 (FORMAT.md 3.1), so every
-// neighbour needs no test but x > 0 and y > 0. Codes land at slot e: each
-// run of 32 is transposed (two planes' runs a transpose) and ORed into
-// the plane buffer at its slot, which need not be a multiple of 32.
+// The walk of a full flat tile without holes (PERF.md v26), in element
+// (= slot) order as the rank-1 walk (enc_fast1): word w holds elements
+// 32w .. 32w + 31, lane l element 32w + l, eight words a step, codes into
+// the plane buffer by transposes. d = Dz Dy Dx q with the differences from:
+//   A = q - q(x - 1): a shuffle, lane 0 from the word before (carry);
+//   B = A - A(y - 1): A of element e - fnx, one or two words back
+//       (fnx in 32 .. 64): two shuffles of the last two words' A;
+//   d = B - B(z - 1): B of element e - fP from a ring of 2048 in the
+//       warp's scratch (the slow path's code space, SC_CODE, which the walk
+//       does not use; q's holds the escapes' residuals), written fP
+//       elements before (256 <= fP < 2048: a step ago or more, and not yet
+//       overwritten), loaded with the step's values.
+// Elements before the run count as q = 0 (FORMAT.md 3.1); x > 0 and y > 0
+// (r >= fnx, r the in-plane position) are followed lane by lane. A first
+// walk by in-plane chunks with the plane inner (registers only, runs ORed
+// in at unaligned slots) cost ~200 thread-instructions a value and
+// compressed era5 at 316 GB/s against its box tiles' 421 (call 3).
 // Returns false at the first hole (the slow path takes the tile).
-#define FLAT_KMAX 4
-__device__ __forceinline__ bool flat_walkable(const Geo &g) { return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 1366; }
+__device__ __forceinline__ bool flat_walkable(const Geo &g) {
+    return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP < 2048;
+}
 
 template <typename T, int V>
 __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g, unsigned long long i0,
@@ -26,89 +31,59 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
                                          unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc,
                                          unsigned *sraw, int lane, TileSum &ts) {
     const unsigned F = 0xffffffffu;
-    const int P = (int)g.fP, nx = (int)g.fnx;
-    const int r0 = (int)flat_r0(g, i0), K = (r0 + TILE - 1) / P + 1;
-    const T *p0 = src + i0 - (unsigned long long)r0;  // flat index of (plane 0, r = 0)
-    // the plane buffer starts zeroed: runs are ORed in
-    for (int i = lane; i < 16 * 32; i += 32) ((uint4 *)(pw + (i >> 5) * PW_STRIDE))[i & 31] = make_uint4(0, 0, 0, 0);
-    __syncwarp();
-    int A1[FLAT_KMAX], A2[FLAT_KMAX], cq[FLAT_KMAX];
-#pragma unroll
-    for (int k = 0; k < FLAT_KMAX; k++) A1[k] = A2[k] = cq[k] = 0;
-    const int ys = (lane - nx) & 31;      // lane of A(r - fnx)
-    const bool yb1 = lane - nx >= -32;    // ... one chunk back (else two)
-    int x = lane;                         // r mod fnx (fnx >= 32)
+    const unsigned P = g.fP, nx = g.fnx;
+    // in-plane position and column of this lane's element of word 0
+    const unsigned r0 = flat_r0(g, i0);
+    unsigned r = r0 + lane, x = r0 % nx + lane;
+    if (r >= P) r -= P;
+    if (x >= nx) x -= nx;
+    const int ys = (lane - (int)nx) & 31;    // lane of A(e - fnx)
+    const bool yb1 = lane - (int)nx >= -32;  // ... in the word before (else two before)
+    const T *p0 = src + i0 + lane;
+    int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);  // B of element e at e % 2048 (L2)
+    int carry = 0, A1 = 0, A2 = 0;
     FastWalk<T, V> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
-    // The loads run a chunk ahead: each chunk's K loads are used at once,
-    // and without the lead every chunk waited for L2 (call 2 of v26: era5
-    // 349 GB/s, below its box tiles' 424).
-    auto inrun = [&](int k, int rr) { return k < K && rr < P && k * P + rr - r0 >= 0 && k * P + rr - r0 < TILE; };
-    T vn[FLAT_KMAX];
-#pragma unroll
-    for (int k = 0; k < FLAT_KMAX; k++)
-        if (inrun(k, lane)) vn[k] = __ldcs(p0 + (unsigned long long)(k * P + lane));
 #pragma unroll 1
-    for (int rc = 0; rc < P; rc += 32) {
-        const int r = rc + lane;
-        const bool hx = x > 0, hy = r >= nx;
-        T v[FLAT_KMAX];
-        bool in[FLAT_KMAX];
+    for (int w0 = 0; w0 < 128; w0 += 8) {
+        T v[8];
+        int bz[8];
 #pragma unroll
-        for (int k = 0; k < FLAT_KMAX; k++) {
-            v[k] = vn[k];
-            in[k] = inrun(k, r);
-            if (inrun(k, r + 32)) vn[k] = __ldcs(p0 + (unsigned long long)(k * P + r + 32));
+        for (int u = 0; u < 8; u++) {
+            const int e = 32 * (w0 + u) + lane;
+            v[u] = __ldcs(p0 + 32 * (w0 + u));
+            bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
-        unsigned c[FLAT_KMAX];
-        int sb[FLAT_KMAX];
-        int Bp = 0;
+        unsigned c[8];
 #pragma unroll
-        for (int k = 0; k < FLAT_KMAX; k++) {
-            c[k] = 0;
-            sb[k] = k * P + rc - r0;
-            // a plane without an element of the run in this chunk: its
-            // registers stay as they are (zero before the run, unused after)
-            if (k >= K || !__any_sync(F, in[k])) {
-                Bp = 0;
-                continue;
-            }
-            bool raw = false;
-            const int q = in[k] ? W.quant(v[k], raw) : 0;
+        for (int u = 0; u < 8; u++) {
+            const int e = 32 * (w0 + u) + lane;
+            bool raw;
+            const int q = W.quant(v[u], raw);
             int qx = __shfl_up_sync(F, q, 1);
-            if (lane == 0) qx = cq[k];
-            cq[k] = __shfl_sync(F, q, 31);
-            const int A = (int)((unsigned)q - (unsigned)(hx ? qx : 0));
-            const int a1 = __shfl_sync(F, A1[k], ys), a2 = __shfl_sync(F, A2[k], ys);
-            A2[k] = A1[k];
-            A1[k] = A;
-            const int B = (int)((unsigned)A - (unsigned)(hy ? (yb1 ? a1 : a2) : 0));
-            const int e = k * P + r - r0;
-            int d = (int)((unsigned)B - (unsigned)Bp);
-            Bp = B;
-            if (e == 0 || !in[k]) d = 0;  // the origin (code 0, q in the tile header); no element
-            if (k == 0 && rc == (r0 & ~31)) W.origin = __shfl_sync(F, q, r0 & 31);
-            c[k] = W.code(d, q, raw && in[k], false, e);
+            if (lane == 0) qx = carry;
+            carry = __shfl_sync(F, q, 31);
+            const int A = (int)((unsigned)q - (unsigned)(x > 0 ? qx : 0));
+            const int a1 = __shfl_sync(F, A1, ys), a2 = __shfl_sync(F, A2, ys);
+            A2 = A1;
+            A1 = A;
+            const int B = (int)((unsigned)A - (unsigned)(r >= nx ? (yb1 ? a1 : a2) : 0));
+            __stcg(ring + (e & 2047), B);
+            const int d = (int)((unsigned)B - (unsigned)bz[u]);
+            c[u] = W.code(d, q, raw, w0 + u == 0, e);
+            x += 32;
+            if (x >= nx) x -= nx;
+            r += 32;
+            if (r >= P) r -= P;
         }
-        if (!W.clean()) return false;
-        // two runs a transpose: lane p holds plane p of run a, lane 16 + p of run b
+        unsigned t[4];
 #pragma unroll
-        for (int k = 0; k < FLAT_KMAX; k += 2) {
-            const unsigned cb = k + 1 < FLAT_KMAX ? c[k + 1] : 0u;
-            if (!__any_sync(F, (c[k] | cb) != 0)) continue;
-            const unsigned t = transpose32(c[k] | cb << 16, lane);
-            const int s = lane < 16 ? sb[k] : (k + 1 < FLAT_KMAX ? sb[k + 1] : 0);
-            const int w = s >> 5, o = s & 31, p = lane & 15;
-            unsigned *row = pw + p * PW_STRIDE;
-            const int sw = (p >> 2) & 3;  // put_planes' swizzle
-            if (t) {
-                if (w >= 0 && w < 128) row[w ^ sw] |= t << o;
-                if (o && w + 1 >= 0 && w + 1 < 128) row[(w + 1) ^ sw] |= t >> (32 - o);
-            }
-        }
-        x += 32;
-        if (x >= nx) x -= nx;
+        for (int u = 0; u < 4; u++) t[u] = c[2 * u] | c[2 * u + 1] << 16;
+        transpose32n<4>(t, lane);
+#pragma unroll
+        for (int u = 0; u < 4; u++) put_planes(pw, t[u], w0 + 2 * u, w0 + 2 * u + 1, lane);
+        if (!W.clean()) return false;
+        __syncwarp();  // the step's B stores before a later step's loads
     }
-    __syncwarp();
     W.done(ts);
 #ifdef EMU_FLAT_TAKEN
     EMU_FLAT_TAKEN;  // tools/encode_warp_emu.cpp counts the tiles taken

@@ -294,14 +294,14 @@ func TestAdversarialMatchCPU(t *testing.T) {
 
 // TestFlatTilesMatchCPU: flat tiles (docs/FORMAT.md 3.1; the kernels' FAST
 // 4, flat.cuh) on every adversarial generator: shapes the flat walk takes
-// (32 <= nx <= 64, ny nx >= 1366: era5's plane and others), shapes it
+// (32 <= nx <= 64, 256 <= ny nx < 2048: era5's plane and others), shapes it
 // leaves to the slow path (nx > 64 or < 32, small planes), ranks 1 and 2,
 // a plane of more than 2^24 values (the CPU codec's: onGPU), chunks of a few
 // tiles; compressed and decoded identically by the GPU and the CPU.
 func TestFlatTilesMatchCPU(t *testing.T) {
 	g := gpu(t)
 	shapes := [][]uint64{
-		{12, 33, 49}, {9, 40, 50}, {3, 100, 40}, {5, 64, 32}, {40, 44, 57},
+		{12, 33, 49}, {9, 40, 50}, {3, 100, 40}, {5, 64, 32}, {40, 44, 57}, {30, 8, 40},
 		{6, 20, 70}, {7, 11, 13}, {4, 3, 2000}, {10000}, {40, 500}, {4096, 4097},
 	}
 	short := os.Getenv("FZ_GPU_SHORT") != ""
