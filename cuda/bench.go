@@ -58,7 +58,7 @@ type BenchCase struct {
 	DecompressX   float64  `json:"decompress_vs_memcpy"`
 	Violations    int      `json:"bound_violations"`
 	FormatVersion uint16   `json:"format_version"`
-	Tiling        string   `json:"tiling"` // the tiles written: boxes or flat (auto resolved)
+	Tiling        string   `json:"tiling"`         // the tiles written: boxes or flat (auto resolved)
 	Fill          *float64 `json:"fill,omitempty"` // the fill value the field was compressed with
 }
 

@@ -312,14 +312,16 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess.
-    const void *dwk[12] = {
+    const void *dwk[16] = {
         (const void *)decode_warp_kernel<float, 1, false>,  (const void *)decode_warp_kernel<float, 2, false>,
         (const void *)decode_warp_kernel<float, 3, false>,  (const void *)decode_warp_kernel<double, 1, false>,
         (const void *)decode_warp_kernel<double, 2, false>, (const void *)decode_warp_kernel<double, 3, false>,
         (const void *)decode_warp_kernel<float, 1, true>,   (const void *)decode_warp_kernel<float, 2, true>,
         (const void *)decode_warp_kernel<float, 3, true>,   (const void *)decode_warp_kernel<double, 1, true>,
-        (const void *)decode_warp_kernel<double, 2, true>,  (const void *)decode_warp_kernel<double, 3, true>};
-    for (int i = 0; i < 12 && e == cudaSuccess; i++)
+        (const void *)decode_warp_kernel<double, 2, true>,  (const void *)decode_warp_kernel<double, 3, true>,
+        (const void *)decode_warp_kernel<float, 4, false>,  (const void *)decode_warp_kernel<double, 4, false>,
+        (const void *)decode_warp_kernel<float, 4, true>,   (const void *)decode_warp_kernel<double, 4, true>};
+    for (int i = 0; i < 16 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
@@ -713,8 +715,9 @@ template <typename T>
 static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f, const unsigned char *b,
                          const unsigned long long *toff, const unsigned *tsize, unsigned long long tile0,
                          unsigned long long nt, T *dst, cudaStream_t st) {
-    // flat tiles (flat.cuh): the block decoder takes every tile
-    const int rank = g.flat ? 0 : tile_rank(g);
+    // flat tiles (flat.cuh): the warp decoder's flat walk where it applies
+    // (decode_flat.cuh), else the block decoder takes every tile
+    const int rank = g.flat ? (flat_dec_walkable(g) ? 4 : 0) : tile_rank(g);
     if (rank) {
         CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
         // Fields without a fill value: count the tiles with masks, so that
@@ -727,11 +730,11 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
             mcount = c->dcount + 1;
         }
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
-        auto k = rank == 3 ? decode_warp_kernel<T, 3, false> : rank == 2 ? decode_warp_kernel<T, 2, false>
-                                                             : decode_warp_kernel<T, 1, false>;
+        auto k = rank == 4 ? decode_warp_kernel<T, 4, false> : rank == 3 ? decode_warp_kernel<T, 3, false>
+               : rank == 2 ? decode_warp_kernel<T, 2, false> : decode_warp_kernel<T, 1, false>;
         if (f->has_fill)  // the walks that apply masks for every tile (decode_warp.cuh, FK)
-            k = rank == 3 ? decode_warp_kernel<T, 3, true> : rank == 2 ? decode_warp_kernel<T, 2, true>
-                                                           : decode_warp_kernel<T, 1, true>;
+            k = rank == 4 ? decode_warp_kernel<T, 4, true> : rank == 3 ? decode_warp_kernel<T, 3, true>
+              : rank == 2 ? decode_warp_kernel<T, 2, true> : decode_warp_kernel<T, 1, true>;
         // Fill fields of rank 3 with clipped tiles: the full tiles first
         // (tile_order.cuh). Only there: measured on an H200 (1 GiB, same
         // call), levitus and coads gained 23-53 % on top of FK, era5 8-42 %,
