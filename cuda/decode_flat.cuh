@@ -24,6 +24,24 @@ __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
     return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP + 31 < FLAT_RING;
 }
 
+// Inclusive sum of v over the lanes, restarting at the lanes of hm (a
+// ballot of heads): the plain prefix sum less the prefix before this
+// lane's segment (one shuffle), so five rounds of one shuffle each rather
+// than two (seg_scan). tail: no head at or below this lane.
+__device__ __forceinline__ int seg_sum(int v, unsigned hm, int lane, bool &tail) {
+    const unsigned F = 0xffffffffu;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(F, v, o);
+        if (lane >= o) v = wadd(v, t);
+    }
+    const unsigned below = hm & (0xffffffffu >> (31 - lane));  // heads at or below this lane
+    tail = below == 0;
+    const int s = tail ? 0 : 31 - __clz(below);  // this lane's segment starts at lane s
+    const int before = __shfl_sync(F, v, s > 0 ? s - 1 : 0);
+    return s > 0 ? wadd(v, -before) : v;
+}
+
 // Inclusive scan of v over the lanes, restarting at lanes with head set;
 // op is + (ints) or ^ (bits). Returns the scan; tail: no head at or below
 // this lane (the word before's carry applies).
@@ -65,10 +83,15 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
     bool bad = false;
     T *out = dst + base + lane;
     const int nw = X ? (n + 31) >> 5 : 128;
+    // lane 16h + p loads plane p of word 2m + h, a step ahead (the tile is
+    // read from L1 or L2: each step waited for its loads without the lead)
+    unsigned pn = zb_word(tb, bm, pat, lane >> 4);
 #pragma unroll 1
     for (int m = 0; 2 * m < nw; m++) {
-        // codes of words 2m, 2m + 1: lane 16h + p loads plane p of word 2m + h
-        const unsigned c2 = transpose32(zb_word(tb, bm, pat, 2 * m + (lane >> 4)), lane);
+        // codes of words 2m, 2m + 1
+        const unsigned pc = pn;
+        if (2 * m + 2 < nw) pn = zb_word(tb, bm, pat, 2 * m + 2 + (lane >> 4));
+        const unsigned c2 = transpose32(pc, lane);
         unsigned fw[2] = {0, 0}, rw[2] = {0, 0};
         if (X) {
             fw[0] = mask_word(tb, mk.fat, 2 * m), fw[1] = mask_word(tb, mk.fat, 2 * m + 1);
@@ -97,7 +120,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             Y2 = Y1;
             Y1 = Y;
             bool tail;
-            int q = seg_scan<false>(Y, head, lane, tail);
+            int q = seg_sum(Y, __ballot_sync(F, head), lane, tail);
             if (tail) q = wadd(q, cq);
             cq = __shfl_sync(F, q, 31);
             T val = Bits<T>::rec(q, step);

@@ -17,7 +17,10 @@
 // hyg (rank 1) 863 vs 800.
 // The staged walks (f32 rank 3 and, since v22, rank 2) hold 5 KiB of
 // staging per warp besides the plane buffer: two blocks fit an SM anyway.
-#define ENC_MINB_W(fast, tsize) ((fast) == 3 || (fast) == 4 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
+#define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
+#endif
+#ifndef ENC_FLAT_MINB
+#define ENC_FLAT_MINB 2  // flat tiles' kernels (encode_flat.cuh)
 #endif
 // The f32 rank-3 kernels are kept small: the less code, the fewer
 // instruction-fetch stalls (PERF.md v19, -10 % on the smooth field): one
