@@ -105,6 +105,9 @@ func TestTilingRefused(t *testing.T) {
 	if _, stderr, code := run(t, "eval", "--synthetic", "8x8x8", "--tiling", "cubes"); code != 2 || !strings.Contains(stderr, wantTilings) {
 		t.Errorf("eval --tiling cubes: exit %d: %s", code, stderr)
 	}
+	if _, stderr, code := run(t, "bench-e2e", "--tiling", "cubes"); code != 2 || !strings.Contains(stderr, "tiling") || !strings.Contains(stderr, wantTilings) {
+		t.Errorf("bench-e2e --tiling cubes: exit %d: %s", code, stderr)
+	}
 
 	e := newServeEnv(t)
 	cfg := filepath.Join(dir, "sidecar.yaml")
