@@ -12,6 +12,7 @@
 //                        inline PTX of the staged walks), encode_rank3.cuh
 //                        (the staged f32 rank-3 walk), encode_rank2.cuh (the staged f32 rank-2
 //                        walk), encode_slot_walks.cuh (f64, rank 1),
+//                        encode_flat.cuh (flat tiles' walk, FAST 4),
 //                        encode_slow.cuh (any other tile; masks),
 //                        encode_write.cuh (a v1 tile's layout and write),
 //                        encode_v2.cuh (version 2's code section)
@@ -31,15 +32,18 @@
 //   transcode.cuh        version 2 only: the tiles rewritten as version-1
 //                        tiles, which the decoders below then take
 //   decode_warp.cuh      decode_warp_kernel: one warp per tile, its walks in
-//                        decode_fast.cuh (full staged tiles) and
-//                        decode_generic.cuh (any box); a tile that
+//                        decode_fast.cuh (full staged tiles),
+//                        decode_generic.cuh (any box) and decode_flat.cuh
+//                        (flat tiles, R = 4); a tile that
 //                        does not check out goes on a list for the block
 //                        decoder (decode_list_kernel), which rejects it as
 //                        the CPU decoder does (or decodes it);
 //                        tile_order.cuh: which tile a warp takes (full
 //                        tiles first, for rank-3 fill fields)
 // Shared by all: device_common.cuh (geometry, parameters, scans; the exact
-// quantize in quantize.cuh), mask_corners.cuh (a mask element's parity
+// quantize in quantize.cuh), flat.cuh (flat tiles, FORMAT.md 3.1: a flat
+// job is a rank-1 job whose neighbours are the field's 3-D ones),
+// mask_corners.cuh (a mask element's parity
 // transform: the slow path), job.cuh (a job's state, full-tile tables),
 // transpose.cuh (32x32 bit transposes). Performance notes: PERF.md.
 //
