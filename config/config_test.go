@@ -250,3 +250,52 @@ func TestFormatVersion(t *testing.T) {
 		}
 	}
 }
+
+// tiling from each source: the default boxes, and flat from a file, the
+// environment or a flag; the values are the codec's (fz.ParseTiling).
+func TestTiling(t *testing.T) {
+	if d := Defaults(); d.Tiling != "boxes" {
+		t.Fatalf("default tiling %q, want boxes", d.Tiling)
+	}
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(f, []byte("tiling: flat\n"), 0o644)
+	for _, c := range []struct {
+		file  string
+		env   map[string]string
+		flags []string
+		src   string
+	}{
+		{file: f, src: f + ":1"},
+		{env: map[string]string{"FZ_TILING": " Flat "}, src: "environment FZ_TILING"},
+		{flags: []string{"--tiling", "flat"}, src: "flag --tiling"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		_, apply := Flags(fs)
+		if err := fs.Parse(c.flags); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(c.file, env(c.env), apply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Tiling != "flat" || s.Source("tiling") != c.src {
+			t.Errorf("tiling %q from %q, want flat from %q", s.Tiling, s.Source("tiling"), c.src)
+		}
+	}
+	for _, v := range []string{"boxes", "flat", "auto", "BOXES", " auto", "", "box", "flat-tiles", "0", "1", "2", "cubes"} {
+		got, err := ParseTiling(v)
+		ct, cerr := fz.ParseTiling(v)
+		if (err == nil) != (cerr == nil) || (err == nil && got != ct.String()) {
+			t.Errorf("tiling %q: config says %q, %v; the codec %v, %v", v, got, err, ct, cerr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "boxes (the default), flat or auto") {
+			t.Errorf("ParseTiling(%q): %v", v, err)
+		}
+	}
+	if Tilings != fz.Tilings {
+		t.Errorf("config.Tilings %q, fz.Tilings %q", Tilings, fz.Tilings)
+	}
+	if d, err := fz.ParseTiling(Defaults().Tiling); err != nil || d != fz.TilingBoxes {
+		t.Errorf("default tiling %q is not the codec's default", Defaults().Tiling)
+	}
+}

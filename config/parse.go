@@ -217,3 +217,29 @@ func formatVersion(f func(*Settings) *int) parser {
 		return nil
 	}
 }
+
+// Tilings says which tilings a writer may be asked for, for messages (as
+// fz.Tilings).
+const Tilings = "boxes (the default), flat or auto"
+
+// ParseTiling parses a tile geometry to write: boxes, flat or auto
+// (docs/FORMAT.md §3, §3.1), case-insensitive, as fz.ParseTiling. The
+// CLI's --tiling and serve's tiling share it.
+func ParseTiling(v string) (string, error) {
+	switch l := strings.ToLower(strings.TrimSpace(v)); l {
+	case "boxes", "flat", "auto":
+		return l, nil
+	}
+	return "", fmt.Errorf("expected a tiling: %s", Tilings)
+}
+
+func tiling(f func(*Settings) *string) parser {
+	return func(s *Settings, v string) error {
+		t, err := ParseTiling(v)
+		if err != nil {
+			return err
+		}
+		*f(s) = t
+		return nil
+	}
+}

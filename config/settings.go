@@ -38,6 +38,9 @@ type Settings struct {
 	// default) or 2 (docs/FORMAT.md; smaller, read by fzsidecar releases
 	// with version-2 support only).
 	FormatVersion int
+	// Tiling is the tile geometry the codec writes: boxes (the default),
+	// flat or auto (docs/FORMAT.md §3.1; fz.ParseTiling reads it).
+	Tiling string
 	// GPUs lists device ordinals for --backend gpu: one compression lane
 	// per device. Empty: device 0.
 	GPUs []int
@@ -115,6 +118,7 @@ func Defaults() Settings {
 	s.Sink = "./fzdata"
 	s.Backend = "auto"
 	s.FormatVersion = 1
+	s.Tiling = "boxes"
 	s.GPUHost = "register"
 	s.GPULanes = 4
 	s.Budget = 4 << 30

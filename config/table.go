@@ -64,6 +64,8 @@ var table = []entry{
 		parse: oneOf(func(s *Settings) *string { return &s.Backend }, "auto", "cpu", "gpu"), show: sp(func(s *Settings) *string { return &s.Backend })},
 	{key: "format_version", flag: "format-version", help: "container format version written: 1 (default; every release reads it) or 2 (group rates: smaller files, opt-in; readers need a build that lists v2 in 'fzsidecar version'; docs/FORMAT.md)",
 		parse: formatVersion(func(s *Settings) *int { return &s.FormatVersion }), show: func(s *Settings) string { return itoa64(int64(s.FormatVersion)) }},
+	{key: "tiling", flag: "tiling", help: "tile geometry written: boxes (default), flat (runs of 4096 consecutive values, flags bit 1: for narrow grids whose box tiles are mostly clipped; readers need a build that reads flat tiles) or auto (flat for a rank-3 field with ny·nx ≤ 2048 and at least 25 % of its values in clipped box tiles; docs/FORMAT.md §3.1)",
+		parse: tiling(func(s *Settings) *string { return &s.Tiling }), show: sp(func(s *Settings) *string { return &s.Tiling })},
 	{key: "gpus", flag: "gpus", help: "GPU devices for backend gpu/auto: one compression lane per device, e.g. 0,1 or all (default device 0)",
 		parse: gpuList, show: func(s *Settings) string { return formatGPUs(s.GPUs) }},
 	{key: "gpu_host", flag: "gpu-host", help: "how snapshots reach a GPU: register (pin the segment in place, kept while the producer reuses it; staging where that fails) or stage (copy through a pinned ring)",

@@ -80,6 +80,10 @@ func OpenDevice(dev int, jobTiles uint64) (*Backend, error) {
 // Name says which device this is.
 func (b *Backend) Name() string { return b.name }
 
+// ReadsFlatTiles: the GPU decoder reads flat tiles (docs/FORMAT.md 3.1;
+// fz.FlatTileReader).
+func (b *Backend) ReadsFlatTiles() bool { return true }
+
 // Close frees the device resources.
 func (b *Backend) Close() error {
 	b.mu.Lock()
@@ -164,10 +168,21 @@ func (b *Backend) result() result { return *(*result)(b.res) }
 
 func makeField(dt fz.DType, g fz.Geometry) field {
 	f := field{dtype: uint32(dt), nz: g.NZ, ny: g.NY, nx: g.NX, tilesPerChunk: uint32(g.TilesPerChunk), version: 1}
+	if g.Flat {
+		f.tiling = 1
+	}
 	for i := 0; i < 3; i++ {
 		f.tile[i], f.block[i] = uint32(g.Tile[i]), uint32(g.Block[i])
 	}
 	return f
+}
+
+// onGPU says whether the kernels take a field of geometry g: flat tiles
+// (docs/FORMAT.md 3.1) only with planes of fewer than 2^24 values (the
+// kernels' in-tile arithmetic is 32-bit: cuda/flat.cuh); the CPU codec
+// writes and reads the same bytes for the others.
+func onGPU(g fz.Geometry) bool {
+	return !g.Flat || (g.NY <= 1<<24 && g.NX <= 1<<24 && g.NY*g.NX < 1<<24)
 }
 
 // compressField is the field the kernels compress for p: its geometry, the
@@ -214,11 +229,11 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	g, err := fz.PlanGeometry(p.Dims, set.TilesPerChunk)
+	g, err := fz.PlanGeometryFor(p.Dims, set.TilesPerChunk, set.Tiling)
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	if g.Elements == 0 {
+	if g.Elements == 0 || !onGPU(g) {
 		return fz.CPU().Compress(ctx, src, p, opts...)
 	}
 	b.mu.Lock()
@@ -415,6 +430,9 @@ func (b *Backend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...fz
 	g, err := h.Geometry()
 	if err != nil {
 		return nil, err
+	}
+	if !onGPU(g) {
+		return fz.CPU().DecompressTo(ctx, blob, dst, opts...)
 	}
 	set := fz.SettingsOf(opts...)
 	// Checksums on the host: the chunks are untrusted until they match.

@@ -26,6 +26,9 @@ type BenchConfig struct {
 	// FormatVersion is the container version written and read (1 or 2;
 	// 0: fz.DefaultVersion).
 	FormatVersion uint16
+	// Tiling is the tile geometry written (docs/FORMAT.md 3, 3.1; the zero
+	// value: box tiles).
+	Tiling fz.Tiling
 	// File is a raw field of the user's own (row-major, little-endian),
 	// measured in addition to the others; nil: none.
 	File *BenchFile
@@ -55,6 +58,7 @@ type BenchCase struct {
 	DecompressX   float64  `json:"decompress_vs_memcpy"`
 	Violations    int      `json:"bound_violations"`
 	FormatVersion uint16   `json:"format_version"`
+	Tiling        string   `json:"tiling"`         // the tiles written: boxes or flat (auto resolved)
 	Fill          *float64 `json:"fill,omitempty"` // the fill value the field was compressed with
 }
 
@@ -266,7 +270,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 			return nil, err
 		}
 		for _, rel := range cfg.Rels {
-			c, err := b.benchOne(tm, in.realField, in.raw, rel, cfg.Reps, rep.D2DBps, cfg.FormatVersion)
+			c, err := b.benchOne(tm, in.realField, in.raw, rel, cfg.Reps, rep.D2DBps, cfg.FormatVersion, cfg.Tiling)
 			if err != nil {
 				return nil, fmt.Errorf("%s rel %g: %w", in.name, rel, err)
 			}
@@ -323,13 +327,24 @@ var benchFields = []realField{
 func benchFill(v float64) *float64 { return &v }
 
 // benchOne times compress and decompress of one field already on the host.
-func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, reps int, d2d float64, ver uint16) (BenchCase, error) {
+// tilingName is the tiling of g as BenchCase reports it.
+func tilingName(g fz.Geometry) string {
+	if g.Flat {
+		return fz.TilingFlat.String()
+	}
+	return fz.TilingBoxes.String()
+}
+
+func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, reps int, d2d float64, ver uint16, tiling fz.Tiling) (BenchCase, error) {
 	l := b.lib
 	name, dt, dims := fld.name, fld.dtype, fld.dims
 	p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: rel, Fill: fld.fill}
-	g, err := fz.PlanGeometry(dims, fz.DefaultTilesPerChunk)
+	g, err := fz.PlanGeometryFor(dims, fz.DefaultTilesPerChunk, tiling)
 	if err != nil {
 		return BenchCase{}, err
+	}
+	if !onGPU(g) {
+		return BenchCase{}, fmt.Errorf("%s: flat tiles with planes of 2^24 values or more are the CPU codec's", name)
 	}
 	if g.Tiles > b.maxTiles {
 		if err := b.ensureCtx(g.Tiles); err != nil {
@@ -406,6 +421,6 @@ func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, re
 		Ratio: in / float64(len(blob)), CompressMs: cms, DecompressMs: dms,
 		CompressBps: in / (cms / 1e3), DecompressBps: in / (dms / 1e3),
 		CompressX: in / (cms / 1e3) / d2d, DecompressX: in / (dms / 1e3) / d2d, Violations: viol,
-		FormatVersion: ver, Fill: fld.fill,
+		FormatVersion: ver, Tiling: tilingName(g), Fill: fld.fill,
 	}, nil
 }

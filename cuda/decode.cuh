@@ -14,6 +14,7 @@
 //   decode_finish_kernel  the first error, if any, into the result.
 // Every decoder writes the same bytes as fz/ (docs/FORMAT.md section 7).
 
+#include "flat.cuh"  // flat tiles: flat_unscan's neighbours
 
 __device__ __forceinline__ void report(unsigned long long *err, unsigned long long rel, unsigned code) {
     atomicMin(err, (rel << 8) | code);
@@ -134,6 +135,37 @@ struct DecShared {
     unsigned w0, origin, nesc, esc_at, fill_at, raw_at, nraw, rawv_at, plane_mask;
     int bad;
 };
+
+// Undoes a flat tile's Lorenzo step (FORMAT.md 3.1) on its n elements in
+// shared memory, by the whole block: prefix sums along z (stride fP), y
+// (stride fnx, restarting where y = 0) and x (restarting where x = 0 or at
+// the tile's first element), each as chains of dependent steps, one chain
+// per thread; add(e, from) folds element `from` into e. r0: flat_r0.
+// Every element's neighbours lie in the run, so no step reads outside it.
+template <typename F>
+__device__ __forceinline__ void flat_unscan(const Geo &g, unsigned r0, int n, F add) {
+    const int tid = threadIdx.x, P = (int)g.fP, nx = (int)g.fnx;
+    for (int j = tid; j < P && j + P < n; j += NT)
+        for (int e = j + P; e < n; e += P) add(e, e - P);
+    __syncthreads();
+    for (int j = tid; j < nx && j + nx < n; j += NT) {
+        unsigned r = (r0 + (unsigned)j) % g.fP;  // in-plane position of element j
+        for (int e = j + nx; e < n; e += nx) {
+            r += (unsigned)nx;
+            if (r >= g.fP) r -= g.fP;
+            if (r >= (unsigned)nx) add(e, e - nx);  // y >= 1
+        }
+    }
+    __syncthreads();
+    // rows: the first starts at 0, the next at the first x = 0, then every nx
+    const int x0 = (int)(r0 % g.fnx), h1 = (nx - x0) % nx, rows = h1 == 0 ? (n + nx - 1) / nx : 1 + (n - h1 + nx - 1) / nx;
+    for (int k = tid; k < rows; k += NT) {
+        const int a = h1 == 0 ? k * nx : k == 0 ? 0 : h1 + (k - 1) * nx;
+        const int b = min(n, h1 == 0 ? a + nx : k == 0 ? h1 : a + nx);
+        for (int e = a + 1; e < b; e++) add(e, e - 1);
+    }
+    __syncthreads();
+}
 
 // One tile (rel, relative to tile0) by the whole block: every return is
 // block-uniform.
@@ -310,6 +342,11 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
                 __syncthreads();
                 if (s.bad) return;
                 // undo parity Lorenzo: prefix XOR along x, y, z
+                if (g.flat) {
+                    flat_unscan(g, (unsigned)(base % g.fP), n, [&](int e, int from) {
+                        s.fl[e] ^= s.fl[from] & bit;
+                    });
+                } else {
                 for (int i = tid; i < lz * ly; i += NT) {
                     unsigned char *row = s.fl + i * lx;
                     unsigned char acc = row[0] & bit;
@@ -338,6 +375,7 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
                     }
                 }
                 __syncthreads();
+                }
             }
         }
         // element-order ranks of escapes and raw values
@@ -384,6 +422,11 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
     __syncthreads();
 
     // 3. undo Lorenzo: segmented prefix along x (rows of lx), then y, then z
+    if (g.flat) {
+        flat_unscan(g, (unsigned)(base % g.fP), n, [&](int e, int from) {
+            s.q[e] = (int)((unsigned)s.q[e] + (unsigned)s.q[from]);
+        });
+    } else {
     {
         const int e0 = tid * KPT;
         int v[KPT];
@@ -425,6 +468,7 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
             col_scan(s.q + i, P, lz);
         }
         __syncthreads();
+    }
     }
 
     // 4. dequantize and write; fill and raw elements are exact

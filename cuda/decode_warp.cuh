@@ -79,6 +79,7 @@ template <> __device__ __forceinline__ double raw_value<double>(const unsigned *
 
 #include "decode_fast.cuh"     // the fast walks: full staged tiles (v7 walks)
 #include "decode_generic.cuh"  // the generic walks: any box, escapes, big tiles
+#include "decode_flat.cuh"     // the walk of flat tiles (R = 4)
 
 // X tiles clipped to n < 4096 elements: a mask bit at a slot >= n (the
 // CPU decoder rejects it; the walks would not see it).
@@ -97,7 +98,8 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
-// One warp per tile, for the standard tile shape of rank R. Full tiles
+// One warp per tile, for the standard tile shape of rank R (R = 4: flat
+// tiles whose walk applies, flat_dec_walkable). Full tiles
 // without escapes whose bytes fit the stage buffer are staged and take
 // the fast walks (rank 1: every tile, X when needed); every other tile
 // reads its bytes from global memory (L1) and takes a generic walk. The
@@ -150,7 +152,9 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     const unsigned w0 = __ldg(gp);
     bool ok = (w0 & ~0x7FFFFu) == 0;
     const bool flags = (w0 >> 16) & 7;
-    const bool staged = nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
+    // flat tiles (R = 4) are read from global memory: the warp's shared
+    // memory holds dec_flat's rings
+    const bool staged = R != 4 && nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
     const unsigned *tb = gp;
     if (ok && staged) {
         for (unsigned i = lane; i < nw; i += 32) sw[i] = __ldcs(gp + i);
@@ -234,6 +238,9 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
             else
                 ok = allm || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
+        } else if (R == 4) {
+            ok = allm || flags || n < TILE ? dec_flat<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, n)
+                   : dec_flat<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, n);
         } else {
             ok = allm || flags || n < TILE ? dec_fast1<T, true>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n)
                    : dec_fast1<T, false>(tb, bm, pat, origin, base, step, dst, pb, lane, mk, fill, n);

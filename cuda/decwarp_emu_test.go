@@ -32,15 +32,17 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		name string
 		raw  []byte // the values, f32 or f64 (p.DType)
 		p    fz.Params
+		flat bool // flat tiles (FORMAT.md 3.1): dec_flat, the kernel's R = 4
 	}
 	var fields []field
 	r := rand.New(rand.NewPCG(17, 29))
 	fillv := -9999.0
+	flat := false
 	mk := func(name string, dims []uint64, bound float64, mode fz.Mode, fill *float64, f func(z, y, x int) float64) {
 		v := gridValues(dims, f)
-		fields = append(fields, field{name, f32bytes(asF32(v)), fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+		fields = append(fields, field{name, f32bytes(asF32(v)), fz.Params{DType: fz.Float32, Dims: dims, Mode: mode, Bound: bound, Fill: fill}, flat})
 		if len(dims) != 2 || dims[0] != 64 { // f64 too (every shape but one)
-			fields = append(fields, field{name + " f64", f64bytes(v), fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}})
+			fields = append(fields, field{name + " f64", f64bytes(v), fz.Params{DType: fz.Float64, Dims: dims, Mode: mode, Bound: bound, Fill: fill}, flat})
 		}
 	}
 	for _, d := range [][]uint64{{9, 17, 33}, {16, 32, 64}, {12, 33, 49}, {8, 16, 2}, {70, 129}, {64, 128}, {5000}, {8192}} {
@@ -49,6 +51,16 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
 		mk(name+" noise 1e-6", d, 1e-6, fz.Rel, nil, func(z, y, x int) float64 { return r.NormFloat64() })
 	}
+	// flat tiles, shapes dec_flat takes (32 <= nx <= 64, 256 <= ny nx <= 1888:
+	// era5's plane, plot3d_comb's, a small one, a last partial tile)
+	flat = true
+	for _, d := range [][]uint64{{12, 33, 49}, {9, 36, 50}, {30, 8, 40}, {5, 33, 57}} {
+		name := fmt.Sprint("flat ", d)
+		mk(name+" smooth", d, 1e-3, fz.Rel, nil, emuWave)
+		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
+		mk(name+" noise 1e-6", d, 1e-6, fz.Rel, nil, func(z, y, x int) float64 { return r.NormFloat64() })
+	}
+	flat = false
 	for _, c := range []struct {
 		i     int
 		first int // rank 3: z slabs taken; rank 2: rows
@@ -60,7 +72,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 			continue
 		}
 		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), raw,
-			fz.Params{DType: f.dtype, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
+			fz.Params{DType: f.dtype, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}, false})
 	}
 
 	le := binary.LittleEndian
@@ -104,7 +116,11 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		jobs = append(jobs, job{name, want, len(tiles), dbytes * int(g.NZ*g.NY*g.NX), want == nil})
 	}
 	for _, f := range fields {
-		blob, _, err := fz.Compress(context.Background(), f.raw, f.p, fz.WithFormatVersion(1))
+		tiling := fz.TilingBoxes
+		if f.flat {
+			tiling = fz.TilingFlat
+		}
+		blob, _, err := fz.Compress(context.Background(), f.raw, f.p, fz.WithFormatVersion(1), fz.WithTiling(tiling))
 		if err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
@@ -116,15 +132,18 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		cf := decField{step: math.Float64frombits(le.Uint64(blob[48:])), hasFill: blob[11]&1 != 0, fillBits64: le.Uint64(blob[56:])}
 		cf.tiles, _ = containerTiles(t, blob)
 		db := f.p.DType.Size()
-		g, err := fz.PlanGeometry(f.p.Dims, fz.DefaultTilesPerChunk)
+		g, err := fz.PlanGeometryFor(f.p.Dims, fz.DefaultTilesPerChunk, tiling)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rank := tileRank(g)
+		if f.flat {
+			rank = 4
+		}
 		if rank == 0 {
 			t.Fatalf("%s: tile %v", f.name, g.Tile)
 		}
-		clipped := g.NZ%uint64(g.Tile[0]) != 0 || g.NY%uint64(g.Tile[1]) != 0 || g.NX%uint64(g.Tile[2]) != 0
+		clipped := !f.flat && g.NZ%uint64(g.Tile[0]) != 0 || g.NY%uint64(g.Tile[1]) != 0 || g.NX%uint64(g.Tile[2]) != 0
 		full := g.NZ >= uint64(g.Tile[0]) && g.NY >= uint64(g.Tile[1]) && g.NX >= uint64(g.Tile[2])
 		// as fzgpu.cu: the order for rank-3 fill fields with clipped tiles
 		order := rank == 3 && cf.hasFill && clipped && full

@@ -47,6 +47,13 @@ struct Geo {
     // divides a ticket by them on every tile (a 32-bit division is ~20
     // dependent instructions on its path: PERF.md v13).
     unsigned long long mgx, mgy, mpc;
+    // Flat tiles (FORMAT.md 3.1): the job is described to the kernels as a
+    // rank-1 field of nz*ny*nx values (tiles 1x1x4096, slot = element), and
+    // the residuals take the field's 3-D neighbours: fnx = nx, fP = ny * nx
+    // (< 2^24, make_geo), their magic multipliers (div_m), flat = 1.
+    int flat;
+    unsigned fnx, fP;
+    unsigned long long mfnx, mfP;
 };
 
 // n / d for n < 2^32 by the magic m of Geo. m = 0: d is 1 (a rank-1 or -2

@@ -7,6 +7,7 @@
 #ifndef ENC_W
 #define ENC_W 8                 // warps per block
 #endif
+#define ENC_FASTS 5             // the warp encoder's FAST values: 0 (none), ranks 1-3, 4 (flat tiles)
 #ifndef ENC_MINB_W
 // Blocks per SM the register budget is cut for, per walk. Rank 3 needs
 // ~115 registers: with 2 (128 registers, 16 warps/SM) it does not spill;
@@ -16,7 +17,10 @@
 // hyg (rank 1) 863 vs 800.
 // The staged walks (f32 rank 3 and, since v22, rank 2) hold 5 KiB of
 // staging per warp besides the plane buffer: two blocks fit an SM anyway.
-#define ENC_MINB_W(fast, tsize) ((fast) == 3 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
+#define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
+#endif
+#ifndef ENC_FLAT_MINB
+#define ENC_FLAT_MINB 2  // flat tiles' kernels (encode_flat.cuh)
 #endif
 // The f32 rank-3 kernels are kept small: the less code, the fewer
 // instruction-fetch stalls (PERF.md v19, -10 % on the smooth field): one

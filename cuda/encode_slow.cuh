@@ -2,6 +2,8 @@
 // and the raw and fill masks of the walked tiles (raw_mask_sparse,
 // raw_mask_rows3). Included by encode_warp.cuh.
 
+#include "flat.cuh"  // flat tiles' neighbours (FAST 4)
+
 // ---- slow path: any tile, holes included (FORMAT.md sections 3-5 as
 // written), through the warp's scratch. Latency matters more than
 // instructions here: a slow tile holds up the look-back of every later
@@ -18,6 +20,7 @@ static __host__ __device__ __forceinline__ unsigned magic12(int d) { return (uns
 template <int FAST>
 __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int lx, const Geo &g) {
     if (FAST == 0) return slot_of(z, y, x, lz, ly, lx, g);
+    if (FAST == 4) return x;  // flat tiles (flat.cuh): a 1 x 1 x n box, slot = element
     constexpr int BZ = FAST == 3 ? 4 : 1, BY = FAST == 3 ? 4 : FAST == 2 ? 16 : 1, BX = FAST == 1 ? 128 : 8;
     const int i = z / BZ, dz = z % BZ, ez = min(BZ, lz - i * BZ);
     const int j = y / BY, dy = y % BY, ey = min(BY, ly - j * BY);
@@ -41,9 +44,10 @@ __device__ __forceinline__ int slot_pairs(int n) { return 4 * ((n + 255) >> 8); 
 // byte loads per element instead of eight) were slower: coads and
 // levitus -8 % compress (128 dependent rows of ballots against 80
 // independent rounds; PERF.md v23).
+// fr0: a flat tile's flat_r0 (FAST 4), whose masks take flat.cuh's corners.
 template <int FAST>
 __device__ __forceinline__ void slow_masks_planes(const Geo &g, int lz, int ly, int lx, unsigned NR, unsigned NF,
-                                                  unsigned *pw, unsigned char *sc, int lane) {
+                                                  unsigned *pw, unsigned char *sc, int lane, unsigned fr0 = 0) {
     constexpr int U = 4;
     const unsigned short *scode = (const unsigned short *)(sc + SC_CODE);
     const unsigned char *sfl = sc + SC_FL;
@@ -58,6 +62,12 @@ __device__ __forceinline__ void slow_masks_planes(const Geo &g, int lz, int ly, 
         }
         __syncwarp();
         for (int e = lane; e < n; e += 32) {
+            if (FAST == 4) {
+                const unsigned m = flat_corners(g, fr0, e);
+                if (NF && flat_xor_corners(g, sfl, e, m, 2)) atomicOr(&smf[e >> 5], 1u << (e & 31));
+                if (NR && flat_xor_corners(g, sfl, e, m, 4)) atomicOr(&smr[e >> 5], 1u << (e & 31));
+                continue;
+            }
             const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
             const unsigned m = (x > 0) << 12 | (y > 0) << 13 | (z > 0) << 14;
             const int sl = slot_std<FAST>(z, y, x, lz, ly, lx, g);
@@ -166,6 +176,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     }
     __syncwarp();
     ts.origin = sq[0];
+    const unsigned fr0 = FAST == 4 ? flat_r0(g, x0) : 0u;  // flat tiles: x0 is the run's first flat index
     // 2. Lorenzo + codes, 128 elements a round from the top down: each
     //    residual overwrites its q once every lane has read its neighbours
     //    (all at lower indices), so lower rounds still see q.
@@ -183,6 +194,17 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
                 yy[u] = y;
                 xx[u] = x;
                 unsigned v = (unsigned)sq[e];
+                if (FAST == 4) {  // flat tiles: the field's neighbours in the run (flat.cuh)
+                    const unsigned m = flat_corners(g, fr0, e);
+#pragma unroll
+                    for (int k = 1; k < 8; k++)
+                        if ((m >> k) & 1) {
+                            const unsigned nb = (unsigned)sq[e - flat_off(g, k)];
+                            v = (__popc(k) & 1) ? v - nb : v + nb;
+                        }
+                    d[u] = (int)v;
+                    continue;
+                }
                 if (x) v -= (unsigned)sq[e - 1];
                 if (y) v -= (unsigned)sq[e - lx];
                 if (x && y) v += (unsigned)sq[e - lx - 1];
@@ -216,7 +238,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
             }
         }
     }
-    slow_masks_planes<FAST>(g, lz, ly, lx, NR, NF, pw, sc, lane);
+    slow_masks_planes<FAST>(g, lz, ly, lx, NR, NF, pw, sc, lane, fr0);
     ts.nesc = __reduce_add_sync(0xffffffffu, nesc);
     ts.nraw = NR;
     ts.nfill = NF;

@@ -50,6 +50,7 @@
 #include "encode_ptx.cuh"         // the staged walks' inline-PTX primitives (cp.async, sub_left, prmt)
 #include "encode_rank3.cuh"       // the staged f32 rank-3 walk
 #include "encode_slot_walks.cuh"  // the slot-order walks (f64, rank 1)
+#include "encode_flat.cuh"        // the flat walk (flat tiles)
 #include "encode_rank2.cuh"       // the staged f32 rank-2 walk
 #include "encode_slow.cuh"        // the slow path, the masks
 #include "encode_rows3.cuh"       // the row walk for clipped rank-3 tiles (PCT; holes only with a fill value)
@@ -305,6 +306,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         }
         else if (FAST == 1 && full)
             done = enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        else if (FAST == 4 && full && flat_walkable(g))
+            done = enc_flat<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         __syncwarp();
         if (opt && !done) {  // a tile the walk cannot take: a kernel after this one redoes the job
             if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);
@@ -316,6 +319,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             if (ts.nraw) {
                 if (FAST == 3)  // the fast paths take full tiles only
                     raw_mask_rows3(sraw, (unsigned *)(sc + SC_MR), lane);
+                else if (FAST == 4)
+                    raw_mask_flat(sraw, (unsigned *)(sc + SC_MR), g, flat_r0(g, base), TILE, lane);
                 else
                     raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
             }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fzsidecar/fzsidecar/fz"
@@ -34,17 +35,21 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		p          fz.Params
 	}
 	var fields []field
+	clean := false // no NaN: tiles the walks take whole (a NaN sends its tile to the slow path)
 	mk := func(d [3]int, fill bool) {
 		rank := 3
 		if d[0] == 0 { // rank 2: 64 x 64 tiles
 			d[0], rank = 1, 2
+		}
+		if d[0] < 0 { // flat tiles (FORMAT.md 3.1; the kernel's FAST 4)
+			d[0], rank = -d[0], 4
 		}
 		v := make([]float32, d[0]*d[1]*d[2])
 		for i := range v {
 			x, y, z := i%d[2], i/d[2]%d[1], i/(d[1]*d[2])
 			s := math.Sin(0.1*float64(x))*math.Cos(0.07*float64(y)) + 0.01*float64(z) + 1e-3*r.NormFloat64()
 			switch u := r.IntN(400); {
-			case u == 0:
+			case u == 0 && !clean:
 				s = math.NaN()
 			case fill && u < 60 && (x+2*y)%9 < 3:
 				s = fillv
@@ -60,7 +65,11 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		if fill {
 			p.Fill = &fillv
 		}
-		fields = append(fields, field{fmt.Sprintf("%v fill %v", d, fill), rank, d[0], d[1], d[2], v, p})
+		name := fmt.Sprintf("%v fill %v", d, fill)
+		if rank == 4 {
+			name = fmt.Sprintf("flat %s clean %v", name, clean)
+		}
+		fields = append(fields, field{name, rank, d[0], d[1], d[2], v, p})
 	}
 	for _, d := range [][3]int{{16, 32, 64}, {9, 17, 33}, {12, 33, 49}, {24, 48, 100}} {
 		mk(d, false)
@@ -72,6 +81,16 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	for _, d := range [][3]int{{0, 100, 150}, {0, 40, 300}, {0, 128, 200}} {
 		mk(d, false)
 		mk(d, true)
+	}
+	// flat tiles (nz < 0 here): era5's plane (the flat walk: 32 <= nx <= 64,
+	// 256 <= ny nx < 2048), and shapes the walk leaves to the slow path
+	// (nx > 64, small planes, planes of 2048 or more), a last partial tile
+	for _, d := range [][3]int{{-12, 33, 49}, {-9, 40, 50}, {-3, 100, 40}, {-6, 20, 70}, {-7, 11, 13}, {-5, 64, 32}, {-30, 8, 40}} {
+		mk(d, false)
+		mk(d, true)
+		clean = true
+		mk(d, false)
+		clean = false
 	}
 	le := binary.LittleEndian
 	type run struct {
@@ -86,7 +105,11 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	var in bytes.Buffer
 	cfs := make([]v1Field, len(fields))
 	for i, f := range fields {
-		cfs[i] = compressV1(t, f.name, f.v, f.p)
+		if f.rank == 4 {
+			cfs[i] = compressV1(t, f.name, f.v, f.p, fz.WithTiling(fz.TilingFlat))
+		} else {
+			cfs[i] = compressV1(t, f.name, f.v, f.p)
+		}
 		// jobs: the whole field, and for fields of several chunks each
 		// chunk of 256 tiles as a job of its own (tile0 > 0)
 		nt := len(cfs[i].tiles)
@@ -95,6 +118,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 			jobs = append(jobs, [2]int{0, 256}, [2]int{256, nt - 256})
 		}
 		for _, pct := range []bool{false, true} {
+			if pct && f.rank == 4 {
+				continue // no clipped tiles to pre-code
+			}
 			for _, jb := range jobs {
 				late := (i+b2i(pct)+jb[0])%2 == 1
 				runs = append(runs, run{i, pct, late, &cfs[i], jb[0], jb[1],
@@ -116,6 +142,14 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	u64 := func() uint64 { at += 8; return le.Uint64(out[at-8:]) }
 	for _, rn := range runs {
 		errf := u32()
+		// tiles the flat walk took whole (the rest: the slow path); the
+		// clean flat fields it can walk must have some, or this test would
+		// not see the walk
+		taken := u32()
+		if f := fields[rn.f]; f.rank == 4 && strings.Contains(f.name, "clean true") && f.nx >= 32 && f.nx <= 64 &&
+			f.ny*f.nx >= 256 && f.ny*f.nx < 2048 && taken == 0 {
+			t.Errorf("%s: the flat walk took no tile", rn.describe)
+		}
 		sizes := make([]uint32, rn.ntiles)
 		prefix := make([]uint64, rn.ntiles)
 		outs := make([]uint32, rn.ntiles)

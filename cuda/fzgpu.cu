@@ -12,6 +12,7 @@
 //                        inline PTX of the staged walks), encode_rank3.cuh
 //                        (the staged f32 rank-3 walk), encode_rank2.cuh (the staged f32 rank-2
 //                        walk), encode_slot_walks.cuh (f64, rank 1),
+//                        encode_flat.cuh (flat tiles' walk, FAST 4),
 //                        encode_slow.cuh (any other tile; masks),
 //                        encode_write.cuh (a v1 tile's layout and write),
 //                        encode_v2.cuh (version 2's code section)
@@ -31,15 +32,18 @@
 //   transcode.cuh        version 2 only: the tiles rewritten as version-1
 //                        tiles, which the decoders below then take
 //   decode_warp.cuh      decode_warp_kernel: one warp per tile, its walks in
-//                        decode_fast.cuh (full staged tiles) and
-//                        decode_generic.cuh (any box); a tile that
+//                        decode_fast.cuh (full staged tiles),
+//                        decode_generic.cuh (any box) and decode_flat.cuh
+//                        (flat tiles, R = 4); a tile that
 //                        does not check out goes on a list for the block
 //                        decoder (decode_list_kernel), which rejects it as
 //                        the CPU decoder does (or decodes it);
 //                        tile_order.cuh: which tile a warp takes (full
 //                        tiles first, for rank-3 fill fields)
 // Shared by all: device_common.cuh (geometry, parameters, scans; the exact
-// quantize in quantize.cuh), mask_corners.cuh (a mask element's parity
+// quantize in quantize.cuh), flat.cuh (flat tiles, FORMAT.md 3.1: a flat
+// job is a rank-1 job whose neighbours are the field's 3-D ones),
+// mask_corners.cuh (a mask element's parity
 // transform: the slow path), job.cuh (a job's state, full-tile tables),
 // transpose.cuh (32x32 bit transposes). Performance notes: PERF.md.
 //
@@ -77,7 +81,8 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 #include "mask_corners.cuh"   // a mask element's parity transform (the slow path)
 #include "encode_warp.cuh"    // the warp encoder (v6-v22) and its walks
 
-// The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path.
+// The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path
+// (the rank of the standard tile shape, 0 none, 4 flat tiles: flat.cuh).
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
 // pc: the job has pre-coded clipped tiles (PCT; rank 2 has a kernel with
 // their copy and one without, encode_warp.cuh's PC).
@@ -87,6 +92,7 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt,
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1, 0, V>;
         case 2: return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
+        case 4: return (const void *)encode_warp_kernel<float, 4, 0, V>;
         case 3:
             if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V> : (const void *)encode_warp_kernel<float, 3, 3, V>;
             return has_fill ? (const void *)encode_warp_kernel<float, 3, 2, V> : (const void *)encode_warp_kernel<float, 3, 1, V>;
@@ -96,6 +102,7 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt,
     switch (fast) {
     case 1: return (const void *)encode_warp_kernel<double, 1, 0, V>;
     case 2: return pc ? (const void *)encode_warp_kernel<double, 2, 0, V, 1> : (const void *)encode_warp_kernel<double, 2, 0, V, 0>;
+    case 4: return (const void *)encode_warp_kernel<double, 4, 0, V>;
     case 3: return (const void *)encode_warp_kernel<double, 3, 0, V>;
     default: return (const void *)encode_warp_kernel<double, 0, 0, V>;
     }
@@ -138,7 +145,7 @@ struct fzgpu_ctx {
     fzgpu_result *res;
     unsigned char *scratch;       // warp encoder: SC_BYTES per resident warp
     int range_blocks;                 // blocks of the range pass (one wave)
-    unsigned long long enc_blocks[8]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
+    unsigned long long enc_blocks[2 * ENC_FASTS]; // warp encoder: blocks resident at once, per enc_kernel (dtype, fast)
     unsigned long long clip_blocks[4]; // encode_clipped_kernel's: (f64, rank 2) in bits 1, 0
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
@@ -271,22 +278,24 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     int sms = 0;
     unsigned long long slots = 0;
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    for (int i = 0; i < 8 && e == cudaSuccess; i++) {
-        const void *k = enc_kernel(i >> 2 ? 2 : 1, i & 3, 0);
+    for (int i = 0; i < 2 * ENC_FASTS && e == cudaSuccess; i++) {
+        const unsigned dt = i / ENC_FASTS ? 2 : 1;
+        const int fast = i % ENC_FASTS;
+        const void *k = enc_kernel(dt, fast, 0);
         // Both container versions' kernels; the grid and scratch are sized
         // by version 1's (a grid needs no more blocks than fit at once: the
         // kernels are persistent, tiles taken by ticket).
         for (unsigned v = 1; v <= 2 && e == cudaSuccess; v++) {
-            const void *kv = enc_kernel(i >> 2 ? 2 : 1, i & 3, 0, 0, v);
+            const void *kv = enc_kernel(dt, fast, 0, 0, v);
             e = cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-            if (e == cudaSuccess && enc_kernel(i >> 2 ? 2 : 1, i & 3, 1, 0, v) != kv)
-                e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, i & 3, 1, 0, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-            for (int o = 1; o <= 2 && e == cudaSuccess && i == 3; o++)
+            if (e == cudaSuccess && enc_kernel(dt, fast, 1, 0, v) != kv)
+                e = cudaFuncSetAttribute(enc_kernel(dt, fast, 1, 0, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            for (int o = 1; o <= 2 && e == cudaSuccess && dt == 1 && fast == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
         // rank 2's kernel with the copy of pre-coded tiles (version 1)
-        if (e == cudaSuccess && (i & 3) == 2)
-            e = cudaFuncSetAttribute(enc_kernel(i >> 2 ? 2 : 1, 2, 0, 0, 1, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        if (e == cudaSuccess && fast == 2)
+            e = cudaFuncSetAttribute(enc_kernel(dt, 2, 0, 0, 1, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess) e = resident_blocks(k, sms, max_tiles, &c->enc_blocks[i]);
         if (c->enc_blocks[i] > slots) slots = c->enc_blocks[i];
     }
@@ -307,14 +316,16 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess.
-    const void *dwk[12] = {
+    const void *dwk[16] = {
         (const void *)decode_warp_kernel<float, 1, false>,  (const void *)decode_warp_kernel<float, 2, false>,
         (const void *)decode_warp_kernel<float, 3, false>,  (const void *)decode_warp_kernel<double, 1, false>,
         (const void *)decode_warp_kernel<double, 2, false>, (const void *)decode_warp_kernel<double, 3, false>,
         (const void *)decode_warp_kernel<float, 1, true>,   (const void *)decode_warp_kernel<float, 2, true>,
         (const void *)decode_warp_kernel<float, 3, true>,   (const void *)decode_warp_kernel<double, 1, true>,
-        (const void *)decode_warp_kernel<double, 2, true>,  (const void *)decode_warp_kernel<double, 3, true>};
-    for (int i = 0; i < 12 && e == cudaSuccess; i++)
+        (const void *)decode_warp_kernel<double, 2, true>,  (const void *)decode_warp_kernel<double, 3, true>,
+        (const void *)decode_warp_kernel<float, 4, false>,  (const void *)decode_warp_kernel<double, 4, false>,
+        (const void *)decode_warp_kernel<float, 4, true>,   (const void *)decode_warp_kernel<double, 4, true>};
+    for (int i = 0; i < 16 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
@@ -366,17 +377,32 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
 
 static int make_geo(const fzgpu_field *f, Geo *g) {
     if (!f || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
-    if ((f->version != 1 && f->version != 2) || f->reserved != 0) return FZGPU_E_ARG;  // container versions this build writes and reads
+    if ((f->version != 1 && f->version != 2) || f->tiling > 1) return FZGPU_E_ARG;  // container versions this build writes and reads
     int tz = f->tile[0], ty = f->tile[1], tx = f->tile[2], bz = f->block[0], by = f->block[1], bx = f->block[2];
     if (tz < 1 || ty < 1 || tx < 1 || tz * ty * tx != TILE) return FZGPU_E_ARG;
     if (bz < 1 || by < 1 || bx < 1 || bz * by * bx != 128 || tz % bz || ty % by || tx % bx) return FZGPU_E_ARG;
     if (f->nz == 0 || f->ny == 0 || f->nx == 0 || f->tiles_per_chunk == 0) return FZGPU_E_ARG;
+    *g = Geo{};
     g->nz = f->nz;
     g->ny = f->ny;
     g->nx = f->nx;
-    g->gz = (f->nz + tz - 1) / tz;
-    g->gy = (f->ny + ty - 1) / ty;
-    g->gx = (f->nx + tx - 1) / tx;
+    if (f->tiling == 1) {
+        // flat tiles (FORMAT.md 3.1, flat.cuh): the kernels see a rank-1 field
+        // of every value, and the plane and row lengths for the neighbours;
+        // planes of 2^24 values or more are the CPU codec's (the in-tile
+        // arithmetic is 32-bit)
+        if (tz != 1 || ty != 1 || tx != TILE || bz != 1 || by != 1 || bx != 128) return FZGPU_E_ARG;
+        if (f->ny > (1u << 24) || f->nx > (1u << 24) || f->ny * f->nx >= (1u << 24)) return FZGPU_E_ARG;
+        if (f->nz > ~0ull / (f->ny * f->nx)) return FZGPU_E_ARG;
+        g->flat = 1;
+        g->fnx = (unsigned)f->nx;
+        g->fP = (unsigned)(f->ny * f->nx);
+        g->nz = g->ny = 1;
+        g->nx = f->nz * f->ny * f->nx;
+    }
+    g->gz = (g->nz + tz - 1) / tz;
+    g->gy = (g->ny + ty - 1) / ty;
+    g->gx = (g->nx + tx - 1) / tx;
     g->tiles = g->gz * g->gy * g->gx;
     g->tz = tz;
     g->ty = ty;
@@ -391,6 +417,8 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     g->mgx = magic(g->gx);
     g->mgy = magic(g->gy);
     g->mpc = magic(g->per_chunk);
+    g->mfnx = magic(g->fnx);
+    g->mfP = magic(g->fP);
     g->fast = tz == KPT && ty == NWARPS && tx == 32;
     g->fast3 = tz == 8 && ty == 16 && tx == 32 && bz == 4 && by == 4 && bx == 8;
     g->fast2 = tz == 1 && ty == 64 && tx == 64 && bz == 1 && by == 16 && bx == 8;
@@ -398,7 +426,7 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     for (int k = 0; k < KPT; k++) {
         // slot of element (k, 0, 0) of a full tile (FORMAT.md section 3)
         g->skoff[k] = g->fast ? (unsigned)((k / bz) * bz * ty * tx + (k % bz) * by * bx) : 0u;
-        g->koff[k] = g->fast ? (unsigned long long)k * f->ny * f->nx : 0ull;
+        g->koff[k] = g->fast ? (unsigned long long)k * g->ny * g->nx : 0ull;
     }
     return 0;
 }
@@ -534,9 +562,9 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     c->job_clean = 0;
     unsigned long long *status_opt = nullptr, *status_opt8 = nullptr;
     {
-        const int fast = g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
+        const int fast = g.flat ? 4 : g.fast3 ? 3 : g.fast2 ? 2 : g.fast1 ? 1 : 0;
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
-        const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? 4 : 0) + fast];
+        const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? ENC_FASTS : 0) + fast];
         if (nb > cap_b) nb = cap_b;
         const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct);
         const void *src = d_src;
@@ -691,7 +719,9 @@ template <typename T>
 static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f, const unsigned char *b,
                          const unsigned long long *toff, const unsigned *tsize, unsigned long long tile0,
                          unsigned long long nt, T *dst, cudaStream_t st) {
-    const int rank = tile_rank(g);
+    // flat tiles (flat.cuh): the warp decoder's flat walk where it applies
+    // (decode_flat.cuh), else the block decoder takes every tile
+    const int rank = g.flat ? (flat_dec_walkable(g) ? 4 : 0) : tile_rank(g);
     if (rank) {
         CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
         // Fields without a fill value: count the tiles with masks, so that
@@ -704,11 +734,11 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
             mcount = c->dcount + 1;
         }
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
-        auto k = rank == 3 ? decode_warp_kernel<T, 3, false> : rank == 2 ? decode_warp_kernel<T, 2, false>
-                                                             : decode_warp_kernel<T, 1, false>;
+        auto k = rank == 4 ? decode_warp_kernel<T, 4, false> : rank == 3 ? decode_warp_kernel<T, 3, false>
+               : rank == 2 ? decode_warp_kernel<T, 2, false> : decode_warp_kernel<T, 1, false>;
         if (f->has_fill)  // the walks that apply masks for every tile (decode_warp.cuh, FK)
-            k = rank == 3 ? decode_warp_kernel<T, 3, true> : rank == 2 ? decode_warp_kernel<T, 2, true>
-                                                           : decode_warp_kernel<T, 1, true>;
+            k = rank == 4 ? decode_warp_kernel<T, 4, true> : rank == 3 ? decode_warp_kernel<T, 3, true>
+              : rank == 2 ? decode_warp_kernel<T, 2, true> : decode_warp_kernel<T, 1, true>;
         // Fill fields of rank 3 with clipped tiles: the full tiles first
         // (tile_order.cuh). Only there: measured on an H200 (1 GiB, same
         // call), levitus and coads gained 23-53 % on top of FK, era5 8-42 %,

@@ -152,12 +152,18 @@ func TestRealFieldsMatchCPU(t *testing.T) {
 						}
 						check(t, g, fmt.Sprintf("%s %v %v %g v%d", f.name, v.dt, mode, eb, ver), v.raw, p, fz.WithFormatVersion(ver))
 						n++
+						// flat tiles (docs/FORMAT.md 3.1) of the 3-D fields, own dtype
+						if len(f.dims) == 3 && v.dt == f.dtype {
+							check(t, g, fmt.Sprintf("%s %v %v %g v%d flat", f.name, v.dt, mode, eb, ver), v.raw, p,
+								fz.WithFormatVersion(ver), fz.WithTiling(fz.TilingFlat))
+							n++
+						}
 					}
 				}
 			}
 		}
 	}
-	t.Logf("%d real-field cases byte-identical to the CPU (container versions 1 and 2), 0 bound violations", n)
+	t.Logf("%d real-field cases byte-identical to the CPU (container versions 1 and 2, box and flat tiles), 0 bound violations", n)
 }
 
 func f32bytes(v []float32) []byte {
@@ -284,6 +290,67 @@ func TestAdversarialMatchCPU(t *testing.T) {
 		}
 	}
 	t.Logf("%d adversarial cases byte-identical to the CPU (container versions 1 and 2)", n)
+}
+
+// TestFlatTilesMatchCPU: flat tiles (docs/FORMAT.md 3.1; the kernels' FAST
+// 4, flat.cuh) on every adversarial generator: shapes the flat walk takes
+// (32 <= nx <= 64, 256 <= ny nx < 2048: era5's plane and others), shapes it
+// leaves to the slow path (nx > 64 or < 32, small planes), ranks 1 and 2,
+// a plane of more than 2^24 values (the CPU codec's: onGPU), chunks of a few
+// tiles; compressed and decoded identically by the GPU and the CPU.
+func TestFlatTilesMatchCPU(t *testing.T) {
+	g := gpu(t)
+	shapes := [][]uint64{
+		{12, 33, 49}, {9, 40, 50}, {3, 100, 40}, {5, 64, 32}, {40, 44, 57}, {30, 8, 40},
+		{6, 20, 70}, {7, 11, 13}, {4, 3, 2000}, {10000}, {40, 500}, {4096, 4097},
+	}
+	short := os.Getenv("FZ_GPU_SHORT") != ""
+	n := 0
+	for name, gen := range adversarial {
+		for si, dims := range shapes {
+			cnt := 1
+			for _, d := range dims {
+				cnt *= int(d)
+			}
+			if cnt > 1<<20 && (short || name != "smooth") { // the plane of 2^24 values: one generator
+				continue
+			}
+			if short && si%3 != 0 {
+				continue
+			}
+			r := rand.New(rand.NewPCG(uint64(si), 11))
+			v64 := make([]float64, cnt)
+			v32 := make([]float32, cnt)
+			for i := range v64 {
+				v64[i] = gen(r, i, cnt)
+				v32[i] = float32(v64[i])
+			}
+			for _, dt := range []fz.DType{fz.Float32, fz.Float64} {
+				if cnt > 1<<20 && dt == fz.Float64 {
+					continue
+				}
+				raw := f32bytes(v32)
+				if dt == fz.Float64 {
+					raw = f64bytes(v64)
+				}
+				for _, eb := range []float64{1e-2, 1e-4} {
+					p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: eb}
+					if name == "fill" {
+						p.Fill = ptr(-9999)
+					}
+					opts := []fz.Option{fz.WithTiling(fz.TilingFlat)}
+					if si%3 == 1 {
+						opts = append(opts, fz.WithTilesPerChunk(1+si%5))
+					}
+					for _, ver := range formatVersions {
+						check(t, g, fmt.Sprintf("flat %s %v %v %g v%d", name, dims, dt, eb, ver), raw, p, withVersion(ver, opts...)...)
+						n++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d flat-tile cases byte-identical to the CPU (container versions 1 and 2)", n)
 }
 
 // TestDecodeShapesMatchCPU: each walk of the warp decoder

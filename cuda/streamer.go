@@ -673,11 +673,11 @@ func (s *Streamer) compressOn(ctx context.Context, pool chan *lane, jobTiles uin
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	g, err := fz.PlanGeometry(p.Dims, set.TilesPerChunk)
+	g, err := fz.PlanGeometryFor(p.Dims, set.TilesPerChunk, set.Tiling)
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	if g.Elements == 0 {
+	if g.Elements == 0 || !onGPU(g) {
 		return fz.CPU().Compress(ctx, src.Bytes, p, opts...)
 	}
 	if g.TilesPerChunk > jobTiles {

@@ -56,9 +56,9 @@ type v1Field struct {
 }
 
 // compressV1 compresses the f32 values v with p into a version-1 container.
-func compressV1(t *testing.T, name string, v []float32, p fz.Params) v1Field {
+func compressV1(t *testing.T, name string, v []float32, p fz.Params, opts ...fz.Option) v1Field {
 	t.Helper()
-	blob, _, err := fz.Compress(context.Background(), f32bytes(v), p, fz.WithFormatVersion(1))
+	blob, _, err := fz.Compress(context.Background(), f32bytes(v), p, append([]fz.Option{fz.WithFormatVersion(1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -21,12 +21,34 @@ type Backend interface {
 // the CPU code of this package).
 func WithBackend(b Backend) Option { return func(o *options) { o.backend = b } }
 
+// FlatTileReader is implemented by a backend whose decoder reads flat
+// tiles (header flags bit 1, docs/FORMAT.md §3.1). Decompress and
+// DecompressTo decode a flat-tiled container on the CPU when the backend
+// they are given does not implement it or returns false, so that a decoder
+// written for box tiles never sees one.
+type FlatTileReader interface {
+	ReadsFlatTiles() bool
+}
+
+// decodesOn is the backend that decodes h under o: o.backend, or nil (the
+// CPU) for a flat-tiled container the backend does not read.
+func decodesOn(h *Header, o options) Backend {
+	if h.Flat && o.backend != nil {
+		if r, ok := o.backend.(FlatTileReader); !ok || !r.ReadsFlatTiles() {
+			return nil
+		}
+	}
+	return o.backend
+}
+
 type cpuBackend struct{}
 
 // CPU returns the CPU backend.
 func CPU() Backend { return cpuBackend{} }
 
 func (cpuBackend) Name() string { return "cpu" }
+
+func (cpuBackend) ReadsFlatTiles() bool { return true }
 
 func (cpuBackend) Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte, Stats, error) {
 	return Compress(ctx, src, p, append(opts, WithBackend(nil))...)
@@ -45,6 +67,10 @@ type Settings struct {
 	// as WithFormatVersion gave it; 0xFFFF for a value outside 0 … 0xFFFE.
 	// FormatVersionOf checks it.
 	FormatVersion uint16
+	// Tiling is the tile geometry to write, as WithTiling gave it;
+	// PlanGeometryFor resolves it (and rejects values other than the three
+	// constants).
+	Tiling Tiling
 }
 
 // SettingsOf resolves opts.
@@ -54,7 +80,7 @@ func SettingsOf(opts ...Option) Settings {
 	if o.version >= 0 && o.version < 0xFFFF {
 		v = uint16(o.version)
 	}
-	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: v}
+	return Settings{Workers: o.workers, TilesPerChunk: o.tilesPerChunk, Progress: o.progress, FormatVersion: v, Tiling: o.tiling}
 }
 
 // Geometry is a field's tiling as docs/FORMAT.md section 3 defines it.
@@ -65,27 +91,51 @@ type Geometry struct {
 	Tiles         uint64
 	TilesPerChunk uint64
 	Chunks        uint64
+	// Flat: flat tiles (header flags bit 1, docs/FORMAT.md §3.1). Tile t
+	// is then the flat indices [4096t, min(4096t+4096, Elements)), Tile is
+	// 1×1×4096, Block 1×1×128, and Lorenzo keeps the 3-D neighbours of the
+	// folded shape NZ×NY×NX inside the run.
+	Flat bool
 }
 
 func geometryOf(l *layout) Geometry {
 	return Geometry{Elements: l.n, NZ: l.nz, NY: l.ny, NX: l.nx,
 		Tile: [3]int{l.tz, l.ty, l.tx}, Block: [3]int{l.bz, l.by, l.bx},
-		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks}
+		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks, Flat: l.flat}
 }
 
-// PlanGeometry is the geometry the encoder uses for a field of these dims.
+// PlanGeometry is the geometry the encoder uses for a field of these dims
+// with box tiles (TilingBoxes, the default).
 func PlanGeometry(dims []uint64, tilesPerChunk uint64) (Geometry, error) {
-	rank := 1
-	if n, err := NumElements(dims); err != nil {
-		return Geometry{}, err
-	} else if n > 0 {
-		_, _, _, rank = foldDims(dims)
-	}
-	l, err := newLayout(dims, defaultShape(rank), tilesPerChunk)
+	return PlanGeometryFor(dims, tilesPerChunk, TilingBoxes)
+}
+
+// PlanGeometryFor is the geometry the encoder uses for a field of these
+// dims under tiling t (TilingAuto resolved as docs/FORMAT.md §3.1 says), so
+// that every backend makes the same choice.
+func PlanGeometryFor(dims []uint64, tilesPerChunk uint64, t Tiling) (Geometry, error) {
+	l, err := planLayout(dims, tilesPerChunk, t)
 	if err != nil {
 		return Geometry{}, err
 	}
 	return geometryOf(l), nil
+}
+
+// planLayout is the layout Compress writes for dims under tiling t.
+func planLayout(dims []uint64, tilesPerChunk uint64, t Tiling) (*layout, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	rank := 1
+	if n, err := NumElements(dims); err != nil {
+		return nil, err
+	} else if n > 0 {
+		_, _, _, rank = foldDims(dims)
+	}
+	if t == TilingFlat || (t == TilingAuto && flatWanted(dims)) {
+		return newFlatLayout(dims, tilesPerChunk)
+	}
+	return newLayout(dims, defaultShape(rank), tilesPerChunk)
 }
 
 // Geometry is the geometry a header describes.
@@ -131,7 +181,7 @@ func NewHeader(p Params, g Geometry, absEB, step, lo, hi float64, haveRange bool
 		Version: DefaultVersion, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, AbsEB: absEB, Step: step, Tile: g.Tile, Block: g.Block,
 		TilesPerChunk: uint32(g.TilesPerChunk), RangeMin: notComputed, RangeMax: notComputed,
-		Chunks: make([]Chunk, g.Chunks),
+		Flat: g.Flat, Chunks: make([]Chunk, g.Chunks),
 	}
 	if haveRange {
 		h.RangeMin, h.RangeMax = lo, hi

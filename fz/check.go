@@ -49,10 +49,8 @@ func CheckContainer(ctx context.Context, h *Header, blob []byte, workers int) ([
 				} else {
 					// The chunk's tiles cover field elements [b0, b1).
 					first, end := l.chunkTiles(c)
-					z0, y0, x0, _, _, _ := l.tileBox(first)
-					zl, yl, xl, lz, ly, lx := l.tileBox(end - 1)
-					b0 := (z0*l.ny+y0)*l.nx + x0
-					b1 := ((zl+uint64(lz)-1)*l.ny+yl+uint64(ly)-1)*l.nx + xl + uint64(lx)
+					b0, _ := l.tileSpan(first)
+					_, b1 := l.tileSpan(end - 1)
 					buf = slices.Grow(buf[:0], int((b1-b0)*uint64(h.DType.Size())))[:(b1-b0)*uint64(h.DType.Size())]
 					b := blob[ch.Offset : ch.Offset+ch.Size]
 					if h.DType == Float32 {

@@ -38,6 +38,9 @@ func Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte
 	if _, err := o.formatVersion(); err != nil {
 		return nil, Stats{}, err
 	}
+	if err := o.tiling.check(); err != nil {
+		return nil, Stats{}, err
+	}
 	if o.backend != nil {
 		return o.backend.Compress(ctx, src, p, opts...)
 	}
@@ -67,12 +70,7 @@ func asBytes[T float](v []T) []byte {
 }
 
 func compressTyped[T float](ctx context.Context, src []T, p Params, o options) ([]byte, Stats, error) {
-	rank := 1
-	if len(src) > 0 {
-		_, _, _, rank = foldDims(p.Dims)
-	}
-	sh := defaultShape(rank)
-	l, err := newLayout(p.Dims, sh, o.tilesPerChunk)
+	l, err := planLayout(p.Dims, o.tilesPerChunk, o.tiling)
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -82,8 +80,8 @@ func compressTyped[T float](ctx context.Context, src []T, p Params, o options) (
 	}
 	h := &Header{
 		Version: version, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
-		Bound: p.Bound, Tile: sh.tile, Block: sh.block, TilesPerChunk: uint32(o.tilesPerChunk),
-		RangeMin: notComputed, RangeMax: notComputed,
+		Bound: p.Bound, Tile: [3]int{l.tz, l.ty, l.tx}, Block: [3]int{l.bz, l.by, l.bx}, TilesPerChunk: uint32(o.tilesPerChunk),
+		RangeMin: notComputed, RangeMax: notComputed, Flat: l.flat,
 		Chunks: make([]Chunk, l.chunks),
 	}
 	qz := &quantizer{}

@@ -147,6 +147,12 @@ func FuzzDecompress(f *testing.F) {
 	f.Add(sampleContainerV2(f), true)
 	small2, _, _ := Compress(context.Background(), asBytes([]float64{1, 2, 3, math.Inf(1)}), Params{DType: Float64, Dims: []uint64{4}, Mode: Abs, Bound: 0.1}, WithFormatVersion(2))
 	f.Add(small2, true)
+	_, flat1 := sampleFlat(f, 1)
+	_, flat2 := sampleFlat(f, 2)
+	f.Add(flat1, true)
+	f.Add(flat2, true)
+	smallFlat, _, _ := Compress(context.Background(), asBytes([]float32{1, 2, 3, 40, 5, 6, float32(math.Inf(1))}), Params{DType: Float32, Dims: []uint64{1, 7}, Mode: Abs, Bound: 0.1}, WithTiling(TilingFlat))
+	f.Add(smallFlat, true)
 	f.Fuzz(func(t *testing.T, b []byte, fix bool) {
 		if fix {
 			fixCRCs(b)

@@ -58,7 +58,11 @@ const (
 // Header flag bits.
 const (
 	flagHasFill = 1 << 0
-	knownFlags  = flagHasFill
+	// flagFlatTiles: tiles are runs of TileElems consecutive values of the
+	// folded field (docs/FORMAT.md §3.1), tile shape 1×1×4096, sub-block
+	// 1×1×128.
+	flagFlatTiles = 1 << 1
+	knownFlags    = flagHasFill | flagFlatTiles
 )
 
 // Fixed part of the header, before the dims.

@@ -21,6 +21,8 @@ type goldenCase struct {
 	Mode  string   `json:"mode"`
 	Bound float64  `json:"bound"`
 	Fill  *float64 `json:"fill,omitempty"`
+	// Tiling is the tiling written ("flat"; empty: boxes).
+	Tiling string `json:"tiling,omitempty"`
 }
 
 // goldenInputs makes the inputs from code; they are committed too, so the
@@ -81,15 +83,48 @@ func goldenInputs() map[string][]byte {
 		e[i] = float32(q)
 	}
 	in["residuals"] = asBytes(e)
+	// Flat tiles (§3.1): a narrow 3-D grid whose runs start mid-row, with
+	// a last partial tile, fill values, NaN and a few spikes.
+	f := make([]float32, 10*21*37)
+	for i := range f {
+		z, y, x := i/(21*37), (i/37)%21, i%37
+		f[i] = float32(280 + 15*math.Sin(float64(x)/6+float64(z)/4) + 8*math.Cos(float64(y)/4) + 0.05*float64(i%7))
+		switch {
+		case x < 4 && y > 12:
+			f[i] = -1e34 // a land corner
+		case i%211 == 0:
+			f[i] = float32(math.NaN())
+		case i%307 == 5:
+			f[i] += 400
+		}
+	}
+	in["flat3d"] = asBytes(f)
+	// Flat tiles in float64 with escapes (abs 0.5: step 1), ±Inf and huge
+	// values, ny·nx = 2000 (a run spans two planes).
+	g := make([]float64, 3*40*50)
+	for i := range g {
+		g[i] = 1000 * math.Sin(float64(i)/90)
+		switch i % 173 {
+		case 3:
+			g[i] += 70000
+		case 9:
+			g[i] = math.Inf(-1 + 2*(i%2))
+		case 17:
+			g[i] = 1e300
+		}
+	}
+	in["flatescapes"] = asBytes(g)
 	return in
 }
 
 var goldenCases = []goldenCase{
-	{"smooth3d", "f32", []uint64{12, 20, 40}, "rel", 1e-3, nil},
-	{"specials", "f64", []uint64{3000}, "abs", 0.01, ptr(-1e34)},
-	{"image2d", "f32", []uint64{70, 90}, "rel", 1e-2, nil},
-	{"constant", "f32", []uint64{5, 5}, "rel", 1e-3, nil},
-	{"residuals", "f32", []uint64{5000}, "abs", 0.5, nil},
+	{"smooth3d", "f32", []uint64{12, 20, 40}, "rel", 1e-3, nil, ""},
+	{"specials", "f64", []uint64{3000}, "abs", 0.01, ptr(-1e34), ""},
+	{"image2d", "f32", []uint64{70, 90}, "rel", 1e-2, nil, ""},
+	{"constant", "f32", []uint64{5, 5}, "rel", 1e-3, nil, ""},
+	{"residuals", "f32", []uint64{5000}, "abs", 0.5, nil, ""},
+	{"flat3d", "f32", []uint64{10, 21, 37}, "rel", 1e-3, ptr(-1e34), "flat"},
+	{"flatescapes", "f64", []uint64{3, 40, 50}, "abs", 0.5, nil, "flat"},
 }
 
 // goldenVersions are the container versions with golden files: version v
@@ -143,7 +178,14 @@ func TestGolden(t *testing.T) {
 func goldenCheck(t *testing.T, dir string, c goldenCase, p Params, raw []byte, ver int) {
 	t.Helper()
 	{
-		blob, st, err := Compress(context.Background(), raw, p, WithFormatVersion(ver))
+		tiling := TilingBoxes
+		if c.Tiling != "" {
+			var err error
+			if tiling, err = ParseTiling(c.Tiling); err != nil {
+				t.Fatal(err)
+			}
+		}
+		blob, st, err := Compress(context.Background(), raw, p, WithFormatVersion(ver), WithTiling(tiling))
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
@@ -161,8 +203,8 @@ func goldenCheck(t *testing.T, dir string, c goldenCase, p Params, raw []byte, v
 			t.Errorf("%s: compressed bytes differ from %s (%d vs %d bytes): the format or the encoder changed; if deliberate, run go test ./fz -run Golden -update and say so in docs/FORMAT.md", c.Name, path, len(blob), len(want))
 		}
 		// The committed container decodes within the bound.
-		if h := verifyGolden(t, p.DType, raw, want, st.AbsEB, c.Fill); int(h.Version) != ver {
-			t.Errorf("%s: version %d, want %d", path, h.Version, ver)
+		if h := verifyGolden(t, p.DType, raw, want, st.AbsEB, c.Fill); int(h.Version) != ver || h.Flat != (tiling == TilingFlat) {
+			t.Errorf("%s: version %d flat %v, want %d %v", path, h.Version, h.Flat, ver, tiling == TilingFlat)
 		}
 	}
 }

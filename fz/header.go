@@ -42,7 +42,10 @@ type Header struct {
 	Tile          [3]int // tile extents z, y, x
 	Block         [3]int // sub-block extents z, y, x (128 values)
 	TilesPerChunk uint32
-	Chunks        []Chunk
+	// Flat is flags bit 1: tiles are runs of 4096 consecutive values
+	// (docs/FORMAT.md §3.1); Tile is then 1×1×4096 and Block 1×1×128.
+	Flat   bool
+	Chunks []Chunk
 	// HeaderSize is the byte count of header plus chunk index; chunk
 	// payloads start there.
 	HeaderSize uint64
@@ -67,7 +70,7 @@ func (h *Header) CompressedSize() uint64 {
 }
 
 func (h *Header) layout() (*layout, error) {
-	return newLayout(h.Dims, shape{h.Tile, h.Block}, uint64(h.TilesPerChunk))
+	return newLayoutOf(h.Dims, shape{h.Tile, h.Block}, uint64(h.TilesPerChunk), h.Flat)
 }
 
 func fixedSize(ndim int) int { return headerFixed + 8*ndim + 4 }
@@ -86,6 +89,9 @@ func (h *Header) appendHeader(dst []byte) []byte {
 	b[10] = byte(len(h.Dims))
 	if h.Fill != nil {
 		b[11] |= flagHasFill
+	}
+	if h.Flat {
+		b[11] |= flagFlatTiles
 	}
 	le.PutUint16(b[12:], uint16(h.Tile[0]))
 	le.PutUint16(b[14:], uint16(h.Tile[1]))
@@ -174,6 +180,13 @@ func ReadHeader(b []byte) (*Header, error) {
 	h.Tile = [3]int{int(le.Uint16(b[12:])), int(le.Uint16(b[14:])), int(le.Uint16(b[16:]))}
 	h.Block = [3]int{int(le.Uint16(b[18:])), int(le.Uint16(b[20:])), int(le.Uint16(b[22:]))}
 	h.TilesPerChunk = le.Uint32(b[24:])
+	if flags&flagFlatTiles != 0 {
+		h.Flat = true
+		if h.Tile != flatShape.tile || h.Block != flatShape.block {
+			return nil, formatErr("header flags bit 1 (flat tiles) needs tile shape 1x1x%d and sub-block 1x1x%d, the header has %dx%dx%d and %dx%dx%d",
+				TileElems, 8*BlockBytes, h.Tile[0], h.Tile[1], h.Tile[2], h.Block[0], h.Block[1], h.Block[2])
+		}
+	}
 	if le.Uint32(b[28:]) != 0 {
 		return nil, formatErr("header reserved field at byte 28 is not zero")
 	}

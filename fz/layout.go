@@ -15,6 +15,11 @@ type layout struct {
 	tiles      uint64
 	perChunk   uint64 // tiles per chunk
 	chunks     uint64
+	// flat: tile t is the run of flat indices [4096t, 4096t+n) (header
+	// flags bit 1, docs/FORMAT.md §3.1); the tile shape is flatShape and
+	// gz, gy, gx are 1, 1, tiles. tileBox and nextTileDelta are for box
+	// tiles only.
+	flat bool
 }
 
 // foldDims drops dimensions of extent 1 and folds all leading dimensions
@@ -57,7 +62,26 @@ func defaultShapeOf(rank int) shape {
 	return shape{[3]int{8, 16, 32}, [3]int{4, 4, 8}}
 }
 
+// flatShape is the tile and sub-block shape of flat tiles (§3.1).
+var flatShape = shape{[3]int{1, 1, TileElems}, [3]int{1, 1, 8 * BlockBytes}}
+
+// newLayout is the box-tiled layout of dims.
 func newLayout(dims []uint64, sh shape, perChunk uint64) (*layout, error) {
+	return newLayoutOf(dims, sh, perChunk, false)
+}
+
+// newFlatLayout is the flat-tiled layout of dims (§3.1).
+func newFlatLayout(dims []uint64, perChunk uint64) (*layout, error) {
+	return newLayoutOf(dims, flatShape, perChunk, true)
+}
+
+// newLayoutOf is the layout of dims with tile shape sh, flat tiles when
+// flat is set (sh must then be flatShape).
+func newLayoutOf(dims []uint64, sh shape, perChunk uint64, flat bool) (*layout, error) {
+	if flat && sh != flatShape {
+		return nil, fmt.Errorf("flat tiles (flags bit 1) need tile shape 1x1x%d and sub-block 1x1x%d, not %dx%dx%d and %dx%dx%d",
+			TileElems, 8*BlockBytes, sh.tile[0], sh.tile[1], sh.tile[2], sh.block[0], sh.block[1], sh.block[2])
+	}
 	n, err := NumElements(dims)
 	if err != nil {
 		return nil, err
@@ -73,7 +97,7 @@ func newLayout(dims []uint64, sh shape, perChunk uint64) (*layout, error) {
 	if perChunk < 1 || perChunk > MaxTilesPerChunk {
 		return nil, fmt.Errorf("tiles per chunk %d: expected 1..%d", perChunk, MaxTilesPerChunk)
 	}
-	l := &layout{n: n, tz: tz, ty: ty, tx: tx, bz: bz, by: by, bx: bx, perChunk: perChunk}
+	l := &layout{n: n, tz: tz, ty: ty, tx: tx, bz: bz, by: by, bx: bx, perChunk: perChunk, flat: flat}
 	l.full = new([TileElems]uint16)
 	l.fillSlotMap(l.full, tz, ty, tx)
 	l.fullRuns = runsOf8(l.full, tz, ty, tx)
@@ -82,6 +106,12 @@ func newLayout(dims []uint64, sh shape, perChunk uint64) (*layout, error) {
 		return l, nil
 	}
 	l.nz, l.ny, l.nx, _ = foldDims(dims)
+	if flat {
+		l.gz, l.gy, l.gx = 1, 1, ceilDiv(n, TileElems)
+		l.tiles = l.gx
+		l.chunks = ceilDiv(l.tiles, perChunk)
+		return l, nil
+	}
 	l.gz = ceilDiv(l.nz, uint64(tz))
 	l.gy = ceilDiv(l.ny, uint64(ty))
 	l.gx = ceilDiv(l.nx, uint64(tx))
@@ -129,15 +159,66 @@ func (l *layout) chunkTiles(c uint64) (first, end uint64) {
 	return
 }
 
+// tileLen is the number of values of tile t.
+func (l *layout) tileLen(t uint64) int {
+	if l.flat {
+		return int(min(TileElems, l.n-t*TileElems))
+	}
+	_, _, _, lz, ly, lx := l.tileBox(t)
+	return lz * ly * lx
+}
+
+// tileSpan returns the flat indices [first, end) from tile t's first
+// value to just past its last (a box tile's span also holds values of
+// other tiles).
+func (l *layout) tileSpan(t uint64) (first, end uint64) {
+	if l.flat {
+		first = t * TileElems
+		return first, first + uint64(l.tileLen(t))
+	}
+	z0, y0, x0, lz, ly, lx := l.tileBox(t)
+	first = (z0*l.ny+y0)*l.nx + x0
+	end = ((z0+uint64(lz)-1)*l.ny+y0+uint64(ly)-1)*l.nx + x0 + uint64(lx)
+	return first, end
+}
+
 // chunkElems counts the values held by chunk c.
 func (l *layout) chunkElems(c uint64) uint64 {
 	first, end := l.chunkTiles(c)
+	if l.flat && first < end {
+		a, _ := l.tileSpan(first)
+		_, b := l.tileSpan(end - 1)
+		return b - a
+	}
 	var n uint64
 	for t := first; t < end; t++ {
-		_, _, _, lz, ly, lx := l.tileBox(t)
-		n += uint64(lz * ly * lx)
+		n += uint64(l.tileLen(t))
 	}
 	return n
+}
+
+// flatWanted is TilingAuto's choice for dims (docs/FORMAT.md §3.1): flat
+// tiles for a folded rank-3 field with ny·nx ≤ 2048 (every run of 4096
+// values then spans at least two planes) whose box tiles would leave at
+// least a quarter of the values in clipped tiles (lz < tz, ly < ty or
+// lx < tx).
+func flatWanted(dims []uint64) bool {
+	n, err := NumElements(dims)
+	if err != nil || n == 0 {
+		return false
+	}
+	nz, ny, nx, rank := foldDims(dims)
+	if rank != 3 || ny*nx > 2048 {
+		return false
+	}
+	sh := defaultShapeOf(3).tile
+	full := nz / uint64(sh[0]) * uint64(sh[0]) * (ny / uint64(sh[1]) * uint64(sh[1])) * (nx / uint64(sh[2]) * uint64(sh[2]))
+	// clipped/n ≥ 1/4 ⇔ clipped ≥ ceil(n/4).
+	quarter := n / 4
+	if n%4 != 0 {
+		quarter++
+	}
+	return n-full >= quarter
 }
 
 // fillSlotMap writes, for each element of a tile clipped to lz×ly×lx (in

@@ -3,6 +3,7 @@ package fz
 import (
 	"fmt"
 	"runtime"
+	"strings"
 )
 
 // Option configures Compress and Decompress.
@@ -14,6 +15,7 @@ type options struct {
 	progress      func(done, total uint64)
 	maxRaw        uint64
 	version       int     // container version to write as given; 0: DefaultVersion
+	tiling        Tiling  // tile geometry to write as given (checked by Compress)
 	backend       Backend // nil: this package's CPU code
 }
 
@@ -76,3 +78,61 @@ func (o options) formatVersion() (uint16, error) {
 	}
 	return 0, fmt.Errorf("fz: format version %d is not supported: expected 1, 2 or 0 (the default, %d)", o.version, DefaultVersion)
 }
+
+// Tiling is the tile geometry Compress writes (docs/FORMAT.md §3, §3.1).
+// Decompress reads every geometry and ignores it.
+type Tiling int
+
+const (
+	// TilingBoxes cuts the folded field into boxes (8×16×32 in rank 3):
+	// the default.
+	TilingBoxes Tiling = iota
+	// TilingFlat makes every tile a run of 4096 consecutive values of the
+	// folded field (header flags bit 1), whatever the shape.
+	TilingFlat
+	// TilingAuto takes flat tiles for a folded rank-3 field with
+	// ny·nx ≤ 2048 whose box tiles would leave at least a quarter of the
+	// values in clipped tiles, and boxes otherwise.
+	TilingAuto
+)
+
+// Tilings lists the names ParseTiling accepts, for messages.
+const Tilings = "boxes (the default), flat or auto"
+
+// String is the name ParseTiling accepts.
+func (t Tiling) String() string {
+	switch t {
+	case TilingBoxes:
+		return "boxes"
+	case TilingFlat:
+		return "flat"
+	case TilingAuto:
+		return "auto"
+	}
+	return fmt.Sprintf("Tiling(%d)", int(t))
+}
+
+// ParseTiling parses "boxes", "flat" or "auto" (case-insensitive).
+func ParseTiling(s string) (Tiling, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "boxes":
+		return TilingBoxes, nil
+	case "flat":
+		return TilingFlat, nil
+	case "auto":
+		return TilingAuto, nil
+	}
+	return 0, fmt.Errorf("fz: tiling %q: expected %s", s, Tilings)
+}
+
+func (t Tiling) check() error {
+	switch t {
+	case TilingBoxes, TilingFlat, TilingAuto:
+		return nil
+	}
+	return fmt.Errorf("fz: tiling %d is not supported: expected %d (boxes), %d (flat) or %d (auto)", int(t), TilingBoxes, TilingFlat, TilingAuto)
+}
+
+// WithTiling sets the tile geometry Compress writes (default TilingBoxes).
+// Compress rejects values other than the three constants.
+func WithTiling(t Tiling) Option { return func(o *options) { o.tiling = t } }

@@ -28,8 +28,15 @@ func (h *Header) regionTiles(r Region) (l *layout, t0, t1, e0, e1 uint64, err er
 	if l, err = h.layout(); err != nil {
 		return nil, 0, 0, 0, 0, formatErr("%v", err)
 	}
+	if l.n == 0 {
+		return l, 0, 0, 0, 0, nil // no values, no tiles
+	}
 	per := l.n / h.Dims[0] // elements per index of dims[0]
 	e0, e1 = r.Lo*per, r.Hi*per
+	if l.flat {
+		// Tile t is the flat indices [4096t, 4096t+4096).
+		return l, e0 / TileElems, ceilDiv(e1, TileElems), e0, e1, nil
+	}
 	// The folded slowest axis and the elements per index along it.
 	slowExt, inner, tileExt, tilesPer := l.nz, l.ny*l.nx, uint64(l.tz), l.gy*l.gx
 	switch {
@@ -56,11 +63,12 @@ func DecodeRegion(ctx context.Context, h *Header, r Region, fetch func(chunk int
 	if err != nil {
 		return nil, err
 	}
+	if t0 == t1 {
+		return []byte{}, nil
+	}
 	// Decode whole tiles into a buffer covering their rows, then cut.
-	z0, y0, x0, _, _, _ := l.tileBox(t0)
-	zl, yl, xl, lz, ly, lx := l.tileBox(t1 - 1)
-	b0 := (z0*l.ny+y0)*l.nx + x0
-	b1 := ((zl+uint64(lz)-1)*l.ny+yl+uint64(ly)-1)*l.nx + xl + uint64(lx)
+	b0, _ := l.tileSpan(t0)
+	_, b1 := l.tileSpan(t1 - 1)
 	if b0 > e0 || b1 < e1 {
 		return nil, fmt.Errorf("fz: internal error: tiles cover %d:%d, region needs %d:%d", b0, b1, e0, e1)
 	}

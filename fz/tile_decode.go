@@ -75,7 +75,15 @@ func decodeTile[T float](s *tileScratch, src []byte, dst []T, base uint64, l *la
 // order; escapes as 0x8000): it reads the sections after the codes from r
 // (escapes, fill, raw), undoes the prediction and writes the values.
 func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int32, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
-	z0, y0, x0, lz, ly, lx := l.tileBox(t)
+	var z0, y0, x0 uint64
+	var lz, ly, lx int
+	var fr flatRun
+	if l.flat {
+		fr = l.flatRun(t)
+		lz, ly, lx = 1, 1, fr.n
+	} else {
+		z0, y0, x0, lz, ly, lx = l.tileBox(t)
+	}
 	n := lz * ly * lx
 	lo, hi := s.lo[:], s.hi[:]
 	var err error
@@ -100,16 +108,29 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 		return fmt.Errorf("tile origin slot holds code %#04x, expected 0", uint16(lo[0])|uint16(hi[0])<<8)
 	}
 	q := s.q[:n]
-	smapA := l.slotMap(s, lz, ly, lx)
+	var smapA *[TileElems]uint16
+	var runs bool
+	if l.flat {
+		smapA, runs = l.full, l.fullRuns // the identity: slot e is element e
+	} else {
+		smapA, runs = l.slotMap(s, lz, ly, lx), l.mapRuns(s, lz, ly, lx)
+	}
 	smap := smapA[:n]
-	if err := gatherResiduals(s, q, smapA, lz, ly, lx, l.mapRuns(s, lz, ly, lx), esc, nesc); err != nil {
+	if err := gatherResiduals(s, q, smapA, lz, ly, lx, runs, esc, nesc); err != nil {
 		return err
 	}
 	q[0] = origin
 
 	// Undo Lorenzo and dequantize into place.
 	var zero T
-	if useSIMD && lx%8 == 0 {
+	switch {
+	case l.flat:
+		flatLorenzoInverse(q, &fr)
+		row := dst[fr.first-base : fr.first-base+uint64(n)]
+		for x, v := range q {
+			row[x] = reconstruct[T](v, step)
+		}
+	case useSIMD && lx%8 == 0:
 		// The kernel writes rows off + z·ny·nx + y·nx + [0, lx): check
 		// the last one.
 		off := (z0*l.ny+y0)*l.nx + x0 - base
@@ -120,7 +141,7 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 		} else {
 			lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float64)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
 		}
-	} else {
+	default:
 		lorenzoInverse(q, lz, ly, lx)
 		i := 0
 		for z := 0; z < lz; z++ {
@@ -138,18 +159,28 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 
 	// Lossless positions.
 	put := func(p int, v T) {
+		if l.flat {
+			dst[fr.first+uint64(p)-base] = v
+			return
+		}
 		z, rem := p/(ly*lx), p%(ly*lx)
 		y, x := rem/lx, rem%lx
 		dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)-base] = v
 	}
+	mask := func(what string) error {
+		if l.flat {
+			return r.flatMask(&s.mask, &fr, what)
+		}
+		return r.mask(&s.mask, smap, lz, ly, lx, what)
+	}
 	if word0&tileHasFill != 0 {
-		if err := r.mask(&s.mask, smap, lz, ly, lx, "fill mask"); err != nil {
+		if err := mask("fill mask"); err != nil {
 			return err
 		}
 		forEachBit(&s.mask, n, func(p int) { put(p, fill) })
 	}
 	if word0&tileHasRaw != 0 {
-		if err := r.mask(&s.mask, smap, lz, ly, lx, "raw-value mask"); err != nil {
+		if err := mask("raw-value mask"); err != nil {
 			return err
 		}
 		nraw, err := r.u32("raw-value count")

@@ -10,8 +10,7 @@ import (
 // decodeTile does for version 1. Every field of src is untrusted; the
 // rejects are docs/FORMAT.md §7's, so every tile has exactly one encoding.
 func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
-	_, _, _, lz, ly, lx := l.tileBox(t)
-	n := lz * ly * lx
+	n := l.tileLen(t)
 	r := reader{b: src}
 	word0, err := r.u32("tile header")
 	if err != nil {

@@ -27,6 +27,7 @@ type tileScratch struct {
 	exc       [excWords]uint64 // elements the quantize kernel left to scalar code
 	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
 	brow      [TileElems]int32 // decoder's running x,y-sums of one row
+	flatD     [TileElems]int32 // encoder's residuals of a flat tile
 }
 
 // tileStats accumulate per worker.
@@ -74,6 +75,10 @@ type tileBits struct {
 	origin     int32
 	orLo, orHi byte   // OR of the low and of the high code bytes
 	planeMask  uint32 // bit p: plane p has a set bit (set by shufflePlanes)
+	// flat: a flat tile (lz, ly = 1, lx = n, smap the identity), run its
+	// geometry; its residuals are in s.flatD.
+	flat bool
+	run  flatRun
 }
 
 // tileCodeBits runs stages 1–4 of encodeTile (quantize, holes, Lorenzo
@@ -87,6 +92,9 @@ func tileCodeBits[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 // tileCodes runs stages 1–3 of encodeTile (quantize, holes, Lorenzo codes)
 // for tile t: the codes go to s.lo and s.hi.
 func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uint64, qz *quantizer) tileBits {
+	if l.flat {
+		return flatTileCodes(s, st, src, l, t, qz)
+	}
 	z0, y0, x0, lz, ly, lx := l.tileBox(t)
 	n := lz * ly * lx
 	q := s.q[:n]
@@ -96,17 +104,7 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 	// reconstructs it.
 	sum := quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
 	st.outliers += uint64(len(s.raw))
-	// Holes take the tile's mean q so that they disturb their neighbours'
-	// residuals as little as possible (integer division truncates).
-	if len(s.holes) > 0 {
-		var ph int32
-		if cnt := int64(n - len(s.holes)); cnt > 0 {
-			ph = int32(sum / cnt)
-		}
-		for _, h := range s.holes {
-			q[h] = ph
-		}
-	}
+	fillHoles(s, q, sum)
 
 	// 2+3. Lorenzo residuals (zero outside the tile), fused with the
 	// sign-magnitude codes, which go to their slots split into low and high
@@ -121,6 +119,33 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 	orLo, orHi := codesTile(s, q, lz, ly, lx, smap, l.mapRuns(s, lz, ly, lx))
 	lo[0], hi[0] = 0, 0
 	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, origin: origin, orLo: orLo, orHi: orHi}
+}
+
+// fillHoles gives the holes of s (positions in q) the tile's placeholder:
+// the mean q of the other elements (sum is their Σq; integer division
+// truncates; 0 when there are none), so that holes disturb their
+// neighbours' residuals as little as possible.
+func fillHoles(s *tileScratch, q []int32, sum int64) {
+	if len(s.holes) == 0 {
+		return
+	}
+	var ph int32
+	if cnt := int64(len(q) - len(s.holes)); cnt > 0 {
+		ph = int32(sum / cnt)
+	}
+	for _, h := range s.holes {
+		q[h] = ph
+	}
+}
+
+// recodes redoes the codes of c's tile with threshold maxMag and escape
+// code esc (codesScalarMax's), from s.q or, for a flat tile, s.flatD.
+func recodes(s *tileScratch, c *tileBits, maxMag uint32, esc uint16) (orLo, orHi byte) {
+	n := c.lz * c.ly * c.lx
+	if c.flat {
+		return residualCodes(s, s.flatD[:n], maxMag, esc)
+	}
+	return codesScalarMax(s, s.q[:n], c.lz, c.ly, c.lx, c.smap, maxMag, esc)
 }
 
 // shufflePlanes runs stage 4 of encodeTile: it turns the codes of s.lo and
@@ -163,11 +188,17 @@ func appendTileTail[T float](s *tileScratch, c *tileBits, dst []byte) []byte {
 			dst = binary.LittleEndian.AppendUint32(dst, uint32(d))
 		}
 	}
+	mask := func(dst []byte, pos []int32) []byte {
+		if c.flat {
+			return appendFlatMask(dst, &s.mask, pos, &c.run)
+		}
+		return appendMask(dst, &s.mask, pos, smap[:n], lz, ly, lx)
+	}
 	if len(s.fill) > 0 {
-		dst = appendMask(dst, &s.mask, s.fill, smap[:n], lz, ly, lx)
+		dst = mask(dst, s.fill)
 	}
 	if len(s.raw) > 0 {
-		dst = appendMask(dst, &s.mask, s.raw, smap[:n], lz, ly, lx)
+		dst = mask(dst, s.raw)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.raw)))
 		var zero T
 		for _, b := range s.rawVal {
@@ -186,6 +217,15 @@ func appendTileTail[T float](s *tileScratch, c *tileBits, dst []byte) []byte {
 // maxErr; when the tile has holes it returns Σq over the elements that
 // have a q (the placeholder needs it), otherwise possibly just 0.
 func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0, y0, x0 uint64, lz, ly, lx int, qz *quantizer) int64 {
+	off := (z0*l.ny+y0)*l.nx + x0
+	return quantizeSpan(s, st, src, off, l.nx, l.ny*l.nx, lz, ly, lx, qz, l.nextTileDelta(z0, y0, x0))
+}
+
+// quantizeSpan is quantizeTile for the lz×ly×lx box of src whose first
+// value is src[off], rows rowStride and planes planeStride values apart
+// (a flat tile is one row of n values). next is the distance in values to
+// the next tile's first value (a prefetch hint only; 0 for none).
+func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStride, planeStride uint64, lz, ly, lx int, qz *quantizer, next int) int64 {
 	q := s.q[:lz*ly*lx]
 	var sum int64 // only needed (and computed) when the tile has holes
 	maxErr := st.maxErr
@@ -199,8 +239,8 @@ func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0
 		i := 0
 		for z := 0; z < lz; z++ {
 			for y := 0; y < ly; y++ {
-				off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0
-				ds, m := quantRow(s, src[off:off+uint64(lx)], i, q[i:i+lx], qz, maxErr)
+				o := off + uint64(z)*planeStride + uint64(y)*rowStride
+				ds, m := quantRow(s, src[o:o+uint64(lx)], i, q[i:i+lx], qz, maxErr)
 				sum, maxErr = sum+ds, m
 				i += lx
 			}
@@ -218,15 +258,15 @@ func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0
 	if qz.hasFill {
 		k.fill, k.fillOn = qz.fillBits, 1
 	}
-	off := (z0*l.ny+y0)*l.nx + x0
-	// The kernel reads rows off + z·ny·nx + y·nx + [0, nv): check the last.
-	_ = src[off+(uint64(lz-1)*l.ny+uint64(ly-1))*l.nx+uint64(lx)-1]
-	pf := int(unsafe.Sizeof(zero)) * l.nextTileDelta(z0, y0, x0)
+	// The kernel reads rows off + z·planeStride + y·rowStride + [0, nv):
+	// check the last.
+	_ = src[off+uint64(lz-1)*planeStride+uint64(ly-1)*rowStride+uint64(lx)-1]
+	pf := int(unsafe.Sizeof(zero)) * next
 	var km float64
 	if wide {
-		km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k, pf)
+		km = quantF64AVX2((*float64)(unsafe.Pointer(&src[off])), int(rowStride), int(planeStride), lz, ly, lx, nv, &s.exc, &s.q, &k, pf)
 	} else {
-		km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(l.nx), int(l.ny*l.nx), lz, ly, lx, nv, &s.exc, &s.q, &k, pf)
+		km = quantF32AVX2((*float32)(unsafe.Pointer(&src[off])), int(rowStride), int(planeStride), lz, ly, lx, nv, &s.exc, &s.q, &k, pf)
 	}
 	maxErr = max(maxErr, km)
 	if nv < lx {
@@ -242,8 +282,8 @@ func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0
 			i := w*64 + bits.TrailingZeros64(bitsw)
 			bitsw &= bitsw - 1
 			z, rem := i/plane, i%plane
-			off := ((z0+uint64(z))*l.ny+y0+uint64(rem/lx))*l.nx + x0 + uint64(rem%lx)
-			_, maxErr = quantRow(s, src[off:off+1], i, q[i:i+1], qz, maxErr)
+			o := off + uint64(z)*planeStride + uint64(rem/lx)*rowStride + uint64(rem%lx)
+			_, maxErr = quantRow(s, src[o:o+1], i, q[i:i+1], qz, maxErr)
 		}
 	}
 	if len(s.holes) > 0 {

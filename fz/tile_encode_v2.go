@@ -56,7 +56,7 @@ func encodeTileV2[T float](s *tileScratch, st *tileStats, src []T, l *layout, t 
 			clear(s.lo[:])
 			clear(s.hi[:])
 		}
-		c.orLo, c.orHi = codesScalarMax(s, s.q[:n], c.lz, c.ly, c.lx, c.smap, v2MaxMag, v2EscapeCode)
+		c.orLo, c.orHi = recodes(s, &c, v2MaxMag, v2EscapeCode)
 		s.lo[0], s.hi[0] = 0, 0
 	}
 	shufflePlanes(s, &c)

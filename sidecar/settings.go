@@ -149,6 +149,15 @@ func openCodec(s config.Settings, log *slog.Logger, a *Assembled) (codecChoice, 
 		// GPU lanes to cuda.Streamer.Compress (fz.SettingsOf).
 		opts = append(opts, fz.WithFormatVersion(s.FormatVersion))
 	}
+	if s.Tiling != "" {
+		// As format_version: pipeline.FZ passes it to fz.Compress, the GPU
+		// lanes read fz.SettingsOf(...).Tiling.
+		t, err := fz.ParseTiling(s.Tiling)
+		if err != nil {
+			return codecChoice{}, fmt.Errorf("tiling (%s): %w", s.Source("tiling"), err)
+		}
+		opts = append(opts, fz.WithTiling(t))
+	}
 	cpu := codecChoice{codec: pipeline.FZ(opts...), name: "cpu"}
 	want := strings.ToLower(s.Backend)
 	if want == "cpu" {

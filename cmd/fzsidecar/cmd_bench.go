@@ -21,7 +21,7 @@ func init() {
 }
 
 func runBench(ctx context.Context, args []string) error {
-	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--fields P1,P2] [--json FILE] [--format-version 1|2] [--file RAW --dims AxBxC [--dtype f32] [--fill V]]")
+	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--fields P1,P2] [--json FILE] [--format-version 1|2] [--tiling boxes|flat|auto] [--file RAW --dims AxBxC [--dtype f32] [--fill V]]")
 	be := fs.String("backend", "gpu", "backend to measure (only gpu is supported)")
 	size := fs.String("size", "1GiB", "bytes per field (real fields are tiled up to this)")
 	reps := fs.Int("reps", 20, "timed runs per measurement; the median is reported")
@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string) error {
 	fields := fs.String("fields", "", "comma-separated name prefixes of the fields to measure (e.g. smooth3d,hyg); empty: all")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	version := formatVersionFlag(fs)
+	tiling := tilingFlag(fs)
 	file := fs.String("file", "", "measure this raw field file (row-major, little-endian; tiled up to --size like the real fields); alone it is the only field, with --fields the named ones are measured too")
 	fdims := fs.String("dims", "", "--file's dims, slowest to fastest (e.g. 20x180x360)")
 	fdtype := fs.String("dtype", "f32", "--file's dtype: f32 or f64")
@@ -79,7 +80,7 @@ func runBench(ctx context.Context, args []string) error {
 	} else if *fdims != "" || *ffill != "" {
 		return usageErr(fs, "--dims and --fill describe --file: give --file too")
 	}
-	rep, err := cuda.RunBench(ctx, cuda.BenchConfig{Bytes: n, Reps: *reps, DataDir: *data, Rels: rs, Fields: splitList(*fields), Log: os.Stderr, FormatVersion: uint16(*version), File: bf})
+	rep, err := cuda.RunBench(ctx, cuda.BenchConfig{Bytes: n, Reps: *reps, DataDir: *data, Rels: rs, Fields: splitList(*fields), Log: os.Stderr, FormatVersion: uint16(*version), Tiling: *tiling, File: bf})
 	if err != nil {
 		return fmt.Errorf("--backend gpu: %w", err)
 	}

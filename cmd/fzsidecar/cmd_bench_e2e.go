@@ -29,6 +29,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	gpuArena := fs.String("gpu-arena", "auto", "device input buffer per GPU lane")
 	gpuLanes := fs.String("gpu-lanes", "4", "snapshots each GPU compresses at once")
 	formatVersion := fs.String("format-version", "1", "container format version written: "+config.FormatVersions+" (as serve's format_version)")
+	tiling := fs.String("tiling", "boxes", "tile geometry written: "+config.Tilings+" (as serve's tiling)")
 	reuse := fs.Int("reuse-segments", 3, "segments each producer keeps for its next snapshots (0: a new file per snapshot)")
 	fill := fs.String("fill", "copy", "what producers do per snapshot: copy (memcpy the field into the segment, as a simulation writes its output) or none (publish the reused segment as it is: the sidecar's own limit)")
 	shmBase := fs.String("shm", "", "directory for the run's segments (default /dev/shm); e.g. a tmpfs mounted with huge=always")
@@ -71,7 +72,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	s, err = config.Load("", nil, func(s *config.Settings) error {
 		// Reuse the config parsers so --backend and --gpus mean what they
 		// mean for serve.
-		return config.Set(s, map[string]string{"backend": *be, "gpus": *gpus, "gpu_host": *gpuHost, "gpu_arena": *gpuArena, "gpu_lanes": *gpuLanes, "format_version": *formatVersion}, "flag")
+		return config.Set(s, map[string]string{"backend": *be, "gpus": *gpus, "gpu_host": *gpuHost, "gpu_arena": *gpuArena, "gpu_lanes": *gpuLanes, "format_version": *formatVersion, "tiling": *tiling}, "flag")
 	})
 	if err != nil {
 		return configErr(fs.Name(), err)
@@ -87,7 +88,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 	rep, err := bench.Run(ctx, bench.Options{Producers: *producers, Snapshots: *snapshots, Bytes: n, Sink: *sink,
-		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, NoFill: *fill == "none", Compressors: *compressors, Writers: *writers, CodecThreads: *threads, FormatVersion: s.FormatVersion, Budget: b, ShmBase: *shmBase,
+		Backend: s.Backend, GPUs: s.GPUs, GPUHost: s.GPUHost, GPUArena: s.GPUArena, GPULanes: s.GPULanes, Reuse: *reuse, NoFill: *fill == "none", Compressors: *compressors, Writers: *writers, CodecThreads: *threads, FormatVersion: s.FormatVersion, Tiling: s.Tiling, Budget: b, ShmBase: *shmBase,
 		// The producers are this binary again; FZSIDECAR_TEST_EXEC makes
 		// that work from the test binary too.
 		Exe: exe, Args: []string{"bench-e2e"}, Env: []string{"FZSIDECAR_TEST_EXEC=1"},

@@ -20,7 +20,7 @@ func init() {
 const progressOver = 64 << 20
 
 func runCompress(ctx context.Context, args []string) error {
-	fs := newFlags("compress", "compress --dtype f32 --dims 100x500x500 [--mode rel] --eb 1e-3 [--fill V] [--backend auto|cpu|gpu] [--format-version 1|2] -o OUT.fz IN")
+	fs := newFlags("compress", "compress --dtype f32 --dims 100x500x500 [--mode rel] --eb 1e-3 [--fill V] [--backend auto|cpu|gpu] [--format-version 1|2] [--tiling boxes|flat|auto] -o OUT.fz IN")
 	var ff fieldFlags
 	ff.register(fs)
 	eb := fs.String("eb", "", "error bound (absolute, or relative to the value range with --mode rel) (required)")
@@ -28,6 +28,7 @@ func runCompress(ctx context.Context, args []string) error {
 	be := fs.String("backend", "auto", "codec backend: auto, cpu or gpu")
 	workers := fs.Int("workers", 0, "CPU worker count (default: all cores)")
 	version := formatVersionFlag(fs)
+	tiling := tilingFlag(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -62,7 +63,7 @@ func runCompress(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	warnSuspectFill(os.Stderr, pos[0], in.data, p)
-	opts = append(opts, fz.WithWorkers(*workers), fz.WithFormatVersion(*version))
+	opts = append(opts, fz.WithWorkers(*workers), fz.WithFormatVersion(*version), fz.WithTiling(*tiling))
 	bar, opts := withProgress("compress", uint64(len(in.data)), opts)
 	blob, st, err := fz.Compress(ctx, in.data, p, opts...)
 	bar.Done()
@@ -74,9 +75,13 @@ func runCompress(ctx context.Context, args []string) error {
 		return err
 	}
 	slog.Debug("compressed", "backend", bname)
-	fmt.Fprintf(os.Stderr, "%s: %d -> %d bytes, ratio %.3f, abs eb %s, max error %s, %d raw values, backend %s, format version %d\n",
+	tiles := "boxes"
+	if h, err := fz.ReadHeader(blob); err == nil && h.Flat {
+		tiles = "flat"
+	}
+	fmt.Fprintf(os.Stderr, "%s: %d -> %d bytes, ratio %.3f, abs eb %s, max error %s, %d raw values, backend %s, %s tiles, format version %d\n",
 		pos[0], st.RawBytes, st.CompressedBytes, st.Ratio(), strconv.FormatFloat(st.AbsEB, 'g', 6, 64),
-		strconv.FormatFloat(st.MaxAbsErr, 'g', 6, 64), st.Outliers, bname, *version)
+		strconv.FormatFloat(st.MaxAbsErr, 'g', 6, 64), st.Outliers, bname, tiles, *version)
 	return nil
 }
 

@@ -34,6 +34,7 @@ type evalRow struct {
 	DecompressGBps float64 `json:"decompress_gbps"`
 	Backend        string  `json:"backend"`
 	FormatVersion  uint16  `json:"format_version"` // of the container measured
+	Tiling         string  `json:"tiling"`         // of the container measured: boxes or flat
 	Violations     uint64  `json:"violations"`
 	// With a value that looks like an undeclared fill (fz.DetectFill): the
 	// value, its share, and the error over the other values against the
@@ -45,7 +46,7 @@ type evalRow struct {
 }
 
 func runEval(ctx context.Context, args []string) error {
-	fs := newFlags("eval", "eval --dtype f32 --dims D [--mode rel] --eb 1e-2,1e-3,1e-4 [--fill V] [--json] [--backend auto|cpu|gpu] [--format-version 1|2] FILE...\n       fzsidecar eval --synthetic 256x256x256 [--eb ...]   (a generated smooth float32 field)")
+	fs := newFlags("eval", "eval --dtype f32 --dims D [--mode rel] --eb 1e-2,1e-3,1e-4 [--fill V] [--json] [--backend auto|cpu|gpu] [--format-version 1|2] [--tiling boxes|flat|auto] FILE...\n       fzsidecar eval --synthetic 256x256x256 [--eb ...]   (a generated smooth float32 field)")
 	var ff fieldFlags
 	ff.register(fs)
 	ebs := fs.String("eb", "1e-2,1e-3,1e-4", "error bounds, comma-separated")
@@ -55,6 +56,7 @@ func runEval(ctx context.Context, args []string) error {
 	repeat := fs.Int("repeat", 3, "timed runs per measurement; the median is reported")
 	synthetic := fs.String("synthetic", "", "evaluate a generated smooth float32 field of these dims instead of files")
 	version := formatVersionFlag(fs)
+	tiling := tilingFlag(fs)
 	fs.Lookup("dtype").Usage = "element type: f32 or f64 (required with FILEs)"
 	fs.Lookup("dims").Usage = "dimensions slowest to fastest, e.g. 100x500x500 (required with FILEs)"
 	pos, err := parseFlags(fs, args)
@@ -118,7 +120,7 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, fz.WithWorkers(*workers), fz.WithFormatVersion(*version))
+	opts = append(opts, fz.WithWorkers(*workers), fz.WithFormatVersion(*version), fz.WithTiling(*tiling))
 
 	var rows []evalRow
 	enc := json.NewEncoder(os.Stdout)
@@ -192,7 +194,7 @@ func evalOne(ctx context.Context, name string, data []byte, p fz.Params, suspect
 	}
 	n := float64(h.Elements())
 	r := evalRow{
-		File: name, Mode: p.Mode.String(), EB: p.Bound, AbsEB: st.AbsEB, Ratio: st.Ratio(), FormatVersion: h.Version,
+		File: name, Mode: p.Mode.String(), EB: p.Bound, AbsEB: st.AbsEB, Ratio: st.Ratio(), FormatVersion: h.Version, Tiling: tilingName(h),
 		PSNR: q.PSNR, MaxAbsErr: q.MaxAbsErr, Violations: q.Violations,
 		CompressGBps: float64(len(data)) / median(ct) / 1e9, DecompressGBps: float64(len(data)) / median(dt) / 1e9,
 	}
@@ -238,4 +240,12 @@ func jsonSafe(r evalRow) evalRow {
 		}
 	}
 	return r
+}
+
+// tilingName is the tiling a container has: flat or boxes.
+func tilingName(h *fz.Header) string {
+	if h.Flat {
+		return "flat"
+	}
+	return "boxes"
 }

@@ -32,6 +32,7 @@ type inspectReport struct {
 	FillBits        string        `json:"fill_bits,omitempty"` // hex, in dtype
 	RangeMin        *float64      `json:"range_min,omitempty"`
 	RangeMax        *float64      `json:"range_max,omitempty"`
+	Tiling          string        `json:"tiling"` // boxes, or flat (flags bit 1, docs/FORMAT.md §3.1)
 	Tile            [3]int        `json:"tile"`
 	Block           [3]int        `json:"sub_block"`
 	TilesPerChunk   uint32        `json:"tiles_per_chunk"`
@@ -85,7 +86,7 @@ func runInspect(ctx context.Context, args []string) error {
 		File: pos[0], Version: h.Version, DType: h.DType.String(), Dims: h.Dims, Mode: h.Mode.String(),
 		Bound: h.Bound, AbsEB: h.AbsEB, Step: h.Step,
 		RangeMin: finiteOrNil(h.RangeMin), RangeMax: finiteOrNil(h.RangeMax),
-		Tile: h.Tile, Block: h.Block, TilesPerChunk: h.TilesPerChunk, Chunks: len(h.Chunks),
+		Tiling: tilingName(h), Tile: h.Tile, Block: h.Block, TilesPerChunk: h.TilesPerChunk, Chunks: len(h.Chunks),
 		RawBytes: h.RawSize(), CompressedBytes: uint64(len(in.data)), HeaderCRC: "ok", ChunkCRC: "ok", Decode: "ok",
 	}
 	if h.Fill != nil {
@@ -153,7 +154,11 @@ func runInspect(ctx context.Context, args []string) error {
 		if r.Fill != nil {
 			fmt.Fprintf(w, "fill value       %g (bits %s)\n", float64(*r.Fill), r.FillBits)
 		}
-		fmt.Fprintf(w, "tiles            %dx%dx%d, sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0], r.Tile[1], r.Tile[2], r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
+		if h.Flat {
+			fmt.Fprintf(w, "tiles            flat: runs of %d consecutive values (flags bit 1), sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0]*r.Tile[1]*r.Tile[2], r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
+		} else {
+			fmt.Fprintf(w, "tiles            %dx%dx%d, sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0], r.Tile[1], r.Tile[2], r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
+		}
 		fmt.Fprintf(w, "chunks           %d\n", r.Chunks)
 		fmt.Fprintf(w, "size             %d -> %d bytes, ratio %.3f, %.3f bits/value\n", r.RawBytes, r.CompressedBytes, r.Ratio, r.BitsPerValue)
 		fmt.Fprintf(w, "header checksum  %s\n", r.HeaderCRC)

@@ -46,7 +46,7 @@ func runServe(ctx context.Context, args []string) error {
 		return configErr(fs.Name(), err)
 	}
 	defer a.Close()
-	log.Info("starting", "sink", a.Sink.String(), "backend", a.BackendName, "format_version", s.FormatVersion, "config", path)
+	log.Info("starting", "sink", a.Sink.String(), "backend", a.BackendName, "format_version", s.FormatVersion, "tiling", s.Tiling, "config", path)
 	metrics := "off"
 	a.MetricsReady = func(addr string) { metrics = "http://" + addr + "/metrics" }
 	a.Ready = func(url string) {

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/fzsidecar/fzsidecar/config"
+	"github.com/fzsidecar/fzsidecar/fz"
 )
 
 // formatVersionFlag registers --format-version, the container version a
@@ -23,4 +24,22 @@ func formatVersionFlag(fs *flag.FlagSet) *int {
 			return nil
 		})
 	return &v
+}
+
+// tilingFlag registers --tiling, the tile geometry a command writes. It
+// accepts what serve's tiling accepts (config.ParseTiling), so a bad value
+// is refused while the flags are parsed.
+func tilingFlag(fs *flag.FlagSet) *fz.Tiling {
+	t := fz.TilingBoxes
+	fs.Func("tiling", "tile `geometry` to write: "+config.Tilings+
+		" (flat: runs of 4096 consecutive values, for narrow grids whose box tiles are mostly clipped; auto picks; docs/FORMAT.md §3.1) (default boxes)",
+		func(s string) error {
+			v, err := config.ParseTiling(s)
+			if err != nil {
+				return err
+			}
+			t, err = fz.ParseTiling(v)
+			return err
+		})
+	return &t
 }

@@ -11,7 +11,7 @@
 // GPU's grid numbers them. Built with AddressSanitizer and UBSan.
 //
 // Input (stdin, or the file argv[1]): records, each a job of one field:
-//   {u32 rank (1, 2, 3), u32 dtype bytes (4 or 8), u64 nz, ny, nx, u64 nt,
+//   {u32 rank (1, 2, 3; 4: flat tiles, dec_flat), u32 dtype bytes (4 or 8), u64 nz, ny, nx, u64 nt,
 //    u32 has_fill, u32 order (bit 0: full tiles first, as fzgpu.cu picks
 //    for rank-3 fill fields; bit 1: the masked walks for every tile, as the
 //    mask census picks), u64 fill_bits, f64 step, u64 blob bytes}, then nt
@@ -42,6 +42,7 @@ asm(".macro prefetch.global.L1 addr\n.endm");
 
 #include "../device_common.cuh"
 #include "../zero_block.cuh"
+#include "../flat.cuh"
 #include "../decode_warp.cuh"
 #include "emu_geo.h"
 
@@ -70,7 +71,9 @@ static void decode_job(FILE *out, const Geo &g, unsigned rank, unsigned long lon
                     k(g, blob.data(), 0ull, nt, step, toff.data(), tsz.data(), dst.data(), list.data(), &count, fill_bits,
                       fl, (order & 2) ? &all : nullptr);
                 };
-                if (rank == 3)
+                if (rank == 4)
+                    has_fill ? run(decode_warp_kernel<T, 4, true>) : run(decode_warp_kernel<T, 4, false>);
+                else if (rank == 3)
                     has_fill ? run(decode_warp_kernel<T, 3, true>) : run(decode_warp_kernel<T, 3, false>);
                 else if (rank == 2)
                     has_fill ? run(decode_warp_kernel<T, 2, true>) : run(decode_warp_kernel<T, 2, false>);
@@ -100,11 +103,11 @@ int main(int argc, char **argv) {
     while (fread(&h.rank, 4, 2, in) == 2) {
         if (fread(&h.nz, 8, 4, in) != 4 || fread(&h.has_fill, 4, 2, in) != 2 || fread(&h.fill_bits, 8, 1, in) != 1 ||
             fread(&h.step, 8, 1, in) != 1 || fread(&h.blob_bytes, 8, 1, in) != 1 || (h.dbytes != 4 && h.dbytes != 8) || h.rank < 1 ||
-            h.rank > 3) {
+            h.rank > 4) {
             fprintf(stderr, "decode_warp_emu: bad record header\n");
             return 2;
         }
-        const Geo g = emu_geo((int)h.rank, h.nz, h.ny, h.nx);
+        const Geo g = h.rank == 4 ? emu_geo_flat(h.nz, h.ny, h.nx) : emu_geo((int)h.rank, h.nz, h.ny, h.nx);
         if (h.nt != g.tiles) {
             fprintf(stderr, "decode_warp_emu: %llu tiles given, the field has %llu\n", h.nt, g.tiles);
             return 2;

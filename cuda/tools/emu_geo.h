@@ -20,3 +20,13 @@ static Geo emu_geo(int rank, unsigned long long nz, unsigned long long ny, unsig
     g.fast3 = rank == 3, g.fast2 = rank == 2, g.fast1 = rank == 1;
     return g;
 }
+
+// A flat-tiled field's Geo (FORMAT.md 3.1), as make_geo fills it: a rank-1
+// field of every value to the kernels, with the plane and row lengths.
+static Geo emu_geo_flat(unsigned long long nz, unsigned long long ny, unsigned long long nx) {
+    Geo g = emu_geo(1, 1, 1, nz * ny * nx);
+    g.flat = 1;
+    g.fnx = (unsigned)nx, g.fP = (unsigned)(ny * nx);
+    g.mfnx = emu_magic(g.fnx), g.mfP = emu_magic(g.fP);
+    return g;
+}

@@ -13,8 +13,9 @@
 // Input: records {u32 nz, ny, nx, has_fill, fill_bits, pct, late (cp.async
 // copies land when waited for), tile0, nt (the job: tiles [tile0, tile0 +
 // nt), whole chunks of 256 tiles as fzgpu.cu's jobs; nt = 0: the whole
-// field), f64 inv, step, eb} then the f32 values. Output per record: u32 err
-// (the kernel's error flags), per tile of the job u32 tsize, u64 tprefix,
+// field), rank (2, 3, or 4: flat tiles), f64 inv, step, eb} then the f32
+// values. Output per record: u32 err
+// (the kernel's error flags), u32 the tiles the flat walk took whole, per tile of the job u32 tsize, u64 tprefix,
 // u32 touts, f64 terr, then u64
 // bytes and the output buffer's first `bytes` bytes (the tiles at tprefix
 // plus the size tables' room before them; the tables themselves are
@@ -46,6 +47,8 @@ static unsigned __vcmpne2(unsigned a, unsigned b) {  // as encode_v2_emu.cpp's
 static unsigned *enc_smem_host;
 #define ENC_WARP_SMEM enc_smem_host
 #define ENC_CLIPPED_SMEM enc_smem_host
+static std::atomic<unsigned> flat_taken{0};  // tiles the flat walk took whole, per record
+#define EMU_FLAT_TAKEN (lane == 0 ? (void)flat_taken++ : (void)0)
 #include "../encode_warp.cuh"
 
 template <typename F> static void run_block(F f) {
@@ -80,8 +83,8 @@ int main(int argc, char **argv) {
         if (fread(d, 8, 3, in) != 3) return 2;
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
-        const int rank = (int)h[9];  // 3, or 2 (nz 1)
-        const Geo g = emu_geo(rank, h[0], h[1], h[2]);
+        const int rank = (int)h[9];  // 3, or 2 (nz 1), or 4: flat tiles (FORMAT.md 3.1, the kernel's FAST 4)
+        const Geo g = rank == 4 ? emu_geo_flat(h[0], h[1], h[2]) : emu_geo(rank, h[0], h[1], h[2]);
         const unsigned long long tile0 = h[7], nt = h[8] ? h[8] : g.tiles - tile0;
         if (tile0 + nt > g.tiles) return 2;
         DevParams prm{};
@@ -97,7 +100,7 @@ int main(int argc, char **argv) {
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
         std::vector<unsigned> side;
         const unsigned *pre = nullptr;
-        if (h[5]) {  // PCT
+        if (h[5] && rank != 4) {  // PCT (not for flat tiles: none is clipped but the last)
             const uint3 fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
             const unsigned long long nfull = full_before(g, tile0 + nt, fl.x, fl.y, fl.z) - full_before(g, tile0, fl.x, fl.y, fl.z),
                                      nclip = nt - nfull;
@@ -111,7 +114,11 @@ int main(int argc, char **argv) {
             pre = side.data();
         }
         run_block([&] {
-            if (rank == 2 && pre)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
+            if (rank == 4)
+                encode_warp_kernel<float, 4, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
+                                                   &ticket, &err, scratch, nullptr, nullptr);
+            else if (rank == 2 && pre)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
                 encode_warp_kernel<float, 2, 0, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                       status.data(), tsize.data(), tprefix.data(), touts.data(),
                                                       terr.data(), &ticket, &err, scratch, nullptr, pre);
@@ -129,6 +136,8 @@ int main(int argc, char **argv) {
                                                    &ticket, &err, scratch, nullptr, pre);
         });
         fwrite(&err, 4, 1, out);
+        const unsigned taken = flat_taken.exchange(0);
+        fwrite(&taken, 4, 1, out);
         unsigned long long end = 0;
         for (unsigned long long t = 0; t < nt; t++) {
             fwrite(&tsize[t], 4, 1, out);

@@ -136,6 +136,7 @@ static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned sel) {
 }
 // a load through L2 (ld.global.cg): a load
 template <typename T> static inline T __ldcg(const T *p) { return *p; }
+template <typename T> static inline void __stcg(T *p, T v) { *p = v; }
 // encode_common.cuh's note_rare (not used by the staged walks)
 static inline unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
 // device_common.cuh's, declared for encode_common.cuh's templates (not

@@ -52,7 +52,10 @@ type Options struct {
 	// FormatVersion is the container version written (serve's
 	// format_version); 0: the default.
 	FormatVersion int
-	Budget        int64
+	// Tiling is the tile geometry written (serve's tiling: boxes, flat or
+	// auto); empty: the default.
+	Tiling string
+	Budget int64
 	// ShmBase is where the run's segment directory is made (default
 	// /dev/shm, else the temp directory).
 	ShmBase string
@@ -72,13 +75,15 @@ type Report struct {
 	Sink      string `json:"sink"`
 	Backend   string `json:"backend"`
 	// FormatVersion is the container version the run wrote.
-	FormatVersion int     `json:"format_version"`
-	Cores         int     `json:"cores"`
-	Compressors   int     `json:"compressors"`
-	Writers       int     `json:"writers"`
-	Raw           uint64  `json:"raw_bytes"`
-	Comp          uint64  `json:"compressed_bytes"`
-	Seconds       float64 `json:"seconds"` // first publish → last result
+	FormatVersion int `json:"format_version"`
+	// Tiling is the tiling the run asked for (serve's tiling).
+	Tiling      string  `json:"tiling"`
+	Cores       int     `json:"cores"`
+	Compressors int     `json:"compressors"`
+	Writers     int     `json:"writers"`
+	Raw         uint64  `json:"raw_bytes"`
+	Comp        uint64  `json:"compressed_bytes"`
+	Seconds     float64 `json:"seconds"` // first publish → last result
 	// Bps is raw bytes per second from publish to durable store.
 	Bps        float64 `json:"ingest_bytes_per_second"`
 	BpsPerCore float64 `json:"ingest_bytes_per_second_per_core"`
@@ -248,6 +253,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	if o.Tiling != "" {
+		if err := s.Set("tiling", o.Tiling, "bench flag"); err != nil {
+			return nil, err
+		}
+	}
 	// Enough budget for every stage to hold a snapshot and producers to
 	// fill the next ones meanwhile — each producer up to all its reused
 	// segments at once, as its warm-up begins them all before publishing;
@@ -269,7 +279,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	st := &stageTimes{sum: map[pipeline.Stage]time.Duration{}, n: map[pipeline.Stage]int{}}
 	a.Pipeline.Observer = st
-	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName, FormatVersion: s.FormatVersion,
+	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName, FormatVersion: s.FormatVersion, Tiling: s.Tiling,
 		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: a.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1), Fill: "copy"}
 	if o.NoFill {
 		if o.Reuse < 1 {
@@ -513,7 +523,7 @@ func Print(w io.Writer, r *Report) {
 	gb := func(b float64) string { return fmt.Sprintf("%.3f GB/s", b/1e9) }
 	fmt.Fprintf(w, "bench e2e: %d producers × %d snapshots × %.1f MiB f32 (%.2f GB raw), sink %s, backend %s, %d cores\n",
 		r.Producers, r.Snapshots, float64(r.Bytes)/(1<<20), float64(r.Raw)/1e9, r.Sink, r.Backend, r.Cores)
-	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers; container format version %d\n", r.Compressors, r.Writers, r.FormatVersion)
+	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers; container format version %d, tiling %s\n", r.Compressors, r.Writers, r.FormatVersion, r.Tiling)
 	fmt.Fprintf(w, "  after %d warm-up snapshots per producer; the window starts when all producers start together\n", r.Warmup)
 	if r.Fill == "none" {
 		fmt.Fprintf(w, "  producers publish their reused segments without rewriting them (--fill none; %d written anyway: new segments); mean wait in Begin %.1f ms\n", r.Filled, 1e3*r.ProducerBegin)

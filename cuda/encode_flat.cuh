@@ -1,0 +1,114 @@
+// The flat walk (enc_flat) and the raw mask of a walked flat tile (flat
+// tiles: FORMAT.md 3.1, flat.cuh). Included by encode_warp.cuh.
+
+#include "flat.cuh"
+
+// The walk of a full flat tile without holes (PERF.md v26), in element
+// (= slot) order as the rank-1 walk (enc_fast1): word w holds elements
+// 32w .. 32w + 31, lane l element 32w + l, eight words a step, codes into
+// the plane buffer by transposes. d = Dz Dy Dx q with the differences from:
+//   A = q - q(x - 1): a shuffle, lane 0 from the word before (carry);
+//   B = A - A(y - 1): A of element e - fnx, one or two words back
+//       (fnx in 32 .. 64): two shuffles of the last two words' A;
+//   d = B - B(z - 1): B of element e - fP from a ring of 2048 in the
+//       warp's scratch (the slow path's code space, SC_CODE, which the walk
+//       does not use; q's holds the escapes' residuals), written fP
+//       elements before (256 <= fP < 2048: a step ago or more, and not yet
+//       overwritten), loaded with the step's values.
+// Elements before the run count as q = 0 (FORMAT.md 3.1); x > 0 and y > 0
+// (r >= fnx, r the in-plane position) are followed lane by lane. A first
+// walk by in-plane chunks with the plane inner (registers only, runs ORed
+// in at unaligned slots) cost ~200 thread-instructions a value and
+// compressed era5 at 316 GB/s against its box tiles' 421 (call 3).
+// Returns false at the first hole (the slow path takes the tile).
+__device__ __forceinline__ bool flat_walkable(const Geo &g) {
+    return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP < 2048;
+}
+
+template <typename T, int V>
+__device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g, unsigned long long i0,
+                                         double inv, double step, double eb, int has_fill,
+                                         unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc,
+                                         unsigned *sraw, int lane, TileSum &ts) {
+    const unsigned F = 0xffffffffu;
+    const unsigned P = g.fP, nx = g.fnx;
+    // in-plane position and column of this lane's element of word 0
+    const unsigned r0 = flat_r0(g, i0);
+    unsigned r = r0 + lane, x = r0 % nx + lane;
+    if (r >= P) r -= P;
+    if (x >= nx) x -= nx;
+    const int ys = (lane - (int)nx) & 31;    // lane of A(e - fnx)
+    const bool yb1 = lane - (int)nx >= -32;  // ... in the word before (else two before)
+    const T *p0 = src + i0 + lane;
+    int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);  // B of element e at e % 2048 (L2)
+    int carry = 0, A1 = 0, A2 = 0;
+    FastWalk<T, V> W{inv, step, eb, has_fill, fill_bits, sq, sesc, sraw, lane};
+#pragma unroll 1
+    for (int w0 = 0; w0 < 128; w0 += 8) {
+        T v[8];
+        int bz[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int e = 32 * (w0 + u) + lane;
+            v[u] = __ldcs(p0 + 32 * (w0 + u));
+            bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
+        }
+        unsigned c[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int e = 32 * (w0 + u) + lane;
+            bool raw;
+            const int q = W.quant(v[u], raw);
+            int qx = __shfl_up_sync(F, q, 1);
+            if (lane == 0) qx = carry;
+            carry = __shfl_sync(F, q, 31);
+            const int A = (int)((unsigned)q - (unsigned)(x > 0 ? qx : 0));
+            const int a1 = __shfl_sync(F, A1, ys), a2 = __shfl_sync(F, A2, ys);
+            A2 = A1;
+            A1 = A;
+            const int B = (int)((unsigned)A - (unsigned)(r >= nx ? (yb1 ? a1 : a2) : 0));
+            __stcg(ring + (e & 2047), B);
+            const int d = (int)((unsigned)B - (unsigned)bz[u]);
+            c[u] = W.code(d, q, raw, w0 + u == 0, e);
+            x += 32;
+            if (x >= nx) x -= nx;
+            r += 32;
+            if (r >= P) r -= P;
+        }
+        unsigned t[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) t[u] = c[2 * u] | c[2 * u + 1] << 16;
+        transpose32n<4>(t, lane);
+#pragma unroll
+        for (int u = 0; u < 4; u++) put_planes(pw, t[u], w0 + 2 * u, w0 + 2 * u + 1, lane);
+        if (!W.clean()) return false;
+        __syncwarp();  // the step's B stores before a later step's loads
+    }
+    W.done(ts);
+#ifdef EMU_FLAT_TAKEN
+    EMU_FLAT_TAKEN;  // tools/encode_warp_emu.cpp counts the tiles taken
+#endif
+    return true;
+}
+
+// The raw mask of a walked flat tile: the parity transform of its
+// element-order raw bitmap, by toggling each raw element's forward corners
+// (the elements it is a corner of: flat_corners).
+__device__ __forceinline__ void raw_mask_flat(const unsigned *sraw, unsigned *smr, const Geo &g, unsigned r0,
+                                              int n, int lane) {
+    for (int i = lane; i < 128; i += 32) smr[i] = 0;
+    __syncwarp();
+    for (int w = lane; w < 128; w += 32) {
+        unsigned b = sraw[w];
+        while (b) {
+            const int e = 32 * w + __ffs(b) - 1;
+            b &= b - 1;
+            atomicXor(&smr[e >> 5], 1u << (e & 31));
+            for (int k = 1; k < 8; k++) {
+                const int j = e + flat_off(g, k);
+                if (j < n && ((flat_corners(g, r0, j) >> k) & 1)) atomicXor(&smr[j >> 5], 1u << (j & 31));
+            }
+        }
+    }
+    __syncwarp();
+}
