@@ -727,6 +727,9 @@ func jobSpan(g fz.Geometry, first, n uint64) (lo, hi uint64) {
 	gx, gy := (g.NX+tx-1)/tx, (g.NY+ty-1)/ty
 	t0, _ := g.ChunkTiles(first)
 	_, t1 := g.ChunkTiles(first + n - 1)
+	if g.Flat { // flat tiles (docs/FORMAT.md 3.1): tile t is values 4096t .. 4096t + 4095
+		return t0 * fz.TileElems, min(g.Elements, t1*fz.TileElems)
+	}
 	t1--
 	ix, iy, iz := t0%gx, (t0/gx)%gy, t0/(gx*gy)
 	lo = (iz*tz*g.NY+iy*ty)*g.NX + ix*tx
