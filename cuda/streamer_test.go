@@ -111,6 +111,9 @@ func TestStreamerMatchesCPU(t *testing.T) {
 					}
 					for _, ver := range formatVersions {
 						opts := withVersion(ver, fz.WithTilesPerChunk(4))
+						if si%3 == 2 { // flat tiles (docs/FORMAT.md 3.1): jobs are runs of values (jobSpan)
+							opts = append(opts, fz.WithTiling(fz.TilingFlat))
+						}
 						want, wst, err := fz.Compress(ctx, raw, p, opts...)
 						if err != nil {
 							t.Fatal(err)
