@@ -17,6 +17,10 @@
 # make libfz, then PYTHONPATH=python (the package finds build/lib/libfz.so).
 
 GO      ?= go
+# The cuda package's host emulations of the GPU kernels take 6-9 minutes on a
+# 2-core machine with the other packages running beside them: go test's
+# 10-minute default per package is too close (it ran out once under load).
+GOTESTFLAGS ?= -timeout 30m
 PYTHON  ?= $(if $(VIRTUAL_ENV),python3,/usr/bin/python3)
 BUILD   := build
 LIBDIR  := $(BUILD)/lib
