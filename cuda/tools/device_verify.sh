@@ -23,6 +23,7 @@
 #            better of each pair) and B / A. With C_FLAGS set, a third build C
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
 #            (A, B, C, A, B, C) and C / A printed too; the tests are B's.
+# TILING (ab, compare): the bench's --tiling (boxes, flat or auto; default boxes).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -74,7 +75,7 @@ if [ "$mode" = ab ]; then
   runs=""; for k in 1 2; do for x in $sides; do runs="$runs $x$k"; done; done
   for run in $runs; do
     l=/tmp/ab/${run:0:1}/cuda/build/libfzgpu.so
-    FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$FIELDS" \
+    FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$FIELDS" --tiling "${TILING:-boxes}" \
       --json "$OUT/bench-$run.json" >"$OUT/bench-$run.log" 2>&1 || { echo "bench $run failed"; tail -5 "$OUT/bench-$run.log"; exit 1; }
   done
   python3 - "$OUT" $sides <<'PY'
@@ -118,7 +119,7 @@ compare)
   # one after the other: the GPU is timed by each
   timeout 420 bash "$R/peers/compare.sh" "$R/data" >"$OUT/peers.txt" 2>&1
   echo "peers rc=$?"; cat "$OUT/peers.txt"
-  "$R/fzsidecar" bench --backend gpu --size 1GiB --reps ${REPS:-10} --data "$R/data" --fields "$FIELDS" \
+  "$R/fzsidecar" bench --backend gpu --size 1GiB --reps ${REPS:-10} --data "$R/data" --fields "$FIELDS" --tiling "${TILING:-boxes}" \
     --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"; tail -3 "$OUT/bench.log"
   ;;
