@@ -203,31 +203,11 @@ func TestFormatVersion(t *testing.T) {
 	if d := Defaults(); d.FormatVersion != 1 {
 		t.Fatalf("default format_version %d, want 1", d.FormatVersion)
 	}
-	f := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(f, []byte("format_version: 2\n"), 0o644)
-	for _, c := range []struct {
-		file  string
-		env   map[string]string
-		flags []string
-		src   string
-	}{
-		{file: f, src: f + ":1"},
-		{env: map[string]string{"FZ_FORMAT_VERSION": " 2 "}, src: "environment FZ_FORMAT_VERSION"},
-		{flags: []string{"--format-version", "2"}, src: "flag --format-version"},
-	} {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		_, apply := Flags(fs)
-		if err := fs.Parse(c.flags); err != nil {
-			t.Fatal(err)
+	fromEachSource(t, "format_version: 2", "FZ_FORMAT_VERSION", " 2 ", []string{"--format-version", "2"}, func(s Settings, src string) {
+		if s.FormatVersion != 2 || s.Source("format_version") != src {
+			t.Errorf("format_version %d from %q, want 2 from %q", s.FormatVersion, s.Source("format_version"), src)
 		}
-		s, err := Load(c.file, env(c.env), apply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.FormatVersion != 2 || s.Source("format_version") != c.src {
-			t.Errorf("format_version %d from %q, want 2 from %q", s.FormatVersion, s.Source("format_version"), c.src)
-		}
-	}
+	})
 	for _, v := range []string{"1", "2"} {
 		if n, err := ParseFormatVersion(v); err != nil || strconv.Itoa(n) != v {
 			t.Errorf("ParseFormatVersion(%q) = %d, %v", v, n, err)
@@ -257,31 +237,11 @@ func TestTiling(t *testing.T) {
 	if d := Defaults(); d.Tiling != "boxes" {
 		t.Fatalf("default tiling %q, want boxes", d.Tiling)
 	}
-	f := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(f, []byte("tiling: flat\n"), 0o644)
-	for _, c := range []struct {
-		file  string
-		env   map[string]string
-		flags []string
-		src   string
-	}{
-		{file: f, src: f + ":1"},
-		{env: map[string]string{"FZ_TILING": " Flat "}, src: "environment FZ_TILING"},
-		{flags: []string{"--tiling", "flat"}, src: "flag --tiling"},
-	} {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		_, apply := Flags(fs)
-		if err := fs.Parse(c.flags); err != nil {
-			t.Fatal(err)
+	fromEachSource(t, "tiling: flat", "FZ_TILING", " Flat ", []string{"--tiling", "flat"}, func(s Settings, src string) {
+		if s.Tiling != "flat" || s.Source("tiling") != src {
+			t.Errorf("tiling %q from %q, want flat from %q", s.Tiling, s.Source("tiling"), src)
 		}
-		s, err := Load(c.file, env(c.env), apply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Tiling != "flat" || s.Source("tiling") != c.src {
-			t.Errorf("tiling %q from %q, want flat from %q", s.Tiling, s.Source("tiling"), c.src)
-		}
-	}
+	})
 	for _, v := range []string{"boxes", "flat", "auto", "BOXES", " auto", "", "box", "flat-tiles", "0", "1", "2", "cubes"} {
 		got, err := ParseTiling(v)
 		ct, cerr := fz.ParseTiling(v)
@@ -297,5 +257,36 @@ func TestTiling(t *testing.T) {
 	}
 	if d, err := fz.ParseTiling(Defaults().Tiling); err != nil || d != fz.TilingBoxes {
 		t.Errorf("default tiling %q is not the codec's default", Defaults().Tiling)
+	}
+}
+
+// fromEachSource loads the settings with one setting given by a config
+// file (yaml, one line), by the environment (key = val) and by flags, one
+// source at a time, and hands check each result with the source it must
+// name (Settings.Source).
+func fromEachSource(t *testing.T, yaml, key, val string, flags []string, check func(s Settings, src string)) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(f, []byte(yaml+"\n"), 0o644)
+	for _, c := range []struct {
+		file  string
+		env   map[string]string
+		flags []string
+		src   string
+	}{
+		{file: f, src: f + ":1"},
+		{env: map[string]string{key: val}, src: "environment " + key},
+		{flags: flags, src: "flag " + flags[0]},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		_, apply := Flags(fs)
+		if err := fs.Parse(c.flags); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(c.file, env(c.env), apply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(s, c.src)
 	}
 }

@@ -80,10 +80,6 @@ func OpenDevice(dev int, jobTiles uint64) (*Backend, error) {
 // Name says which device this is.
 func (b *Backend) Name() string { return b.name }
 
-// ReadsFlatTiles: the GPU decoder reads flat tiles (docs/FORMAT.md 3.1;
-// fz.FlatTileReader).
-func (b *Backend) ReadsFlatTiles() bool { return true }
-
 // Close frees the device resources.
 func (b *Backend) Close() error {
 	b.mu.Lock()

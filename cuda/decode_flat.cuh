@@ -67,13 +67,8 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                                          unsigned long long base, double step, T *__restrict__ dst, unsigned *sw,
                                          int lane, const TileMasks &mk, T fill, int n) {
     const unsigned F = 0xffffffffu;
-    const unsigned P = g.fP, nx = g.fnx;
-    const unsigned r0 = flat_r0(g, base);
-    unsigned r = r0 + lane, x = r0 % nx + lane;
-    if (r >= P) r -= P;
-    if (x >= nx) x -= nx;
-    const int ys = (lane - (int)nx) & 31;
-    const bool yb1 = lane - (int)nx >= -32;
+    const unsigned P = g.fP;
+    FlatLane fl(g, base, lane);
     int *ring = (int *)sw;                      // Z of element e at (e mod FLAT_RING)
     unsigned *fring = sw + FLAT_RING, *rring = fring + FLAT_RING / 32;  // mask bits, likewise
     int Y1 = 0, Y2 = 0, cq = 0;                 // Y of the last two words, q of the word before's lane 31
@@ -111,12 +106,12 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                 d = origin;
             }
             const unsigned rz = ri >= P ? ri - P : ri + FLAT_RING - P;  // (e - fP) mod FLAT_RING
-            const bool hz = e >= (int)P, hy = r >= nx, head = x == 0;
+            const bool hz = e >= (int)P, hy = fl.hy(), head = !fl.hx();
             // Z, Y, q
             const int Z = wadd(d, hz ? ring[rz] : 0);
             ring[ri] = Z;
-            const int y1 = __shfl_sync(F, Y1, ys), y2 = __shfl_sync(F, Y2, ys);
-            const int Y = wadd(Z, hy ? (yb1 ? y1 : y2) : 0);
+            const int y1 = __shfl_sync(F, Y1, fl.ys), y2 = __shfl_sync(F, Y2, fl.ys);
+            const int Y = wadd(Z, hy ? (fl.yb1 ? y1 : y2) : 0);
             Y2 = Y1;
             Y1 = Y;
             bool tail;
@@ -131,8 +126,8 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                     if (hz) b ^= (bring[rz >> 5] >> (rz & 31)) & 1;
                     const unsigned zb = __ballot_sync(F, b);
                     if (lane == 0) bring[ri >> 5] = zb;  // ri is a multiple of 32 at lane 0
-                    const int b1 = __shfl_sync(F, B1, ys), b2 = __shfl_sync(F, B2, ys);
-                    const int yb = b ^ (hy ? (yb1 ? b1 : b2) : 0);
+                    const int b1 = __shfl_sync(F, B1, fl.ys), b2 = __shfl_sync(F, B2, fl.ys);
+                    const int yb = b ^ (hy ? (fl.yb1 ? b1 : b2) : 0);
                     B2 = B1;
                     B1 = yb;
                     bool t2;
@@ -148,10 +143,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             if (in) out[32 * w] = val;
             ri += 32;
             if (ri >= FLAT_RING) ri -= FLAT_RING;
-            x += 32;
-            if (x >= nx) x -= nx;
-            r += 32;
-            if (r >= P) r -= P;
+            fl.next();
         }
         // the ring's stores before a later step's loads; the step's two
         // words touch distinct ring entries and words (fP >= 256), so one

@@ -31,14 +31,8 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
                                          unsigned long long fill_bits, unsigned *pw, int *sq, unsigned *sesc,
                                          unsigned *sraw, int lane, TileSum &ts) {
     const unsigned F = 0xffffffffu;
-    const unsigned P = g.fP, nx = g.fnx;
-    // in-plane position and column of this lane's element of word 0
-    const unsigned r0 = flat_r0(g, i0);
-    unsigned r = r0 + lane, x = r0 % nx + lane;
-    if (r >= P) r -= P;
-    if (x >= nx) x -= nx;
-    const int ys = (lane - (int)nx) & 31;    // lane of A(e - fnx)
-    const bool yb1 = lane - (int)nx >= -32;  // ... in the word before (else two before)
+    const unsigned P = g.fP;
+    FlatLane fl(g, i0, lane);
     const T *p0 = src + i0 + lane;
     int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);  // B of element e at e % 2048 (L2)
     int carry = 0, A1 = 0, A2 = 0;
@@ -62,18 +56,15 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
             int qx = __shfl_up_sync(F, q, 1);
             if (lane == 0) qx = carry;
             carry = __shfl_sync(F, q, 31);
-            const int A = (int)((unsigned)q - (unsigned)(x > 0 ? qx : 0));
-            const int a1 = __shfl_sync(F, A1, ys), a2 = __shfl_sync(F, A2, ys);
+            const int A = (int)((unsigned)q - (unsigned)(fl.hx() ? qx : 0));
+            const int a1 = __shfl_sync(F, A1, fl.ys), a2 = __shfl_sync(F, A2, fl.ys);
             A2 = A1;
             A1 = A;
-            const int B = (int)((unsigned)A - (unsigned)(r >= nx ? (yb1 ? a1 : a2) : 0));
+            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? (fl.yb1 ? a1 : a2) : 0));
             __stcg(ring + (e & 2047), B);
             const int d = (int)((unsigned)B - (unsigned)bz[u]);
             c[u] = W.code(d, q, raw, w0 + u == 0, e);
-            x += 32;
-            if (x >= nx) x -= nx;
-            r += 32;
-            if (r >= P) r -= P;
+            fl.next();
         }
         unsigned t[4];
 #pragma unroll
@@ -103,13 +94,8 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                                            unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
                                            TileSum &ts) {
     const unsigned F = 0xffffffffu;
-    const unsigned P = g.fP, nx = g.fnx;
-    const unsigned r0 = flat_r0(g, i0);
-    unsigned r = r0 + lane, x = r0 % nx + lane;
-    if (r >= P) r -= P;
-    if (x >= nx) x -= nx;
-    const int ys = (lane - (int)nx) & 31;
-    const bool yb1 = lane - (int)nx >= -32;
+    const unsigned P = g.fP;
+    FlatLane fl(g, i0, lane);
     const float *p0 = src + i0 + lane;
     int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);
     int carry = 0, A1 = 0, A2 = 0, origin = 0;
@@ -140,11 +126,11 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             int qx = __shfl_up_sync(F, q, 1);
             if (lane == 0) qx = carry;
             carry = __shfl_sync(F, q, 31);
-            const int A = (int)((unsigned)q - (unsigned)(x > 0 ? qx : 0));
-            const int a1 = __shfl_sync(F, A1, ys), a2 = __shfl_sync(F, A2, ys);
+            const int A = (int)((unsigned)q - (unsigned)(fl.hx() ? qx : 0));
+            const int a1 = __shfl_sync(F, A1, fl.ys), a2 = __shfl_sync(F, A2, fl.ys);
             A2 = A1;
             A1 = A;
-            const int B = (int)((unsigned)A - (unsigned)(r >= nx ? (yb1 ? a1 : a2) : 0));
+            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? (fl.yb1 ? a1 : a2) : 0));
             __stcg(ring + (e & 2047), B);
             const int d = (int)((unsigned)B - (unsigned)bz[u]);
             bool esc;
@@ -160,10 +146,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                 nesc += __popc(__ballot_sync(F, esc));
                 note_rare(esc, false, d, e, sq, sesc, sraw);
             }
-            x += 32;
-            if (x >= nx) x -= nx;
-            r += 32;
-            if (r >= P) r -= P;
+            fl.next();
         }
         if (__any_sync(F, hole)) return false;
         if (__any_sync(F, em > ebf)) {  // a raw value (keeps its q) in this step

@@ -64,3 +64,31 @@ __device__ __forceinline__ int flat_xor_corners(const Geo &g, const unsigned cha
         if ((m >> k) & 1) b ^= (fl[e - flat_off(g, k)] & bit) != 0;
     return b;
 }
+
+// A lane's element of a flat tile in the word-order walks (enc_flat,
+// dec_flat: word w holds elements 32w .. 32w + 31, lane l element 32w + l):
+// its in-plane position r and column x, for y > 0 (r >= fnx) and x > 0;
+// next() moves them a word on. With 32 <= fnx <= 64 the element fnx back
+// is lane ys of the word before (yb1) or of the one before that.
+struct FlatLane {
+    unsigned r, x;
+    const unsigned P, nx;
+    const int ys;
+    const bool yb1;
+    __device__ __forceinline__ FlatLane(const Geo &g, unsigned long long i0, int lane)
+        : P(g.fP), nx(g.fnx), ys((lane - (int)g.fnx) & 31), yb1(lane - (int)g.fnx >= -32) {
+        const unsigned r0 = flat_r0(g, i0);
+        r = r0 + lane;
+        x = r0 % nx + lane;
+        if (r >= P) r -= P;
+        if (x >= nx) x -= nx;
+    }
+    __device__ __forceinline__ bool hx() const { return x > 0; }
+    __device__ __forceinline__ bool hy() const { return r >= nx; }
+    __device__ __forceinline__ void next() {
+        x += 32;
+        if (x >= nx) x -= nx;
+        r += 32;
+        if (r >= P) r -= P;
+    }
+};

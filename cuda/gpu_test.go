@@ -182,6 +182,17 @@ func f64bytes(v []float64) []byte {
 	return b
 }
 
+// adversarialValues: cnt values of gen, in f64 and rounded to f32.
+func adversarialValues(gen func(r *rand.Rand, i, n int) float64, r *rand.Rand, cnt int) ([]float32, []float64) {
+	v64 := make([]float64, cnt)
+	v32 := make([]float32, cnt)
+	for i := range v64 {
+		v64[i] = gen(r, i, cnt)
+		v32[i] = float32(v64[i])
+	}
+	return v32, v64
+}
+
 // adversarial fields: each generator fills n values.
 var adversarial = map[string]func(r *rand.Rand, i, n int) float64{
 	"smooth":   func(r *rand.Rand, i, n int) float64 { return math.Sin(float64(i)*0.01) * 100 },
@@ -255,13 +266,7 @@ func TestAdversarialMatchCPU(t *testing.T) {
 			for _, d := range dims {
 				cnt *= int(d)
 			}
-			r := rand.New(rand.NewPCG(uint64(si), 7))
-			v64 := make([]float64, cnt)
-			v32 := make([]float32, cnt)
-			for i := range v64 {
-				v64[i] = gen(r, i, cnt)
-				v32[i] = float32(v64[i])
-			}
+			v32, v64 := adversarialValues(gen, rand.New(rand.NewPCG(uint64(si), 7)), cnt)
 			for _, dt := range []fz.DType{fz.Float32, fz.Float64} {
 				raw := f32bytes(v32)
 				if dt == fz.Float64 {
@@ -318,13 +323,7 @@ func TestFlatTilesMatchCPU(t *testing.T) {
 			if short && si%3 != 0 {
 				continue
 			}
-			r := rand.New(rand.NewPCG(uint64(si), 11))
-			v64 := make([]float64, cnt)
-			v32 := make([]float32, cnt)
-			for i := range v64 {
-				v64[i] = gen(r, i, cnt)
-				v32[i] = float32(v64[i])
-			}
+			v32, v64 := adversarialValues(gen, rand.New(rand.NewPCG(uint64(si), 11)), cnt)
 			for _, dt := range []fz.DType{fz.Float32, fz.Float64} {
 				if cnt > 1<<20 && dt == fz.Float64 {
 					continue

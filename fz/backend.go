@@ -21,34 +21,12 @@ type Backend interface {
 // the CPU code of this package).
 func WithBackend(b Backend) Option { return func(o *options) { o.backend = b } }
 
-// FlatTileReader is implemented by a backend whose decoder reads flat
-// tiles (header flags bit 1, docs/FORMAT.md §3.1). Decompress and
-// DecompressTo decode a flat-tiled container on the CPU when the backend
-// they are given does not implement it or returns false, so that a decoder
-// written for box tiles never sees one.
-type FlatTileReader interface {
-	ReadsFlatTiles() bool
-}
-
-// decodesOn is the backend that decodes h under o: o.backend, or nil (the
-// CPU) for a flat-tiled container the backend does not read.
-func decodesOn(h *Header, o options) Backend {
-	if h.Flat && o.backend != nil {
-		if r, ok := o.backend.(FlatTileReader); !ok || !r.ReadsFlatTiles() {
-			return nil
-		}
-	}
-	return o.backend
-}
-
 type cpuBackend struct{}
 
 // CPU returns the CPU backend.
 func CPU() Backend { return cpuBackend{} }
 
 func (cpuBackend) Name() string { return "cpu" }
-
-func (cpuBackend) ReadsFlatTiles() bool { return true }
 
 func (cpuBackend) Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte, Stats, error) {
 	return Compress(ctx, src, p, append(opts, WithBackend(nil))...)

@@ -23,8 +23,8 @@ func Decompress(ctx context.Context, blob []byte, opts ...Option) (*Header, []by
 		return nil, nil, fmt.Errorf("container decodes to %d bytes, more than the allowed %d", h.RawSize(), o.maxRaw)
 	}
 	dst := make([]byte, h.RawSize())
-	if b := decodesOn(h, o); b != nil {
-		if _, err := b.DecompressTo(ctx, blob, dst, opts...); err != nil {
+	if o.backend != nil {
+		if _, err := o.backend.DecompressTo(ctx, blob, dst, opts...); err != nil {
 			return nil, nil, err
 		}
 		return h, dst, nil
@@ -48,11 +48,10 @@ func DecompressTo(ctx context.Context, blob, dst []byte, opts ...Option) (*Heade
 	if uint64(len(dst)) != h.RawSize() {
 		return nil, fmt.Errorf("destination is %d bytes, the field needs %d", len(dst), h.RawSize())
 	}
-	o := buildOptions(opts)
-	if b := decodesOn(h, o); b != nil {
-		return b.DecompressTo(ctx, blob, dst, opts...)
+	if o := buildOptions(opts); o.backend != nil {
+		return o.backend.DecompressTo(ctx, blob, dst, opts...)
 	}
-	return h, decodeInto(ctx, h, blob, dst, o)
+	return h, decodeInto(ctx, h, blob, dst, buildOptions(opts))
 }
 
 func checkWhole(h *Header, blob []byte) error {

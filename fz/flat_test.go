@@ -734,46 +734,6 @@ func TestFlatNoValues(t *testing.T) {
 	}
 }
 
-// boxOnlyBackend is a backend whose decoder knows only box tiles: it
-// fails every decode it is given.
-type boxOnlyBackend struct{}
-
-func (boxOnlyBackend) Name() string { return "box-only" }
-func (boxOnlyBackend) Compress(ctx context.Context, src []byte, p Params, opts ...Option) ([]byte, Stats, error) {
-	return Compress(ctx, src, p, append(opts, WithBackend(nil))...)
-}
-func (boxOnlyBackend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...Option) (*Header, error) {
-	return nil, errors.New("box-only backend asked to decode")
-}
-
-type flatAwareBackend struct{ boxOnlyBackend }
-
-func (flatAwareBackend) ReadsFlatTiles() bool { return true }
-
-// TestFlatBackendGuard: a flat container goes to a backend's decoder only
-// when the backend says it reads flat tiles; others decode on the CPU.
-func TestFlatBackendGuard(t *testing.T) {
-	v, flat := sampleFlat(t, 1)
-	box, _ := compressT(t, v, Params{DType: Float32, Dims: []uint64{12, 33, 49}, Mode: Abs, Bound: 1e-3, Fill: ptr(-1e34)})
-	ctx := context.Background()
-	for _, b := range []Backend{boxOnlyBackend{}, CPU()} {
-		if _, out, err := Decompress(ctx, flat, WithBackend(b)); err != nil || len(out) != 4*len(v) {
-			t.Fatalf("%s: Decompress of a flat container: %v", b.Name(), err)
-		}
-		if _, err := DecompressTo(ctx, flat, make([]byte, 4*len(v)), WithBackend(b)); err != nil {
-			t.Fatalf("%s: DecompressTo of a flat container: %v", b.Name(), err)
-		}
-	}
-	// Box containers, and flat ones for a backend that reads them, still
-	// go to the backend.
-	if _, _, err := Decompress(ctx, box, WithBackend(boxOnlyBackend{})); err == nil || !strings.Contains(err.Error(), "box-only backend asked") {
-		t.Fatalf("box container: %v", err)
-	}
-	if _, err := DecompressTo(ctx, flat, make([]byte, 4*len(v)), WithBackend(flatAwareBackend{})); err == nil || !strings.Contains(err.Error(), "box-only backend asked") {
-		t.Fatalf("flat container, flat-aware backend: %v", err)
-	}
-}
-
 // FuzzDecodeFlatTile feeds arbitrary bytes to both versions' tile
 // decoders on flat layouts (full and partial runs, runs starting mid-row):
 // errors are fine, panics and hangs are not.

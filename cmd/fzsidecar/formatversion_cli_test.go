@@ -120,45 +120,12 @@ func TestFormatVersionRefused(t *testing.T) {
 
 	e := newServeEnv(t)
 	cfg := filepath.Join(dir, "sidecar.yaml")
-	for _, c := range []struct {
-		args []string
-		yaml string
-		env  string
-		want []string
-	}{
+	serveRefuses(t, e, cfg, []badSetting{
 		{args: []string{"--format-version", "3"}, want: []string{"flag --format-version", `format_version "3"`, wantVersions}},
 		{args: []string{"--format-version", "0"}, want: []string{"flag --format-version", `format_version "0"`, wantVersions}},
 		{yaml: "backend: cpu\nformat_version: two\n", want: []string{"sidecar.yaml:2", `format_version "two"`, wantVersions}},
 		{env: "FZ_FORMAT_VERSION=9", want: []string{"environment FZ_FORMAT_VERSION", `format_version "9"`, wantVersions}},
-	} {
-		args := []string{"serve", "--nats-listen", "127.0.0.1:0", "--shm-dir", e.shm, "--sink", e.sink, "--data-dir", e.data, "--metrics-listen", "off"}
-		if c.yaml != "" {
-			os.WriteFile(cfg, []byte(c.yaml), 0o644)
-			args = append(args, "--config", cfg)
-		}
-		if c.env != "" {
-			k, v, _ := strings.Cut(c.env, "=")
-			t.Setenv(k, v)
-		}
-		p := start(t, append(args, c.args...)...)
-		code := p.wait(t, 30*time.Second)
-		if c.env != "" {
-			k, _, _ := strings.Cut(c.env, "=")
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-		if code != 2 {
-			t.Errorf("serve %v %q %s: exit %d, want 2", c.args, c.yaml, c.env, code)
-		}
-		for _, w := range c.want {
-			if !strings.Contains(p.stderr(), w) {
-				t.Errorf("serve %v %q %s: message lacks %q: %s", c.args, c.yaml, c.env, w, p.stderr())
-			}
-		}
-		if strings.Contains(p.stdout(), "fzsidecar ready") {
-			t.Errorf("serve %v %q %s started", c.args, c.yaml, c.env)
-		}
-	}
+	})
 }
 
 // A real `fzsidecar serve` told format_version: 2 (in its config file)
@@ -258,5 +225,50 @@ func TestServeFormatVersion2(t *testing.T) {
 	t.Logf("stored bytes for %d snapshots: version 1 %d, version 2 %d (%.3f)", len(vars)*steps, stored[1], stored[2], float64(stored[2])/float64(stored[1]))
 	if stored[2] >= stored[1] {
 		t.Errorf("version 2 stored %d bytes, not fewer than version 1's %d", stored[2], stored[1])
+	}
+}
+
+// badSetting is a setting `serve` must refuse: a flag, a config file or an
+// environment variable, and what its message must name.
+type badSetting struct {
+	args []string
+	yaml string
+	env  string
+	want []string
+}
+
+// serveRefuses starts a real `fzsidecar serve` with each bad setting
+// (cfg: where the config file goes) and checks that it exits 2 before it
+// is ready, with a message naming every want.
+func serveRefuses(t *testing.T, e serveEnv, cfg string, cases []badSetting) {
+	t.Helper()
+	for _, c := range cases {
+		args := []string{"serve", "--nats-listen", "127.0.0.1:0", "--shm-dir", e.shm, "--sink", e.sink, "--data-dir", e.data, "--metrics-listen", "off"}
+		if c.yaml != "" {
+			os.WriteFile(cfg, []byte(c.yaml), 0o644)
+			args = append(args, "--config", cfg)
+		}
+		if c.env != "" {
+			k, v, _ := strings.Cut(c.env, "=")
+			t.Setenv(k, v)
+		}
+		p := start(t, append(args, c.args...)...)
+		code := p.wait(t, 30*time.Second)
+		if c.env != "" {
+			k, _, _ := strings.Cut(c.env, "=")
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+		if code != 2 {
+			t.Errorf("serve %v %q %s: exit %d, want 2", c.args, c.yaml, c.env, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(p.stderr(), w) {
+				t.Errorf("serve %v %q %s: message lacks %q: %s", c.args, c.yaml, c.env, w, p.stderr())
+			}
+		}
+		if strings.Contains(p.stdout(), "fzsidecar ready") {
+			t.Errorf("serve %v %q %s started", c.args, c.yaml, c.env)
+		}
 	}
 }

@@ -111,44 +111,11 @@ func TestTilingRefused(t *testing.T) {
 
 	e := newServeEnv(t)
 	cfg := filepath.Join(dir, "sidecar.yaml")
-	for _, c := range []struct {
-		args []string
-		yaml string
-		env  string
-		want []string
-	}{
+	serveRefuses(t, e, cfg, []badSetting{
 		{args: []string{"--tiling", "cubes"}, want: []string{"flag --tiling", `tiling "cubes"`, wantTilings}},
 		{yaml: "backend: cpu\ntiling: 2\n", want: []string{"sidecar.yaml:2", `tiling "2"`, wantTilings}},
 		{env: "FZ_TILING=flatt", want: []string{"environment FZ_TILING", `tiling "flatt"`, wantTilings}},
-	} {
-		args := []string{"serve", "--nats-listen", "127.0.0.1:0", "--shm-dir", e.shm, "--sink", e.sink, "--data-dir", e.data, "--metrics-listen", "off"}
-		if c.yaml != "" {
-			os.WriteFile(cfg, []byte(c.yaml), 0o644)
-			args = append(args, "--config", cfg)
-		}
-		if c.env != "" {
-			k, v, _ := strings.Cut(c.env, "=")
-			t.Setenv(k, v)
-		}
-		p := start(t, append(args, c.args...)...)
-		code := p.wait(t, 30*time.Second)
-		if c.env != "" {
-			k, _, _ := strings.Cut(c.env, "=")
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-		if code != 2 {
-			t.Errorf("serve %v %q %s: exit %d, want 2", c.args, c.yaml, c.env, code)
-		}
-		for _, w := range c.want {
-			if !strings.Contains(p.stderr(), w) {
-				t.Errorf("serve %v %q %s: message lacks %q: %s", c.args, c.yaml, c.env, w, p.stderr())
-			}
-		}
-		if strings.Contains(p.stdout(), "fzsidecar ready") {
-			t.Errorf("serve %v %q %s started", c.args, c.yaml, c.env)
-		}
-	}
+	})
 }
 
 // A real `fzsidecar serve --backend cpu` told tiling: flat (in its config
