@@ -144,8 +144,11 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             ri += 32;
             if (ri >= FLAT_RING) ri -= FLAT_RING;
             fl.next();
-            __syncwarp();  // the ring's stores before a later word's loads
         }
+        // the ring's stores before a later step's loads; the step's two
+        // words touch distinct ring entries and words (fP >= 256), so one
+        // barrier a step lets their independent work interleave
+        __syncwarp();
     }
     if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;
     return !__any_sync(F, bad);

@@ -82,6 +82,101 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
     return true;
 }
 
+// enc_flat for f32 tiles with the staged walks' quantize (quant_f32,
+// encode_rank3.cuh): the check's difference in f32, exact there, folded
+// into a float max per step, so that the raw test (e > ebf) and the tile's
+// largest error are taken once per eight words and per value only in the
+// rare steps with a raw value; escapes by one vote a value as before.
+// Fill values (has_fill) are holes: the slow path takes the tile.
+template <int V>
+__device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const Geo &g, unsigned long long i0,
+                                           double inv, double step, float ebf, int has_fill, unsigned fill32,
+                                           unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
+                                           TileSum &ts) {
+    const unsigned F = 0xffffffffu;
+    const unsigned P = g.fP;
+    FlatLane fl(g, i0, lane);
+    const float *p0 = src + i0 + lane;
+    int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);
+    int carry = 0, A1 = 0, A2 = 0, origin = 0;
+    unsigned nesc = 0, nraw = 0;
+    float merr = 0.0f;  // the largest |x - x'| of the values that keep their q and pass
+#pragma unroll 1
+    for (int w0 = 0; w0 < 128; w0 += 8) {
+        float v[8], ev[8];
+        int bz[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int e = 32 * (w0 + u) + lane;
+            v[u] = __ldcs(p0 + 32 * (w0 + u));
+            bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
+        }
+        unsigned c[8];
+        bool hole = false;
+        float em = 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int e = 32 * (w0 + u) + lane;
+            bool h;
+            float eu = 0.0f;
+            const int q = quant_f32(v[u], inv, step, eu, h);
+            ev[u] = eu;
+            em = fmaxf(em, eu);
+            hole |= h || (has_fill && __float_as_uint(v[u]) == fill32);
+            int qx = __shfl_up_sync(F, q, 1);
+            if (lane == 0) qx = carry;
+            carry = __shfl_sync(F, q, 31);
+            const int A = (int)((unsigned)q - (unsigned)(fl.hx() ? qx : 0));
+            const int a1 = __shfl_sync(F, A1, fl.ys), a2 = __shfl_sync(F, A2, fl.ys);
+            A2 = A1;
+            A1 = A;
+            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? (fl.yb1 ? a1 : a2) : 0));
+            __stcg(ring + (e & 2047), B);
+            const int d = (int)((unsigned)B - (unsigned)bz[u]);
+            bool esc;
+            c[u] = code_of<V>(d, esc);
+            if (w0 + u == 0) {  // element 0: code 0, q in the tile header
+                origin = __shfl_sync(F, q, 0);
+                if (lane == 0) {
+                    c[u] = 0;
+                    esc = false;
+                }
+            }
+            if (__any_sync(F, esc)) {
+                nesc += __popc(__ballot_sync(F, esc));
+                note_rare(esc, false, d, e, sq, sesc, sraw);
+            }
+            fl.next();
+        }
+        if (__any_sync(F, hole)) return false;
+        if (__any_sync(F, em > ebf)) {  // a raw value (keeps its q) in this step
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const bool raw = ev[u] > ebf;
+                if (raw) note_rare(false, true, 0, 32 * (w0 + u) + lane, sq, sesc, sraw);
+                else merr = fmaxf(merr, ev[u]);
+                nraw += __popc(__ballot_sync(F, raw));
+            }
+        } else
+            merr = fmaxf(merr, em);
+        unsigned t[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) t[u] = c[2 * u] | c[2 * u + 1] << 16;
+        transpose32n<4>(t, lane);
+#pragma unroll
+        for (int u = 0; u < 4; u++) put_planes(pw, t[u], w0 + 2 * u, w0 + 2 * u + 1, lane);
+        __syncwarp();  // the step's B stores before a later step's loads
+    }
+    ts.nesc = nesc;
+    ts.nraw = nraw;
+    ts.origin = origin;
+    ts.merr = (double)merr;
+#ifdef EMU_FLAT_TAKEN
+    EMU_FLAT_TAKEN;
+#endif
+    return true;
+}
+
 // The raw mask of a walked flat tile: the parity transform of its
 // element-order raw bitmap, by toggling each raw element's forward corners
 // (the elements it is a corner of: flat_corners).

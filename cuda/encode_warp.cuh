@@ -306,8 +306,13 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         }
         else if (FAST == 1 && full)
             done = enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
-        else if (FAST == 4 && full && flat_walkable(g))
-            done = enc_flat<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        else if (FAST == 4 && full && flat_walkable(g)) {
+            if constexpr (sizeof(T) == 4)
+                done = enc_flat32<V>(src, g, base, inv, step, ebf, has_fill, (unsigned)fill_bits, pw, sq, sesc, sraw,
+                                     lane, ts);
+            else
+                done = enc_flat<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        }
         __syncwarp();
         if (opt && !done) {  // a tile the walk cannot take: a kernel after this one redoes the job
             if (lane == 0) atomicOr(abortf, opt8 && ts.wide ? 1u : 2u);

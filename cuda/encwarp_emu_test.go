@@ -92,6 +92,19 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		mk(d, false)
 		clean = false
 	}
+	// era5's first 24 planes with flat tiles at REL 1e-4 and 1e-2, where
+	// ../shared/data is present: real raw values (the check fails for
+	// 77 % of its box tiles at 1e-4), which the flat walk must list
+	if raw, dims := realFieldBox(t, benchFields[4], 24); raw != nil {
+		v := make([]float32, len(raw)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		for _, eb := range []float64{1e-4, 1e-2} {
+			p := fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: eb}
+			fields = append(fields, field{fmt.Sprintf("flat era5 %v rel %g clean true", dims, eb), 4, int(dims[0]), int(dims[1]), int(dims[2]), v, p})
+		}
+	}
 	le := binary.LittleEndian
 	type run struct {
 		f             int
