@@ -1,65 +1,75 @@
 // The warp decoder's walk for flat tiles (FORMAT.md 3.1, flat.cuh; PERF.md
-// v26): dec_flat, the mirror of encode_flat.cuh's enc_flat. Included by
+// v27): dec_flat, the mirror of encode_flat.cuh's enc_flat. Included by
 // decode_warp.cuh.
 //
-// Element (= slot) order, 64 slots a step: lanes 16h + p read word 2m + h
-// of plane p from the tile in global memory (L1; flat tiles are not
-// staged, the warp's shared memory holds the rings below instead) and one
-// 32x32 bit transpose gives lane l the codes of elements 64m + l and
-// 64m + 32 + l. Lorenzo is undone by the three sums of FORMAT.md 3.1, each
-// from where its operand already is:
-//   Z = d + Z(z - 1): Z of element e - fP from a ring of FLAT_RING in
-//       shared memory (fP + 31 < FLAT_RING);
-//   Y = Z + Y(y - 1): Y of element e - fnx, one or two words back (fnx in
-//       32 .. 64): shuffles of the last two words' Y;
-//   q = Y + q(x - 1): a segmented scan across the word's lanes, restarting
-//       where x = 0, plus the word before's last q.
-// With X (masks, escapes or a clipped last tile) the fill and raw masks
-// are undone the same way on bits (XOR; rings of FLAT_RING bits), and
-// escapes, raw values and the checks are dec_fast1's: every step is in
-// element order, as those lists are.
+// q = Sz Sy Sx d, the three prefix sums of FORMAT.md 3.1 (x within a row, y
+// within a plane, z, each only over elements of the run). The sums commute
+// (an element's terms are the d of e - i - j nx - k P, i <= x, j <= y, all
+// in the run, in any order), so the walk takes x first, where it is
+// cheapest, in chunks of FLAT_CH = 256 elements:
+//   A  codes -> residuals d into the chunk buffer, element order: lanes
+//      16h + p read plane p of word 2m + h (from global memory through L1,
+//      a chunk ahead; flat tiles are not staged: the warp's shared memory
+//      holds the q ring), four 32x32 bit transposes give lane l the codes
+//      of elements 64m + l and 64m + 32 + l; escapes in element order.
+//   B  lane l takes elements 8l .. 8l + 7: X' = Sx d by a prefix in
+//      registers restarting at the run's head (x = 0; at most one, nx >= 32),
+//      one warp scan of the lanes' sums, and where a lane has no head the
+//      base of the segment it continues (the nearest head lane below, one
+//      shuffle) or the chunk before's last X'.
+//   C  word by word, lane l element 32w + l: W = X' + W(e - nx) where y > 0
+//      (one or two words back, nx in 32 .. 64: one shuffle, the sending lane
+//      picks the word its reader needs), q = W + q(e - P) from a ring of
+//      FLAT_RING in shared memory, then the value.
+// The fill and raw masks (X) are undone word by word in C on whole words:
+// x by a prefix XOR restarting at the word's head bit, y by a funnel shift
+// of the last two words' bits, z by a ring of FLAT_RING bits; a handful of
+// warp-uniform operations a word rather than a scan a bit (v26's walk
+// undid them lane by lane, ~45 instructions a word and mask).
+// v26's walk (all three sums lane by lane, x by a five-round segmented
+// scan a word): ~132 thread-instructions a value (ncu, era5 1e-2).
 
-#define FLAT_RING 1920  // ints of the Z ring; + 2 x 60 words of mask bits = DEC_STAGE + 512
+#define FLAT_RING 1920  // ints of the q ring (a multiple of 32: its bit rings have FLAT_RING / 32 words)
+#define FLAT_CH 256     // elements a chunk: lane runs of 8
+#define FLAT_SMEM (FLAT_RING + FLAT_CH + 2 * (FLAT_RING / 32))  // words a warp: q ring, chunk, fill and raw bit rings
 __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
-    return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP + 31 < FLAT_RING;
+    // fP >= FLAT_CH: q(e - P) and the bits of e - P lie in chunks before
+    return g.fnx >= 32 && g.fnx <= 64 && g.fP >= FLAT_CH && g.fP + 31 < FLAT_RING;
 }
 
-// Inclusive sum of v over the lanes, restarting at the lanes of hm (a
-// ballot of heads): the plain prefix sum less the prefix before this
-// lane's segment (one shuffle), so five rounds of one shuffle each rather
-// than two (seg_scan). tail: no head at or below this lane.
-__device__ __forceinline__ int seg_sum(int v, unsigned hm, int lane, bool &tail) {
-    const unsigned F = 0xffffffffu;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int t = __shfl_up_sync(F, v, o);
-        if (lane >= o) v = wadd(v, t);
-    }
-    const unsigned below = hm & (0xffffffffu >> (31 - lane));  // heads at or below this lane
-    tail = below == 0;
-    const int s = tail ? 0 : 31 - __clz(below);  // this lane's segment starts at lane s
-    const int before = __shfl_sync(F, v, s > 0 ? s - 1 : 0);
-    return s > 0 ? wadd(v, -before) : v;
-}
+// Element e (0 .. 255) of a chunk lives at word sw8(e): the 16-byte pieces
+// of odd 32-word rows XOR-swapped by one, so a word of 32 consecutive
+// elements (A, C) and the lanes' 8-element runs (B: two 16-byte loads,
+// a quarter-warp of 8 lanes per wavefront) both hit 32 banks.
+__device__ __forceinline__ int sw8(int e) { return e ^ (((e >> 5) & 1) << 2); }
 
-// Inclusive scan of v over the lanes, restarting at lanes with head set;
-// op is + (ints) or ^ (bits). Returns the scan; tail: no head at or below
-// this lane (the word before's carry applies).
-template <bool XOR>
-__device__ __forceinline__ int seg_scan(int v, bool head, int lane, bool &tail) {
-    const unsigned F = 0xffffffffu;
-    bool f = head;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int t = __shfl_up_sync(F, v, o);
-        const bool tf = __shfl_up_sync(F, (int)f, o) != 0;
-        if (lane >= o && !f) {
-            v = XOR ? v ^ t : wadd(v, t);
-            f = tf;
-        }
+// Undoes the parity transform of one mask word (word w = 32 elements) of a
+// flat tile (FORMAT.md 3.1, "masks"): mw the coded word; hm the word's head
+// bit (x = 0; at most one), hym its bits with y > 0, zm its bits with e >= P;
+// c the x carry (the word before's last bit after x), B1, B2 the last two
+// words' bits after y; bring the bits of final flags by e mod FLAT_RING, o
+// the ring bit of e - P for the word's bit 0, wslot the ring word of the
+// word's own bits.
+__device__ __forceinline__ unsigned flat_unmask(unsigned mw, unsigned hm, unsigned hym, unsigned zm, unsigned nx,
+                                                unsigned o, unsigned wslot, unsigned *bring, unsigned &c,
+                                                unsigned &B1, unsigned &B2) {
+    // x: prefix XOR, restarting at the head
+    const unsigned xm = pxor(mw);
+    const unsigned lo = hm ? hm - 1 : 0xffffffffu;  // bits before the head
+    unsigned b = xm ^ (c ? lo : 0u) ^ ((xm & (hm >> 1)) ? ~lo : 0u);
+    c = b >> 31;
+    // y: the bits nx back (words w - 1, w - 2)
+    b ^= __funnelshift_lc(B2, B1, nx - 32) & hym;
+    B2 = B1;
+    B1 = b;
+    // z: the final bits P back
+    if (zm) {
+        const unsigned wi = o >> 5, sh = o & 31;
+        const unsigned hi = sh ? (wi + 1 == FLAT_RING / 32 ? 0 : wi + 1) : wi;
+        b ^= __funnelshift_r(bring[wi], bring[hi], sh) & zm;
     }
-    tail = !f;
-    return v;
+    bring[wslot] = b;  // every lane stores the same word
+    return b;
 }
 
 template <typename T, bool X>
@@ -67,77 +77,105 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                                          unsigned long long base, double step, T *__restrict__ dst, unsigned *sw,
                                          int lane, const TileMasks &mk, T fill, int n) {
     const unsigned F = 0xffffffffu;
-    const unsigned P = g.fP;
+    const unsigned P = g.fP, NX = g.fnx;
     FlatLane fl(g, base, lane);
-    int *ring = (int *)sw;                      // Z of element e at (e mod FLAT_RING)
-    unsigned *fring = sw + FLAT_RING, *rring = fring + FLAT_RING / 32;  // mask bits, likewise
-    int Y1 = 0, Y2 = 0, cq = 0;                 // Y of the last two words, q of the word before's lane 31
-    int fY1 = 0, fY2 = 0, fc = 0, rY1 = 0, rY2 = 0, rc = 0;  // the same for the fill and raw bits
-    unsigned ri = lane;                         // e mod FLAT_RING
-    unsigned nr = 0, ne = 0;  // raw values and escapes so far
+    int *ring = (int *)sw;             // q of element e at e mod FLAT_RING
+    int *cb = ring + FLAT_RING;        // the chunk (sw8)
+    unsigned *fring = sw + FLAT_RING + FLAT_CH, *rring = fring + FLAT_RING / 32;  // final mask bits, likewise
+    // B: x of this lane's run's first element, 8 lane, in chunk 0
+    unsigned xl = (unsigned)((base % P + 8u * lane) % NX);
+    const unsigned xstep = FLAT_CH % NX;
+    int W1 = 0, W2 = 0, cX = 0;  // W of the last two words; X' of the chunk before's last element
+    unsigned fc = 0, fB1 = 0, fB2 = 0, rc = 0, rB1 = 0, rB2 = 0;  // X: the masks' carries
+    unsigned ri = lane;          // e mod FLAT_RING
+    unsigned nr = 0, ne = 0;     // raw values and escapes so far
     bool bad = false;
     T *out = dst + base + lane;
-    const int nw = X ? (n + 31) >> 5 : 128;
-    // lane 16h + p loads plane p of word 2m + h, a step ahead (the tile is
-    // read from L1 or L2: each step waited for its loads without the lead)
-    unsigned pn = zb_word(tb, bm, pat, lane >> 4);
-#pragma unroll 1
-    for (int m = 0; 2 * m < nw; m++) {
-        // codes of words 2m, 2m + 1
-        const unsigned pc = pn;
-        if (2 * m + 2 < nw) pn = zb_word(tb, bm, pat, 2 * m + 2 + (lane >> 4));
-        const unsigned c2 = transpose32(pc, lane);
-        unsigned fw[2] = {0, 0}, rw[2] = {0, 0};
-        if (X) {
-            fw[0] = mask_word(tb, mk.fat, 2 * m), fw[1] = mask_word(tb, mk.fat, 2 * m + 1);
-            rw[0] = mask_word(tb, mk.rat, 2 * m), rw[1] = mask_word(tb, mk.rat, 2 * m + 1);
-        }
+    const int nch = X ? (n + FLAT_CH - 1) / FLAT_CH : TILE / FLAT_CH;
+    unsigned pn[4];  // the chunk's plane words: lane 16h + p, plane p of word 2u + h
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int w = 2 * m + h, e = 32 * w + lane;
-            if (X && w >= nw) break;  // the same for every lane
-            const bool in = !X || e < n;
-            const unsigned c = h ? c2 >> 16 : c2 & 0xFFFFu;
-            int d;
-            if (X) d = esc_resid(c, in, ne, mk, tb, lane, bad);
-            else d = resid_of(c, bad);
-            if (e == 0) {
-                bad |= c != 0;
-                d = origin;
+    for (int u = 0; u < 4; u++) pn[u] = zb_word(tb, bm, pat, 2 * u + (lane >> 4));
+#pragma unroll 1
+    for (int ch = 0; ch < nch; ch++) {
+        // A: residuals into the chunk buffer
+        unsigned t[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) t[u] = pn[u];
+        if (ch + 1 < nch) {
+#pragma unroll
+            for (int u = 0; u < 4; u++) pn[u] = zb_word(tb, bm, pat, 8 * (ch + 1) + 2 * u + (lane >> 4));
+        }
+        transpose32n<4>(t, lane);
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int wl = 2 * u + h, e = FLAT_CH * ch + 32 * wl + lane;
+                const unsigned c = h ? t[u] >> 16 : t[u] & 0xFFFFu;
+                int d;
+                if (X) d = esc_resid(c, e < n, ne, mk, tb, lane, bad);
+                else d = resid_of(c, bad);
+                if (e == 0) {
+                    bad |= c != 0;
+                    d = origin;
+                }
+                cb[sw8(32 * wl + lane)] = d;
             }
-            const unsigned rz = ri >= P ? ri - P : ri + FLAT_RING - P;  // (e - fP) mod FLAT_RING
-            const bool hz = e >= (int)P, hy = fl.hy(), head = !fl.hx();
-            // Z, Y, q
-            const int Z = wadd(d, hz ? ring[rz] : 0);
-            ring[ri] = Z;
-            const int y1 = __shfl_sync(F, Y1, fl.ys), y2 = __shfl_sync(F, Y2, fl.ys);
-            const int Y = wadd(Z, hy ? (fl.yb1 ? y1 : y2) : 0);
-            Y2 = Y1;
-            Y1 = Y;
-            bool tail;
-            int q = seg_sum(Y, __ballot_sync(F, head), lane, tail);
-            if (tail) q = wadd(q, cq);
-            cq = __shfl_sync(F, q, 31);
+        }
+        __syncwarp();
+        // B: X' over the lanes' runs
+        int v[8];
+        ld4(v, cb + sw8(8 * lane));
+        ld4(v + 4, cb + sw8(8 * lane + 4));
+        const int hd = xl == 0 ? 0 : (int)(NX - xl);  // the run's head; none when >= 8
+        int b = 0;                                     // the run's prefix before the head
+#pragma unroll
+        for (int i = 1; i < 8; i++) {
+            if (i == hd) b = v[i - 1];
+            v[i] = wadd(v[i], v[i - 1]);
+        }
+        int s = v[7];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(F, s, o);
+            if (lane >= o) s = wadd(s, y);
+        }
+        const int pre = wadd(wadd(s, -v[7]), cX);  // the chunk's prefix before this run, from the tile's
+        const unsigned hb = __ballot_sync(F, hd < 8);
+        const unsigned below = hb & ((1u << lane) - 1);
+        const int bo = __shfl_sync(F, wadd(pre, b), below ? 31 - __clz(below) : 0);  // the segment's base
+        const int oin = below ? wadd(pre, -bo) : pre, ohd = -b;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = wadd(v[i], i >= hd ? ohd : oin);
+        cX = __shfl_sync(F, v[7], 31);
+        *(int4 *)(cb + sw8(8 * lane)) = make_int4(v[0], v[1], v[2], v[3]);
+        *(int4 *)(cb + sw8(8 * lane + 4)) = make_int4(v[4], v[5], v[6], v[7]);
+        xl += xstep;
+        if (xl >= NX) xl -= NX;
+        __syncwarp();
+        // C: y and z, the values
+#pragma unroll 2
+        for (int wl = 0; wl < 8; wl++) {
+            const int w = 8 * ch + wl, e = 32 * w + lane;
+            const int xv = cb[sw8(32 * wl + lane)];
+            const int y = __shfl_sync(F, fl.send1 ? W1 : W2, fl.ys);
+            const int W = wadd(xv, fl.hy() ? y : 0);
+            W2 = W1;
+            W1 = W;
+            const unsigned rz = ri >= P ? ri - P : ri + FLAT_RING - P;  // (e - P) mod FLAT_RING
+            const int q = wadd(W, e >= (int)P ? ring[rz] : 0);
+            ring[ri] = q;
             T val = Bits<T>::rec(q, step);
-            if (X) {
-                // the masks' bits, undone the same way (XOR)
-                auto unmask = [&](unsigned word, unsigned *bring, int &B1, int &B2, int &bc) -> unsigned {
-                    int b = (word >> lane) & 1;
-                    if (hz) b ^= (bring[rz >> 5] >> (rz & 31)) & 1;
-                    const unsigned zb = __ballot_sync(F, b);
-                    if (lane == 0) bring[ri >> 5] = zb;  // ri is a multiple of 32 at lane 0
-                    const int b1 = __shfl_sync(F, B1, fl.ys), b2 = __shfl_sync(F, B2, fl.ys);
-                    const int yb = b ^ (hy ? (fl.yb1 ? b1 : b2) : 0);
-                    B2 = B1;
-                    B1 = yb;
-                    bool t2;
-                    int xb = seg_scan<true>(yb, head, lane, t2);
-                    if (t2) xb ^= bc;
-                    bc = __shfl_sync(F, xb, 31);
-                    return __ballot_sync(F, xb && in);
-                };
-                const unsigned fm = mk.fat ? unmask(fw[h], fring, fY1, fY2, fc) : 0u;
-                const unsigned rm = mk.rat ? unmask(rw[h], rring, rY1, rY2, rc) : 0u;
+            const bool in = !X || e < n;
+            if (X && (mk.fat | mk.rat)) {
+                const unsigned hm = __ballot_sync(F, !fl.hx()), hym = __ballot_sync(F, fl.hy());
+                const int e0 = 32 * w;
+                const unsigned zm = e0 >= (int)P ? F : e0 + 32 > (int)P ? F << (P - e0) : 0u;
+                const unsigned r0 = ri - lane;  // 32 w mod FLAT_RING
+                const unsigned o = r0 >= P ? r0 - P : r0 + FLAT_RING - P, ws = r0 >> 5;
+                const unsigned vm = __ballot_sync(F, in);
+                const unsigned fm = mk.fat ? flat_unmask(mask_word(tb, mk.fat, w), hm, hym, zm, NX, o, ws, fring, fc, fB1, fB2) & vm : 0u;
+                const unsigned rm = mk.rat ? flat_unmask(mask_word(tb, mk.rat, w), hm, hym, zm, NX, o, ws, rring, rc, rB1, rB2) & vm : 0u;
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
             if (in) out[32 * w] = val;
@@ -145,9 +183,8 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             if (ri >= FLAT_RING) ri -= FLAT_RING;
             fl.next();
         }
-        // the ring's stores before a later step's loads; the step's two
-        // words touch distinct ring entries and words (fP >= 256), so one
-        // barrier a step lets their independent work interleave
+        // the chunk buffer's reads before the next chunk's stores; the
+        // rings' stores before a later chunk's loads
         __syncwarp();
     }
     if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;

@@ -132,8 +132,10 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
                        unsigned long long fill_bits, uint3 fl, const unsigned *mcount) {
     // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
-    // (1536-2047); the generic walks use the first part for codes and masks
-    __shared__ __align__(16) unsigned smem[DEC_W][DEC_STAGE + 512];
+    // (1536-2047); the generic walks use the first part for codes and
+    // masks; flat tiles (R = 4) dec_flat's rings and chunk (FLAT_SMEM: 9 KiB
+    // a warp, 24 warps an SM still fit)
+    __shared__ __align__(16) unsigned smem[DEC_W][R == 4 ? FLAT_SMEM : DEC_STAGE + 512];
     const T fill = Bits<T>::from(fill_bits);
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
     unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;

@@ -61,18 +61,27 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		mk(name+" noise 1e-6", d, 1e-6, fz.Rel, nil, func(z, y, x int) float64 { return r.NormFloat64() })
 	}
 	flat = false
+	// real fields; flat: era5 (its raw values put a raw mask in most tiles
+	// at 1e-4) and plot3d_comb with flat tiles, dec_flat's two fields
 	for _, c := range []struct {
 		i     int
 		first int // rank 3: z slabs taken; rank 2: rows
 		eb    float64
-	}{{1, 12, 1e-2}, {8, 8, 1e-4}, {4, 16, 1e-3}, {10, 25, 1e-2}, {12, 100, 1e-3}, {0, 98, 1e-2}, {6, 0, 1e-4}, {9, 0, 1e-3}} {
+		flat  bool
+	}{{1, 12, 1e-2, false}, {8, 8, 1e-4, false}, {4, 16, 1e-3, false}, {10, 25, 1e-2, false}, {12, 100, 1e-3, false},
+		{0, 98, 1e-2, false}, {6, 0, 1e-4, false}, {9, 0, 1e-3, false},
+		{4, 24, 1e-4, true}, {4, 24, 1e-2, true}, {10, 25, 1e-3, true}} {
 		f := benchFields[c.i]
 		raw, dims := realFieldBox(t, f, c.first)
 		if raw == nil {
 			continue
 		}
-		fields = append(fields, field{fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), raw,
-			fz.Params{DType: f.dtype, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}, false})
+		name := fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb)
+		if c.flat {
+			name = "flat " + name
+		}
+		fields = append(fields, field{name, raw,
+			fz.Params{DType: f.dtype, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}, c.flat})
 	}
 
 	le := binary.LittleEndian

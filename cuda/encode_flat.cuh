@@ -9,7 +9,8 @@
 // the plane buffer by transposes. d = Dz Dy Dx q with the differences from:
 //   A = q - q(x - 1): a shuffle, lane 0 from the word before (carry);
 //   B = A - A(y - 1): A of element e - fnx, one or two words back
-//       (fnx in 32 .. 64): two shuffles of the last two words' A;
+//       (fnx in 32 .. 64): one shuffle of the last two words' A, the
+//       sender picking the word (FlatLane::send1);
 //   d = B - B(z - 1): B of element e - fP from a ring of 2048 in the
 //       warp's scratch (the slow path's code space, SC_CODE, which the walk
 //       does not use; q's holds the escapes' residuals), written fP
@@ -57,10 +58,10 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
             if (lane == 0) qx = carry;
             carry = __shfl_sync(F, q, 31);
             const int A = (int)((unsigned)q - (unsigned)(fl.hx() ? qx : 0));
-            const int a1 = __shfl_sync(F, A1, fl.ys), a2 = __shfl_sync(F, A2, fl.ys);
+            const int ay = __shfl_sync(F, fl.send1 ? A1 : A2, fl.ys);
             A2 = A1;
             A1 = A;
-            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? (fl.yb1 ? a1 : a2) : 0));
+            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? ay : 0));
             __stcg(ring + (e & 2047), B);
             const int d = (int)((unsigned)B - (unsigned)bz[u]);
             c[u] = W.code(d, q, raw, w0 + u == 0, e);
@@ -127,10 +128,10 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             if (lane == 0) qx = carry;
             carry = __shfl_sync(F, q, 31);
             const int A = (int)((unsigned)q - (unsigned)(fl.hx() ? qx : 0));
-            const int a1 = __shfl_sync(F, A1, fl.ys), a2 = __shfl_sync(F, A2, fl.ys);
+            const int ay = __shfl_sync(F, fl.send1 ? A1 : A2, fl.ys);
             A2 = A1;
             A1 = A;
-            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? (fl.yb1 ? a1 : a2) : 0));
+            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? ay : 0));
             __stcg(ring + (e & 2047), B);
             const int d = (int)((unsigned)B - (unsigned)bz[u]);
             bool esc;

@@ -69,14 +69,17 @@ __device__ __forceinline__ int flat_xor_corners(const Geo &g, const unsigned cha
 // dec_flat: word w holds elements 32w .. 32w + 31, lane l element 32w + l):
 // its in-plane position r and column x, for y > 0 (r >= fnx) and x > 0;
 // next() moves them a word on. With 32 <= fnx <= 64 the element fnx back
-// is lane ys of the word before (yb1) or of the one before that.
+// is lane ys of the word before (for lanes >= fnx - 32) or of the one
+// before that; ys is a rotation of the lanes, so the sender knows which
+// word its one reader needs: send1, this lane's reader wants the word
+// before (one shuffle a value instead of two and a select).
 struct FlatLane {
     unsigned r, x;
     const unsigned P, nx;
     const int ys;
-    const bool yb1;
+    const bool send1;
     __device__ __forceinline__ FlatLane(const Geo &g, unsigned long long i0, int lane)
-        : P(g.fP), nx(g.fnx), ys((lane - (int)g.fnx) & 31), yb1(lane - (int)g.fnx >= -32) {
+        : P(g.fP), nx(g.fnx), ys((lane - (int)g.fnx) & 31), send1((int)((lane + g.fnx) & 31) >= (int)g.fnx - 32) {
         const unsigned r0 = flat_r0(g, i0);
         r = r0 + lane;
         x = r0 % nx + lane;

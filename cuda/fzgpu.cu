@@ -726,9 +726,12 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
         // Fields without a fill value: count the tiles with masks, so that
         // the decoder can take the masked walks for all where many have
-        // them (decode_warp.cuh, mcount).
+        // them (decode_warp.cuh, mcount). Not for flat tiles: dec_flat's
+        // masked walk differs from its plain one by a few warp-uniform
+        // operations a word, and era5 flat decoded faster without (H200,
+        // PERF.md v27: 625 -> 670 GB/s at 1e-3, the same at 1e-2 and 1e-4).
         const unsigned *mcount = nullptr;
-        if (!f->has_fill && DEC_MASKS_ALL_PCT <= 100) {
+        if (!f->has_fill && rank != 4 && DEC_MASKS_ALL_PCT <= 100) {
             mask_census_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(b, toff, tsize, nt, c->dcount + 1);
             CK(cudaGetLastError());
             mcount = c->dcount + 1;

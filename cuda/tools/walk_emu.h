@@ -126,6 +126,16 @@ static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
     s &= 31;
     return s ? hi << s | lo >> (32 - s) : hi;
 }
+// (hi:lo) << min(s, 32), the high word (PTX shf.l.clamp)
+static inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) {
+    if (s >= 32) return lo;
+    return s ? hi << s | lo >> (32 - s) : hi;
+}
+// (hi:lo) >> (s & 31), the low word (PTX shf.r.wrap)
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+    s &= 31;
+    return s ? lo >> s | hi << (32 - s) : lo;
+}
 // PTX prmt, default mode without sign replication (as __byte_perm: only
 // the selector nibbles' low 3 bits count)
 static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned sel) {
