@@ -33,6 +33,9 @@
 
 #define FLAT_RING 1920  // ints of the q ring (a multiple of 32: its bit rings have FLAT_RING / 32 words)
 #define FLAT_CH 256     // elements a chunk: lane runs of 8
+#ifndef FLAT_C_UNROLL
+#define FLAT_C_UNROLL 2  // words of step C a loop iteration
+#endif
 #define FLAT_SMEM (FLAT_RING + FLAT_CH)  // words a warp: the q ring, the chunk
 __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
     // fP >= FLAT_CH: q(e - P) lies in chunks before
@@ -200,7 +203,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
         if (xl >= NX) xl -= NX;
         __syncwarp();
         // C: y and z, the values
-#pragma unroll 2
+        FZ_UNROLL(FLAT_C_UNROLL)
         for (int wl = 0; wl < 8; wl++) {
             const int w = 8 * ch + wl, e = 32 * w + lane;
             const int xv = cb[sw8(32 * wl + lane)];
