@@ -21,19 +21,24 @@
 //      (one or two words back, nx in 32 .. 64: one shuffle, the sending lane
 //      picks the word its reader needs), q = W + q(e - P) from a ring of
 //      FLAT_RING in shared memory, then the value.
-// The fill and raw masks (X) are undone word by word in C on whole words:
-// x by a prefix XOR restarting at the word's head bit, y by a funnel shift
-// of the last two words' bits, z by a ring of FLAT_RING bits; a handful of
-// warp-uniform operations a word rather than a scan a bit (v26's walk
-// undid them lane by lane, ~45 instructions a word and mask).
+// The fill and raw masks (X) are undone before the walk, for the whole tile
+// at once and bit-parallel (flat_masks): the same three prefix sums in XOR
+// as Hillis-Steele doubling rounds over the tile's 128 words, lane l
+// holding words l, l + 32, l + 64, l + 96 of each mask at the end; C
+// takes a word by one shuffle. (Undone word by word in C, as the first
+// version of this walk did: ~70 more thread-instructions a word at era5's
+// 1e-4, where nearly every tile has a raw mask; ncu, PERF.md v27.)
 // v26's walk (all three sums lane by lane, x by a five-round segmented
 // scan a word): ~132 thread-instructions a value (ncu, era5 1e-2).
 
 #define FLAT_RING 1920  // ints of the q ring (a multiple of 32: its bit rings have FLAT_RING / 32 words)
 #define FLAT_CH 256     // elements a chunk: lane runs of 8
-#define FLAT_SMEM (FLAT_RING + FLAT_CH + 2 * (FLAT_RING / 32))  // words a warp: q ring, chunk, fill and raw bit rings
+#ifndef FLAT_C_UNROLL
+#define FLAT_C_UNROLL 2  // words of step C a loop iteration
+#endif
+#define FLAT_SMEM (FLAT_RING + FLAT_CH)  // words a warp: the q ring, the chunk
 __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
-    // fP >= FLAT_CH: q(e - P) and the bits of e - P lie in chunks before
+    // fP >= FLAT_CH: q(e - P) lies in chunks before
     return g.fnx >= 32 && g.fnx <= 64 && g.fP >= FLAT_CH && g.fP + 31 < FLAT_RING;
 }
 
@@ -43,33 +48,76 @@ __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
 // a quarter-warp of 8 lanes per wavefront) both hit 32 banks.
 __device__ __forceinline__ int sw8(int e) { return e ^ (((e >> 5) & 1) << 2); }
 
-// Undoes the parity transform of one mask word (word w = 32 elements) of a
-// flat tile (FORMAT.md 3.1, "masks"): mw the coded word; hm the word's head
-// bit (x = 0; at most one), hym its bits with y > 0, zm its bits with e >= P;
-// c the x carry (the word before's last bit after x), B1, B2 the last two
-// words' bits after y; bring the bits of final flags by e mod FLAT_RING, o
-// the ring bit of e - P for the word's bit 0, wslot the ring word of the
-// word's own bits.
-__device__ __forceinline__ unsigned flat_unmask(unsigned mw, unsigned hm, unsigned hym, unsigned zm, unsigned nx,
-                                                unsigned o, unsigned wslot, unsigned *bring, unsigned &c,
-                                                unsigned &B1, unsigned &B2) {
-    // x: prefix XOR, restarting at the head
-    const unsigned xm = pxor(mw);
-    const unsigned lo = hm ? hm - 1 : 0xffffffffu;  // bits before the head
-    unsigned b = xm ^ (c ? lo : 0u) ^ ((xm & (hm >> 1)) ? ~lo : 0u);
-    c = b >> 31;
-    // y: the bits nx back (words w - 1, w - 2)
-    b ^= __funnelshift_lc(B2, B1, nx - 32) & hym;
-    B2 = B1;
-    B1 = b;
-    // z: the final bits P back
-    if (zm) {
-        const unsigned wi = o >> 5, sh = o & 31;
-        const unsigned hi = sh ? (wi + 1 == FLAT_RING / 32 ? 0 : wi + 1) : wi;
-        b ^= __funnelshift_r(bring[wi], bring[hi], sh) & zm;
+// Bits j >= lo of a word (lo clamped to 0 .. 32).
+__device__ __forceinline__ unsigned bits_from(int lo) { return lo <= 0 ? 0xffffffffu : lo >= 32 ? 0u : 0xffffffffu << lo; }
+
+// The bits of elements 32w + j - s (j = 0 .. 31) of the tile mask m
+// (128 words), 0 for elements before the run.
+__device__ __forceinline__ unsigned flat_back(const unsigned *m, int w, int s) {
+    const int b = 32 * w - s;  // the element of bit 0
+    if (b <= -32) return 0u;
+    const int wi = b >> 5, sh = b & 31;  // floor
+    const unsigned lo = wi >= 0 ? m[wi] : 0u, hi = sh ? m[wi + 1] : 0u;
+    return __funnelshift_r(lo, hi, sh);
+}
+
+// Bits j of a word whose element's position p (r in the plane or x in the
+// row) is >= s, where bit 0's position is p0 and positions run to per - 1
+// and wrap to 0 at most once a word (per >= 32).
+__device__ __forceinline__ unsigned flat_pos_ge(unsigned p0, unsigned per, int s) {
+    const int jw = (int)(per - p0);  // the bit where the position wraps to 0 (>= 32: none)
+    return (bits_from(s - (int)p0) & ~bits_from(jw)) | bits_from(jw + s);
+}
+
+// X walks: the tile's fill and raw masks (FORMAT.md 3.1, "masks") with the
+// parity transform undone, into fw, rw: word 32k + lane in [k]. The flags
+// are Sz Sy Sx of the coded bits in XOR, and each sum is Hillis-Steele
+// doubling over the tile's 128 words in buf (the chunk buffer, free before
+// the walk): round s, bit e ^= bit e - s where e - s lies in the run and,
+// for y (s = 2^i nx), the element is >= s into its plane, for x (s = 2^i)
+// >= s into its row. era5: 2 + 6 + 6 rounds of 4 words a lane and mask.
+// Bits past n (the field's last tile) are left for the walk to cut.
+__device__ __forceinline__ void flat_masks(const unsigned *tb, const TileMasks &mk, const Geo &g,
+                                           unsigned long long i0, int n, unsigned *buf, int lane,
+                                           unsigned (&fw)[4], unsigned (&rw)[4]) {
+    const unsigned P = g.fP, NX = g.fnx, r0 = flat_r0(g, i0);
+    const bool hf = mk.fat != 0, hr = mk.rat != 0;
+    unsigned pr[4], px[4];  // r and x of bit 0 of the lane's words
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int w = 32 * k + lane;
+        flat_rx(g, r0, 32 * w, pr[k], px[k]);
+        buf[w] = mask_word(tb, mk.fat, w);
+        buf[128 + w] = mask_word(tb, mk.rat, w);
     }
-    bring[wslot] = b;  // every lane stores the same word
-    return b;
+    __syncwarp();
+    // kind 0: z (all bits), 1: y, 2: x
+    auto round = [&](int s, int kind) {
+        unsigned f[4], r[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int w = 32 * k + lane;
+            const unsigned m = kind == 0 ? 0xffffffffu : kind == 1 ? flat_pos_ge(pr[k], P, s) : flat_pos_ge(px[k], NX, s);
+            f[k] = hf ? buf[w] ^ (flat_back(buf, w, s) & m) : 0u;
+            r[k] = hr ? buf[128 + w] ^ (flat_back(buf + 128, w, s) & m) : 0u;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            buf[32 * k + lane] = f[k];
+            buf[128 + 32 * k + lane] = r[k];
+        }
+        __syncwarp();
+    };
+    for (int s = (int)P; s < n; s *= 2) round(s, 0);
+    for (int s = (int)NX; s < (int)P; s *= 2) round(s, 1);
+    for (int s = 1; s < (int)NX; s *= 2) round(s, 2);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        fw[k] = buf[32 * k + lane];
+        rw[k] = buf[128 + 32 * k + lane];
+    }
+    __syncwarp();  // the walk's chunks overwrite buf
 }
 
 template <typename T, bool X>
@@ -81,12 +129,13 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
     FlatLane fl(g, base, lane);
     int *ring = (int *)sw;             // q of element e at e mod FLAT_RING
     int *cb = ring + FLAT_RING;        // the chunk (sw8)
-    unsigned *fring = sw + FLAT_RING + FLAT_CH, *rring = fring + FLAT_RING / 32;  // final mask bits, likewise
     // B: x of this lane's run's first element, 8 lane, in chunk 0
     unsigned xl = (unsigned)((base % P + 8u * lane) % NX);
     const unsigned xstep = FLAT_CH % NX;
     int W1 = 0, W2 = 0, cX = 0;  // W of the last two words; X' of the chunk before's last element
-    unsigned fc = 0, fB1 = 0, fB2 = 0, rc = 0, rB1 = 0, rB2 = 0;  // X: the masks' carries
+    unsigned fw[4] = {0, 0, 0, 0}, rw[4] = {0, 0, 0, 0};  // X: the flags, word 32k + lane in [k]
+    const bool hm = X && (mk.fat | mk.rat);
+    if (hm) flat_masks(tb, mk, g, base, n, (unsigned *)cb, lane, fw, rw);
     unsigned ri = lane;          // e mod FLAT_RING
     unsigned nr = 0, ne = 0;     // raw values and escapes so far
     bool bad = false;
@@ -154,7 +203,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
         if (xl >= NX) xl -= NX;
         __syncwarp();
         // C: y and z, the values
-#pragma unroll 2
+        FZ_UNROLL(FLAT_C_UNROLL)
         for (int wl = 0; wl < 8; wl++) {
             const int w = 8 * ch + wl, e = 32 * w + lane;
             const int xv = cb[sw8(32 * wl + lane)];
@@ -167,15 +216,13 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             ring[ri] = q;
             T val = Bits<T>::rec(q, step);
             const bool in = !X || e < n;
-            if (X && (mk.fat | mk.rat)) {
-                const unsigned hm = __ballot_sync(F, !fl.hx()), hym = __ballot_sync(F, fl.hy());
-                const int e0 = 32 * w;
-                const unsigned zm = e0 >= (int)P ? F : e0 + 32 > (int)P ? F << (P - e0) : 0u;
-                const unsigned r0 = ri - lane;  // 32 w mod FLAT_RING
-                const unsigned o = r0 >= P ? r0 - P : r0 + FLAT_RING - P, ws = r0 >> 5;
-                const unsigned vm = __ballot_sync(F, in);
-                const unsigned fm = mk.fat ? flat_unmask(mask_word(tb, mk.fat, w), hm, hym, zm, NX, o, ws, fring, fc, fB1, fB2) & vm : 0u;
-                const unsigned rm = mk.rat ? flat_unmask(mask_word(tb, mk.rat, w), hm, hym, zm, NX, o, ws, rring, rc, rB1, rB2) & vm : 0u;
+            if (hm) {
+                // word w's flags from lane w mod 32's register w / 32 = ch / 4
+                const int k = ch >> 2;
+                const unsigned fk = k == 0 ? fw[0] : k == 1 ? fw[1] : k == 2 ? fw[2] : fw[3];
+                const unsigned rk = k == 0 ? rw[0] : k == 1 ? rw[1] : k == 2 ? rw[2] : rw[3];
+                const unsigned vm = n < TILE ? __ballot_sync(F, in) : F;
+                const unsigned fm = __shfl_sync(F, fk, w & 31) & vm, rm = __shfl_sync(F, rk, w & 31) & vm;
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
             if (in) out[32 * w] = val;
@@ -184,7 +231,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             fl.next();
         }
         // the chunk buffer's reads before the next chunk's stores; the
-        // rings' stores before a later chunk's loads
+        // ring's stores before a later chunk's loads
         __syncwarp();
     }
     if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;

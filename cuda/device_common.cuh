@@ -7,6 +7,10 @@
 #define KPT (4096 / NT)     // elements per thread
 #define NWARPS (NT / 32)
 #define TILE 4096
+// #pragma unroll with a macro's value (FZ_UNROLL(N_MACRO)): the argument is
+// expanded before it is stringized
+#define FZ_PRAGMA(x) _Pragma(#x)
+#define FZ_UNROLL(n) FZ_PRAGMA(unroll n)
 #define STAGE_WORDS 4096    // decode: tiles up to 16 KiB are staged in shared memory
 // The range pass runs one full wave of 256-thread blocks (fzgpu_ctx's
 // range_blocks: SMs x resident blocks, 1056 on an H200), at most this many.

@@ -22,6 +22,9 @@
 // in at unaligned slots) cost ~200 thread-instructions a value and
 // compressed era5 at 316 GB/s against its box tiles' 421 (call 3).
 // Returns false at the first hole (the slow path takes the tile).
+#ifndef ENC_FLAT_PF
+#define ENC_FLAT_PF 0  // enc_flat32 loads its values a step ahead (A/B)
+#endif
 __device__ __forceinline__ bool flat_walkable(const Geo &g) {
     return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP < 2048;
 }
@@ -102,6 +105,11 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     int carry = 0, A1 = 0, A2 = 0, origin = 0;
     unsigned nesc = 0, nraw = 0;
     float merr = 0.0f;  // the largest |x - x'| of the values that keep their q and pass
+#if ENC_FLAT_PF
+    float vn[8];  // the next step's values, loaded a step ahead
+#pragma unroll
+    for (int u = 0; u < 8; u++) vn[u] = __ldcs(p0 + 32 * u);
+#endif
 #pragma unroll 1
     for (int w0 = 0; w0 < 128; w0 += 8) {
         float v[8], ev[8];
@@ -109,7 +117,12 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             const int e = 32 * (w0 + u) + lane;
+#if ENC_FLAT_PF
+            v[u] = vn[u];
+            if (w0 + 8 < 128) vn[u] = __ldcs(p0 + 32 * (w0 + 8 + u));
+#else
             v[u] = __ldcs(p0 + 32 * (w0 + u));
+#endif
             bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
         unsigned c[8];
