@@ -128,6 +128,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
         unsigned c[8];
         bool hole = false;
         float em = 0.0f;
+        unsigned escm = 0;  // bit u: this lane's value of word w0 + u is an escape
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             const int e = 32 * (w0 + u) + lane;
@@ -149,20 +150,29 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             const int d = (int)((unsigned)B - (unsigned)bz[u]);
             bool esc;
             c[u] = code_of<V>(d, esc);
-            if (w0 + u == 0) {  // element 0: code 0, q in the tile header
-                origin = __shfl_sync(F, q, 0);
-                if (lane == 0) {
-                    c[u] = 0;
-                    esc = false;
-                }
+            if (u == 0) {  // element 0 (w0 = 0): code 0, q in the tile header; selects, not a branch
+                const int o = __shfl_sync(F, q, 0);
+                const bool first = w0 == 0;
+                origin = first ? o : origin;
+                c[u] = first && lane == 0 ? 0u : c[u];
+                esc = esc && !(first && lane == 0);
             }
-            if (__any_sync(F, esc)) {
-                nesc += __popc(__ballot_sync(F, esc));
-                note_rare(esc, false, d, e, sq, sesc, sraw);
-            }
+            escm |= (unsigned)esc << u;
             fl.next();
         }
         if (__any_sync(F, hole)) return false;
+        // escapes once a step, as the raw values below: no branch between
+        // the step's words, whose work can then interleave; a residual is
+        // its B (stored in the ring above, by this lane) less bz
+        if (__any_sync(F, escm != 0)) {
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const bool esc = (escm >> u) & 1;
+                const int e = 32 * (w0 + u) + lane;
+                nesc += __popc(__ballot_sync(F, esc));
+                if (esc) note_rare(true, false, (int)((unsigned)__ldcg(ring + (e & 2047)) - (unsigned)bz[u]), e, sq, sesc, sraw);
+            }
+        }
         if (__any_sync(F, em > ebf)) {  // a raw value (keeps its q) in this step
 #pragma unroll
             for (int u = 0; u < 8; u++) {
