@@ -22,9 +22,6 @@
 // in at unaligned slots) cost ~200 thread-instructions a value and
 // compressed era5 at 316 GB/s against its box tiles' 421 (call 3).
 // Returns false at the first hole (the slow path takes the tile).
-#ifndef ENC_FLAT_PF
-#define ENC_FLAT_PF 0  // enc_flat32 loads its values a step ahead (A/B)
-#endif
 __device__ __forceinline__ bool flat_walkable(const Geo &g) {
     return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP < 2048;
 }
@@ -92,6 +89,10 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
 // largest error are taken once per eight words and per value only in the
 // rare steps with a raw value; escapes by one vote a value as before.
 // Fill values (has_fill) are holes: the slow path takes the tile.
+// Measured and not kept (H200, era5 flat, PERF.md v27): the values loaded a
+// step ahead, compress -2 %; the escapes taken once a step so that no
+// branch separates the step's words, -5 % (nvcc 11.8: 128 registers and a
+// 16-byte spill, from 125 and none).
 template <int V>
 __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const Geo &g, unsigned long long i0,
                                            double inv, double step, float ebf, int has_fill, unsigned fill32,
@@ -105,11 +106,6 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     int carry = 0, A1 = 0, A2 = 0, origin = 0;
     unsigned nesc = 0, nraw = 0;
     float merr = 0.0f;  // the largest |x - x'| of the values that keep their q and pass
-#if ENC_FLAT_PF
-    float vn[8];  // the next step's values, loaded a step ahead
-#pragma unroll
-    for (int u = 0; u < 8; u++) vn[u] = __ldcs(p0 + 32 * u);
-#endif
 #pragma unroll 1
     for (int w0 = 0; w0 < 128; w0 += 8) {
         float v[8], ev[8];
@@ -117,18 +113,12 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             const int e = 32 * (w0 + u) + lane;
-#if ENC_FLAT_PF
-            v[u] = vn[u];
-            if (w0 + 8 < 128) vn[u] = __ldcs(p0 + 32 * (w0 + 8 + u));
-#else
             v[u] = __ldcs(p0 + 32 * (w0 + u));
-#endif
             bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
         unsigned c[8];
         bool hole = false;
         float em = 0.0f;
-        unsigned escm = 0;  // bit u: this lane's value of word w0 + u is an escape
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             const int e = 32 * (w0 + u) + lane;
@@ -150,29 +140,20 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             const int d = (int)((unsigned)B - (unsigned)bz[u]);
             bool esc;
             c[u] = code_of<V>(d, esc);
-            if (u == 0) {  // element 0 (w0 = 0): code 0, q in the tile header; selects, not a branch
-                const int o = __shfl_sync(F, q, 0);
-                const bool first = w0 == 0;
-                origin = first ? o : origin;
-                c[u] = first && lane == 0 ? 0u : c[u];
-                esc = esc && !(first && lane == 0);
+            if (w0 + u == 0) {  // element 0: code 0, q in the tile header
+                origin = __shfl_sync(F, q, 0);
+                if (lane == 0) {
+                    c[u] = 0;
+                    esc = false;
+                }
             }
-            escm |= (unsigned)esc << u;
+            if (__any_sync(F, esc)) {
+                nesc += __popc(__ballot_sync(F, esc));
+                note_rare(esc, false, d, e, sq, sesc, sraw);
+            }
             fl.next();
         }
         if (__any_sync(F, hole)) return false;
-        // escapes once a step, as the raw values below: no branch between
-        // the step's words, whose work can then interleave; a residual is
-        // its B (stored in the ring above, by this lane) less bz
-        if (__any_sync(F, escm != 0)) {
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const bool esc = (escm >> u) & 1;
-                const int e = 32 * (w0 + u) + lane;
-                nesc += __popc(__ballot_sync(F, esc));
-                if (esc) note_rare(true, false, (int)((unsigned)__ldcg(ring + (e & 2047)) - (unsigned)bz[u]), e, sq, sesc, sraw);
-            }
-        }
         if (__any_sync(F, em > ebf)) {  // a raw value (keeps its q) in this step
 #pragma unroll
             for (int u = 0; u < 8; u++) {
