@@ -33,8 +33,11 @@
 
 #define FLAT_RING 1920  // ints of the q ring (a multiple of 32: its bit rings have FLAT_RING / 32 words)
 #define FLAT_CH 256     // elements a chunk: lane runs of 8
+// Words of step C a loop iteration: the whole chunk for the plain walk,
+// two for the masked one (H200, PERF.md v27: eight for both, era5 1e-2
+// +4 %, 1e-3 -7 %)
 #ifndef FLAT_C_UNROLL
-#define FLAT_C_UNROLL 2  // words of step C a loop iteration
+#define FLAT_C_UNROLL (X ? 2 : 8)
 #endif
 #define FLAT_SMEM (FLAT_RING + FLAT_CH)  // words a warp: the q ring, the chunk
 __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {

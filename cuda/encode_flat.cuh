@@ -22,9 +22,6 @@
 // in at unaligned slots) cost ~200 thread-instructions a value and
 // compressed era5 at 316 GB/s against its box tiles' 421 (call 3).
 // Returns false at the first hole (the slow path takes the tile).
-#ifndef ENC_FLAT_PF
-#define ENC_FLAT_PF 0  // enc_flat32 loads its values a step ahead (A/B)
-#endif
 __device__ __forceinline__ bool flat_walkable(const Geo &g) {
     return g.fnx >= 32 && g.fnx <= 64 && g.fP >= 256 && g.fP < 2048;
 }
@@ -92,6 +89,10 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
 // largest error are taken once per eight words and per value only in the
 // rare steps with a raw value; escapes by one vote a value as before.
 // Fill values (has_fill) are holes: the slow path takes the tile.
+// Measured and not kept (H200, era5 flat, PERF.md v27): the values loaded a
+// step ahead, compress -2 %; the escapes taken once a step so that no
+// branch separates the step's words, -5 % (nvcc 11.8: 128 registers and a
+// 16-byte spill, from 125 and none).
 template <int V>
 __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const Geo &g, unsigned long long i0,
                                            double inv, double step, float ebf, int has_fill, unsigned fill32,
@@ -105,11 +106,6 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     int carry = 0, A1 = 0, A2 = 0, origin = 0;
     unsigned nesc = 0, nraw = 0;
     float merr = 0.0f;  // the largest |x - x'| of the values that keep their q and pass
-#if ENC_FLAT_PF
-    float vn[8];  // the next step's values, loaded a step ahead
-#pragma unroll
-    for (int u = 0; u < 8; u++) vn[u] = __ldcs(p0 + 32 * u);
-#endif
 #pragma unroll 1
     for (int w0 = 0; w0 < 128; w0 += 8) {
         float v[8], ev[8];
@@ -117,12 +113,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             const int e = 32 * (w0 + u) + lane;
-#if ENC_FLAT_PF
-            v[u] = vn[u];
-            if (w0 + 8 < 128) vn[u] = __ldcs(p0 + 32 * (w0 + 8 + u));
-#else
             v[u] = __ldcs(p0 + 32 * (w0 + u));
-#endif
             bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
         unsigned c[8];
