@@ -31,7 +31,7 @@
 // v26's walk (all three sums lane by lane, x by a five-round segmented
 // scan a word): ~132 thread-instructions a value (ncu, era5 1e-2).
 
-#define FLAT_RING 1920  // ints of the q ring (a multiple of 32: its bit rings have FLAT_RING / 32 words)
+#define FLAT_RING 1920  // ints of the q ring (fP + 31 < FLAT_RING: a word's loads miss its own stores)
 #define FLAT_CH 256     // elements a chunk: lane runs of 8
 // Words of step C a loop iteration: the whole chunk for the plain walk,
 // two for the masked one (H200, PERF.md v27: eight for both, era5 1e-2
