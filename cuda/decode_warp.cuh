@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
                        unsigned long long fill_bits, uint3 fl, const unsigned *mcount) {
     // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
     // (1536-2047); the generic walks use the first part for codes and
-    // masks; flat tiles (R = 4) dec_flat's rings and chunk (FLAT_SMEM: 9 KiB
+    // masks; flat tiles (R = 4) dec_flat's q ring and chunk (FLAT_SMEM: 8.5 KiB
     // a warp, 24 warps an SM still fit)
     __shared__ __align__(16) unsigned smem[DEC_W][R == 4 ? FLAT_SMEM : DEC_STAGE + 512];
     const T fill = Bits<T>::from(fill_bits);
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     bool ok = (w0 & ~0x7FFFFu) == 0;
     const bool flags = (w0 >> 16) & 7;
     // flat tiles (R = 4) are read from global memory: the warp's shared
-    // memory holds dec_flat's rings
+    // memory holds dec_flat's q ring and chunk buffer
     const bool staged = R != 4 && nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
     const unsigned *tb = gp;
     if (ok && staged) {
