@@ -36,9 +36,13 @@
 // Words of step C a loop iteration: the whole chunk for the plain walk,
 // two for the masked one (H200, PERF.md v27: eight for both, era5 1e-2
 // +4 %, 1e-3 -7 %)
-#ifndef FLAT_C_UNROLL
-#define FLAT_C_UNROLL (X ? 2 : 8)
+#ifndef FLAT_C_UNROLL_PLAIN
+#define FLAT_C_UNROLL_PLAIN 8
 #endif
+#ifndef FLAT_C_UNROLL_MASKED
+#define FLAT_C_UNROLL_MASKED 2
+#endif
+#define FLAT_C_UNROLL (X ? FLAT_C_UNROLL_MASKED : FLAT_C_UNROLL_PLAIN)
 #define FLAT_SMEM (FLAT_RING + FLAT_CH)  // words a warp: the q ring, the chunk
 __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
     // fP >= FLAT_CH: q(e - P) lies in chunks before
