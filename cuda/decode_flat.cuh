@@ -31,7 +31,7 @@
 // v26's walk (all three sums lane by lane, x by a five-round segmented
 // scan a word): ~132 thread-instructions a value (ncu, era5 1e-2).
 
-#define FLAT_RING 1920  // ints of the q ring (fP + 31 < FLAT_RING: a word's loads miss its own stores)
+#define FLAT_RING 2048  // ints of the q ring: a power of two, indices by a mask
 #define FLAT_CH 256     // elements a chunk: lane runs of 8
 // Words of step C a loop iteration: the whole chunk for the plain walk,
 // two for the masked one (H200, PERF.md v27: eight for both, era5 1e-2
@@ -46,7 +46,7 @@
 #define FLAT_SMEM (FLAT_RING + FLAT_CH)  // words a warp: the q ring, the chunk
 __host__ __device__ __forceinline__ bool flat_dec_walkable(const Geo &g) {
     // fP >= FLAT_CH: q(e - P) lies in chunks before
-    return g.fnx >= 32 && g.fnx <= 64 && g.fP >= FLAT_CH && g.fP + 31 < FLAT_RING;
+    return g.fnx >= 32 && g.fnx <= 64 && g.fP >= FLAT_CH && g.fP + 32 <= FLAT_RING;
 }
 
 // Element e (0 .. 255) of a chunk lives at word sw8(e): the 16-byte pieces
@@ -143,7 +143,12 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
     unsigned fw[4] = {0, 0, 0, 0}, rw[4] = {0, 0, 0, 0};  // X: the flags, word 32k + lane in [k]
     const bool hm = X && (mk.fat | mk.rat);
     if (hm) flat_masks(tb, mk, g, base, n, (unsigned *)cb, lane, fw, rw);
-    unsigned ri = lane;          // e mod FLAT_RING
+    // q of the elements before the run is 0: the ring slots that elements
+    // 0 .. P - 1 read ((e - P) mod FLAT_RING), which no element writes
+    // before it reads them (the first write is element FLAT_RING - P + e's);
+    // the walk then reads z's neighbour without a test (step A's barrier
+    // orders these stores before it)
+    for (unsigned i = lane; i < P; i += 32) ring[FLAT_RING - P + i] = 0;
     unsigned nr = 0, ne = 0;     // raw values and escapes so far
     bool bad = false;
     T *out = dst + base + lane;
@@ -171,7 +176,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                 int d;
                 if (X) d = esc_resid(c, e < n, ne, mk, tb, lane, bad);
                 else d = resid_of(c, bad);
-                if (e == 0) {
+                if (ch == 0 && wl == 0 && lane == 0) {  // element 0 (wl == 0: known at compile time)
                     bad |= c != 0;
                     d = origin;
                 }
@@ -218,9 +223,8 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             const int W = wadd(xv, fl.hy() ? y : 0);
             W2 = W1;
             W1 = W;
-            const unsigned rz = ri >= P ? ri - P : ri + FLAT_RING - P;  // (e - P) mod FLAT_RING
-            const int q = wadd(W, e >= (int)P ? ring[rz] : 0);
-            ring[ri] = q;
+            const int q = wadd(W, ring[(e - (int)P) & (FLAT_RING - 1)]);  // 0 before the run's P-th element
+            ring[e & (FLAT_RING - 1)] = q;
             T val = Bits<T>::rec(q, step);
             const bool in = !X || e < n;
             if (hm) {
@@ -233,8 +237,6 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
             if (in) out[32 * w] = val;
-            ri += 32;
-            if (ri >= FLAT_RING) ri -= FLAT_RING;
             fl.next();
         }
         // the chunk buffer's reads before the next chunk's stores; the

@@ -51,10 +51,11 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
 		mk(name+" noise 1e-6", d, 1e-6, fz.Rel, nil, func(z, y, x int) float64 { return r.NormFloat64() })
 	}
-	// flat tiles, shapes dec_flat takes (32 <= nx <= 64, 256 <= ny nx <= 1888:
-	// era5's plane, plot3d_comb's, a small one, a last partial tile)
+	// flat tiles, shapes dec_flat takes (32 <= nx <= 64, 256 <= ny nx <= 2016:
+	// era5's plane, plot3d_comb's, a small one, a last partial tile, the
+	// largest plane)
 	flat = true
-	for _, d := range [][]uint64{{12, 33, 49}, {9, 36, 50}, {30, 8, 40}, {5, 33, 57}} {
+	for _, d := range [][]uint64{{12, 33, 49}, {9, 36, 50}, {30, 8, 40}, {5, 33, 57}, {5, 36, 56}} {
 		name := fmt.Sprint("flat ", d)
 		mk(name+" smooth", d, 1e-3, fz.Rel, nil, emuWave)
 		mk(name+" holes", d, 1e-3, fz.Abs, &fillv, emuHoles(r, fillv))
