@@ -102,13 +102,10 @@ void fzgpu_strerror(int rc, char *buf, uint64_t len);
 
 /* Creates a context on a device with scratch for jobs of up to max_tiles
  * tiles (one chunk must fit: max_tiles >= tiles_per_chunk). The scratch is
- * 56 bytes per tile plus 42 KiB per warp the encoder keeps resident:
- * min(max_tiles, warps that fit on the device), e.g. 84 MiB for 2048 tiles
- * and at most 130 MiB on an H200 (132 SMs). FZGPU_ENCODER=v5 or v6 in the
- * environment forces one encoder (comparisons); by default v6 runs except
- * on fields where most tiles are clipped. FZGPU_DECODER=v5 makes the block
- * decoder take every tile (by default the warp decoder goes first where
- * most tiles are full rank-1 or rank-3 tiles). */
+ * 72 bytes per tile plus 42.5 KiB per warp the encoder keeps resident (as many as
+ * fit on the device at once, or fewer for a small max_tiles); the buffers of
+ * version-2 decode and of pre-coded clipped tiles grow to the largest job.
+ * No environment variable changes which kernels run. */
 int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out);
 void fzgpu_destroy(fzgpu_ctx *ctx);
 
