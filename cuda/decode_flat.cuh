@@ -24,23 +24,26 @@
 // The fill and raw masks (X) are undone before the walk, for the whole tile
 // at once and bit-parallel (flat_masks): the same three prefix sums in XOR
 // as Hillis-Steele doubling rounds over the tile's 128 words, lane l
-// holding words l, l + 32, l + 64, l + 96 of each mask at the end; C
-// takes a word by one shuffle. (Undone word by word in C, as the first
-// version of this walk did: ~70 more thread-instructions a word at era5's
-// 1e-4, where nearly every tile has a raw mask; ncu, PERF.md v27.)
+// holding words l, l + 32, l + 64, l + 96 of each mask at the end, and
+// after the walk lane l writes the fill and raw values of those words'
+// elements over what C wrote there, so C is the same walk with masks or
+// without. (Undone word by word in C, as the first version of this walk
+// did: ~70 more thread-instructions a word at era5's 1e-4, where nearly
+// every tile has a raw mask; ncu, PERF.md v27. Applied in C, a word's
+// flags by two shuffles: v27's walk.)
 // v26's walk (all three sums lane by lane, x by a five-round segmented
 // scan a word): ~132 thread-instructions a value (ncu, era5 1e-2).
 
 #define FLAT_RING 2048  // ints of the q ring: a power of two, indices by a mask
 #define FLAT_CH 256     // elements a chunk: lane runs of 8
-// Words of step C a loop iteration: the whole chunk for the plain walk,
-// two for the masked one (H200, PERF.md v27: eight for both, era5 1e-2
-// +4 %, 1e-3 -7 %)
+// Words of step C a loop iteration: the whole chunk (H200, PERF.md v27:
+// era5 1e-2 +4 % against two; the masked walk then applied the masks in C
+// and took two, 1e-3 -7 % with eight)
 #ifndef FLAT_C_UNROLL_PLAIN
 #define FLAT_C_UNROLL_PLAIN 8
 #endif
 #ifndef FLAT_C_UNROLL_MASKED
-#define FLAT_C_UNROLL_MASKED 2
+#define FLAT_C_UNROLL_MASKED 8
 #endif
 #define FLAT_C_UNROLL (X ? FLAT_C_UNROLL_MASKED : FLAT_C_UNROLL_PLAIN)
 #define FLAT_SMEM (FLAT_RING + FLAT_CH)  // words a warp: the q ring, the chunk
@@ -225,23 +228,51 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
             W1 = W;
             const int q = wadd(W, ring[(e - (int)P) & (FLAT_RING - 1)]);  // 0 before the run's P-th element
             ring[e & (FLAT_RING - 1)] = q;
-            T val = Bits<T>::rec(q, step);
-            const bool in = !X || e < n;
-            if (hm) {
-                // word w's flags from lane w mod 32's register w / 32 = ch / 4
-                const int k = ch >> 2;
-                const unsigned fk = k == 0 ? fw[0] : k == 1 ? fw[1] : k == 2 ? fw[2] : fw[3];
-                const unsigned rk = k == 0 ? rw[0] : k == 1 ? rw[1] : k == 2 ? rw[2] : rw[3];
-                const unsigned vm = n < TILE ? __ballot_sync(F, in) : F;
-                const unsigned fm = __shfl_sync(F, fk, w & 31) & vm, rm = __shfl_sync(F, rk, w & 31) & vm;
-                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
-            }
-            if (in) out[32 * w] = val;
+            if (!X || e < n) out[32 * w] = Bits<T>::rec(q, step);
             fl.next();
         }
         // the chunk buffer's reads before the next chunk's stores; the
         // ring's stores before a later chunk's loads
         __syncwarp();
+    }
+    // X: the fill value and the raw values over what the walk wrote, lane l
+    // for the elements of words l, l + 32, l + 64, l + 96 (the walk's
+    // __syncwarp orders its stores of those elements, by other lanes, before
+    // these). Raw values are numbered in element order: word 32k + l's first
+    // is the count over words 32k' + l' (k' < k) and 32k + l' (l' < l), by
+    // two scans of the counts packed two to a word (a sum is <= 1024).
+    if (hm) {
+        unsigned c[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const unsigned cut = ~bits_from(n - 32 * (32 * k + lane));  // elements < n
+            fw[k] &= cut;
+            rw[k] &= cut;
+            c[k] = __popc(rw[k]);
+        }
+        const unsigned a = c[0] | c[1] << 16, b = c[2] | c[3] << 16;
+        unsigned ai = a, bi = b;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned ya = __shfl_up_sync(F, ai, o), yb = __shfl_up_sync(F, bi, o);
+            if (lane >= o) {
+                ai += ya;
+                bi += yb;
+            }
+        }
+        const unsigned ta = __shfl_sync(F, ai, 31), tb2 = __shfl_sync(F, bi, 31);
+        const unsigned ae = ai - a, be = bi - b, t0 = ta & 0xFFFFu, t1 = ta >> 16, t2 = tb2 & 0xFFFFu;
+        const unsigned first[4] = {ae & 0xFFFFu, t0 + (ae >> 16), t0 + t1 + (be & 0xFFFFu), t0 + t1 + t2 + (be >> 16)};
+        nr = t0 + t1 + t2 + (tb2 >> 16);
+        if (nr == mk.nraw) {  // else the tile is bad: no raw value is read past the list
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                T *const o = dst + base + 32ull * (32 * k + lane);
+                for (unsigned f = fw[k]; f; f &= f - 1) o[__ffs(f) - 1] = fill;
+                unsigned ri = first[k];
+                for (unsigned r = rw[k]; r; r &= r - 1) o[__ffs(r) - 1] = raw_value<T>(tb, mk.rvat, ri++);
+            }
+        }
     }
     if (X && (nr != mk.nraw || ne != mk.nesc)) bad = true;
     return !__any_sync(F, bad);
