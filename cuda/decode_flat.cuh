@@ -11,7 +11,8 @@
 //      16h + p read plane p of word 2m + h (from global memory through L1,
 //      a chunk ahead; flat tiles are not staged: the warp's shared memory
 //      holds the q ring), four 32x32 bit transposes give lane l the codes
-//      of elements 64m + l and 64m + 32 + l; escapes in element order.
+//      of elements 64m + l and 64m + 32 + l; escapes (rare) by a second pass
+//      over the chunk's words where a vote finds one.
 //   B  lane l takes elements 8l .. 8l + 7: X' = Sx d by a prefix in
 //      registers restarting at the run's head (x = 0; at most one, nx >= 32),
 //      one warp scan of the lanes' sums, and where a lane has no head the
@@ -153,7 +154,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
     // orders these stores before it)
     for (unsigned i = lane; i < P; i += 32) ring[FLAT_RING - P + i] = 0;
     unsigned nr = 0, ne = 0;     // raw values and escapes so far
-    bool bad = false;
+    bool bad = false, esc = false;  // esc: an escape code in this chunk (X)
     T *out = dst + base + lane;
     const int nch = X ? (n + FLAT_CH - 1) / FLAT_CH : TILE / FLAT_CH;
     unsigned pn[4];  // the chunk's plane words: lane 16h + p, plane p of word 2u + h
@@ -177,14 +178,38 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                 const int wl = 2 * u + h, e = FLAT_CH * ch + 32 * wl + lane;
                 const unsigned c = h ? t[u] >> 16 : t[u] & 0xFFFFu;
                 int d;
-                if (X) d = esc_resid(c, e < n, ne, mk, tb, lane, bad);
-                else d = resid_of(c, bad);
+                if (X) {
+                    const bool in = e < n;
+                    d = in ? resid(c) : 0;  // an escape code's (0) is replaced below
+                    esc |= in && c == 0x8000u;
+                } else {
+                    d = resid_of(c, bad);
+                }
                 if (ch == 0 && wl == 0 && lane == 0) {  // element 0 (wl == 0: known at compile time)
                     bad |= c != 0;
                     d = origin;
                 }
                 cb[sw8(32 * wl + lane)] = d;
             }
+        }
+        // X, rare: the chunk's escapes take the listed residuals, numbered
+        // in element order (one warp vote a chunk when there are none)
+        if (X && __any_sync(F, esc)) {
+#pragma unroll 1
+            for (int wl = 0; wl < 8; wl++) {
+                const int u = wl >> 1, e = FLAT_CH * ch + 32 * wl + lane;
+                const unsigned tw = u == 0 ? t[0] : u == 1 ? t[1] : u == 2 ? t[2] : t[3];
+                const unsigned c = wl & 1 ? tw >> 16 : tw & 0xFFFFu;
+                const bool es = e < n && c == 0x8000u;
+                const unsigned b = __ballot_sync(F, es);
+                if (es) {
+                    const unsigned r = ne + __popc(b & ((1u << lane) - 1));
+                    if (r < mk.nesc) cb[sw8(32 * wl + lane)] = (int)tb[mk.escat + r];
+                    else bad = true;
+                }
+                ne += __popc(b);
+            }
+            esc = false;
         }
         __syncwarp();
         // B: X' over the lanes' runs
