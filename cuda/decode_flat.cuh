@@ -153,7 +153,7 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
     // the walk then reads z's neighbour without a test (step A's barrier
     // orders these stores before it)
     for (unsigned i = lane; i < P; i += 32) ring[FLAT_RING - P + i] = 0;
-    unsigned nr = 0, ne = 0;     // raw values and escapes so far
+    unsigned nr = 0, ne = 0;     // the tile's raw values (after the walk), escapes so far
     bool bad = false, esc = false;  // esc: an escape code in this chunk (X)
     T *out = dst + base + lane;
     const int nch = X ? (n + FLAT_CH - 1) / FLAT_CH : TILE / FLAT_CH;
@@ -285,10 +285,10 @@ __device__ __forceinline__ bool dec_flat(const unsigned *tb, unsigned bm, unsign
                 bi += yb;
             }
         }
-        const unsigned ta = __shfl_sync(F, ai, 31), tb2 = __shfl_sync(F, bi, 31);
-        const unsigned ae = ai - a, be = bi - b, t0 = ta & 0xFFFFu, t1 = ta >> 16, t2 = tb2 & 0xFFFFu;
+        const unsigned sa = __shfl_sync(F, ai, 31), sb = __shfl_sync(F, bi, 31);  // the sums over the lanes
+        const unsigned ae = ai - a, be = bi - b, t0 = sa & 0xFFFFu, t1 = sa >> 16, t2 = sb & 0xFFFFu;
         const unsigned first[4] = {ae & 0xFFFFu, t0 + (ae >> 16), t0 + t1 + (be & 0xFFFFu), t0 + t1 + t2 + (be >> 16)};
-        nr = t0 + t1 + t2 + (tb2 >> 16);
+        nr = t0 + t1 + t2 + (sb >> 16);
         if (nr == mk.nraw) {  // else the tile is bad: no raw value is read past the list
 #pragma unroll
             for (int k = 0; k < 4; k++) {
