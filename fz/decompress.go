@@ -48,10 +48,11 @@ func DecompressTo(ctx context.Context, blob, dst []byte, opts ...Option) (*Heade
 	if uint64(len(dst)) != h.RawSize() {
 		return nil, fmt.Errorf("destination is %d bytes, the field needs %d", len(dst), h.RawSize())
 	}
-	if o := buildOptions(opts); o.backend != nil {
+	o := buildOptions(opts)
+	if o.backend != nil {
 		return o.backend.DecompressTo(ctx, blob, dst, opts...)
 	}
-	return h, decodeInto(ctx, h, blob, dst, buildOptions(opts))
+	return h, decodeInto(ctx, h, blob, dst, o)
 }
 
 func checkWhole(h *Header, blob []byte) error {
