@@ -34,7 +34,12 @@
 // The warp's lane k owns block k: slots 128k .. 128k+127, groups 8k .. 8k+7.
 
 #define TC_W 4               // warps per block
+#ifndef TC_STAGE
 #define TC_STAGE 2048u       // words of a warp's stage buffer: tiles up to 8 KiB are read once, into it
+#endif
+#ifndef TC_MINB
+#define TC_MINB 6            // blocks per SM (80 registers; the stage buffers allow 6 at 2048 words)
+#endif
 #define V2_TAIL_MAX 50188u   // largest valid tail: escapes 4 + 4*4095, two masks 2*(4+512), raw count 4 + 8*4096 bytes
 // A version-1 tile is shorter than its version-2 tile + V2_SLACK: word0,
 // origin and tail are the same bytes in both; a v1 code section is at most
@@ -67,6 +72,20 @@ __device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
 #pragma unroll
     for (int i = 4; i >= 0; i--) x = (x & ~mv[i]) | ((x << (1 << i)) & mv[i]);
     return x & m0;
+}
+
+// The tile's nw words into the warp's stage buffer s, every copy in flight
+// at once: cp.async holds no register, so a tile of 1,400 words (hyg at
+// 1e-4) is one round trip where loads through registers, eight a lane at a
+// time, took six (ncu, H200, hyg 1e-4: 41 % of the kernel's stalls waited
+// on global loads; PERF.md v29). gp is 4-byte aligned (fzgpu_decompress
+// checks the blob, FORMAT.md the tiles).
+__device__ __forceinline__ void tc_stage(unsigned *s, const unsigned *__restrict__ gp, unsigned nw, int lane) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    for (unsigned i = lane; i < nw; i += 32) cp_async4(sa + 4u * i, gp + i);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
 }
 
 // Checks a version-2 tile's code section (gp: its nw words; n: its
@@ -241,7 +260,7 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
 // The offset is (toff[rel] - the job's first chunk's offset) + V2_SLACK *
 // rel, and span bounds the first term: out holds span + V2_SLACK * nt
 // bytes (the header comment says why the tiles cannot overlap there).
-__global__ void __launch_bounds__(TC_W * 32, 6)
+__global__ void __launch_bounds__(TC_W * 32, TC_MINB)
     transcode_v2_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long index_off,
                         unsigned long long first_chunk, unsigned long long tile0, unsigned long long nt,
                         unsigned long long span, const unsigned long long *__restrict__ toff,
@@ -282,7 +301,7 @@ __global__ void __launch_bounds__(TC_W * 32, 6)
         int lz, ly, lx;
         tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
         // A tile that fits the stage buffer is read in one coalesced round
-        // trip (8 loads in flight per lane) and parsed from shared memory:
+        // trip (tc_stage) and parsed from shared memory:
         // read from global memory, the walk is a chain of ~7 dependent
         // round trips (word0 and block mask, rate words, units, padding,
         // sign words, tail). transcode_tile reads through a generic pointer.
@@ -290,20 +309,7 @@ __global__ void __launch_bounds__(TC_W * 32, 6)
         const unsigned *gp = (const unsigned *)(blob + at);
         if (nw <= TC_STAGE) {
             unsigned *s = stage[threadIdx.x >> 5];
-            for (unsigned i0 = 0; i0 < nw; i0 += 256) {
-                unsigned v[8];
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    const unsigned i = i0 + lane + 32 * k;
-                    v[k] = i < nw ? gp[i] : 0u;
-                }
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    const unsigned i = i0 + lane + 32 * k;
-                    if (i < nw) s[i] = v[k];
-                }
-            }
-            __syncwarp();
+            tc_stage(s, gp, nw, lane);
             gp = s;
         }
         code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, (unsigned *)(out + o));

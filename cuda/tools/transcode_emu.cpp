@@ -63,6 +63,33 @@ inline void report(unsigned long long *, unsigned long long rel, unsigned code) 
 inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long) { return n / d; }
 inline unsigned block_excl_scan(unsigned, unsigned *, unsigned *) { return 0; }
 
+// cp.async into the stage buffer (tc_stage): shared addresses are offsets
+// from an anchor in the same image, and a lane's copies land only when it
+// waits (as late as the GPU may land them), so a read of the stage before
+// the wait sees stale bytes and fails the run.
+static unsigned char emu_anchor;
+static unsigned __cvta_generic_to_shared(const void *p) {
+    return (unsigned)(int)((intptr_t)p - (intptr_t)&emu_anchor);
+}
+struct EmuCopy {
+    unsigned sdst;
+    const void *src;
+};
+thread_local std::vector<EmuCopy> emu_copies;
+static void cp_async4(unsigned sdst, const void *gsrc) {
+    if (sdst % 4 || (uintptr_t)gsrc % 4) {
+        fprintf(stderr, "lane %d: cp.async of 4 bytes to shared %u from %p: misaligned\n", my_lane, sdst, gsrc);
+        abort();
+    }
+    emu_copies.push_back({sdst, gsrc});
+}
+static void cp_async_commit() {}
+template <int N> void cp_async_wait() {
+    static_assert(N == 0, "tc_stage waits for all its copies");
+    for (const EmuCopy &c : emu_copies) memcpy((unsigned char *)&emu_anchor + (int)c.sdst, c.src, 4);
+    emu_copies.clear();
+}
+
 #include "../transcode.cuh"
 
 struct Tile {
