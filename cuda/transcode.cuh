@@ -34,11 +34,17 @@
 // The warp's lane k owns block k: slots 128k .. 128k+127, groups 8k .. 8k+7.
 
 #define TC_W 4               // warps per block
+// A warp's stage buffer (words): tiles up to 6 KiB are read once, into it;
+// longer ones are parsed from global memory. With 6 KiB, 8 blocks fit an
+// SM (24 KiB of shared memory and 64 registers each, no spill): H200, v29
+// call 3, against 8 KiB and 6 blocks (80 registers), decompress of version
+// 2 hst 1.02 / 1.05 / 1.09x and hyg 1.08 / 1.11 / 1.09x at 1e-2 / 1e-3 /
+// 1e-4. Both overridable for A/B builds.
 #ifndef TC_STAGE
-#define TC_STAGE 2048u       // words of a warp's stage buffer: tiles up to 8 KiB are read once, into it
+#define TC_STAGE 1536u
 #endif
 #ifndef TC_MINB
-#define TC_MINB 6            // blocks per SM (80 registers; the stage buffers allow 6 at 2048 words)
+#define TC_MINB 8
 #endif
 #define V2_TAIL_MAX 50188u   // largest valid tail: escapes 4 + 4*4095, two masks 2*(4+512), raw count 4 + 8*4096 bytes
 // A version-1 tile is shorter than its version-2 tile + V2_SLACK: word0,
