@@ -23,7 +23,14 @@
 #            better of each pair) and B / A. With C_FLAGS set, a third build C
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
 #            (A, B, C, A, B, C) and C / A printed too; the tests are B's.
-# TILING (ab, compare): the bench's --tiling (boxes, flat or auto; default boxes).
+#   profile  ncu per kernel (--clock-control none): time, thread-instructions,
+#            registers, grid, occupancy and DRAM bytes of every kernel of a
+#            compress and a decompress, for each of FIELDS x RELS (default
+#            1e-2,1e-4) x VERSIONS (container versions, default 1) on a SIZE
+#            field (default 256MiB), summed by tools/ncu_sum.py; then, with
+#            KERNEL set (an ncu regex), that kernel's sections (occupancy, warp
+#            states, memory) on the first field, bound and version.
+# TILING (ab, compare, profile): the bench's --tiling (boxes, flat or auto; default boxes).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -123,5 +130,27 @@ compare)
     --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"; tail -3 "$OUT/bench.log"
   ;;
-*) echo "usage: device_verify.sh prepare|tests|compare|ab"; exit 2 ;;
+profile)
+  log=$OUT/ncu-kernels.txt; : > "$log"
+  m=gpu__time_duration.sum,smsp__thread_inst_executed.sum,launch__registers_per_thread,launch__grid_size
+  m=$m,sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum
+  rels=${RELS:-1e-2,1e-4} versions=${VERSIONS:-1}
+  for f in ${FIELDS//,/ }; do for v in ${versions//,/ }; do for r in ${rels//,/ }; do
+    echo "=== $f v$v $r" >> "$log"
+    timeout 120 ncu --clock-control none --metrics $m "$R/fzsidecar" bench --backend gpu --size "${SIZE:-256MiB}" --reps 1 \
+      --rel "$r" --data "$R/data" --fields "$f" --format-version "$v" --tiling "${TILING:-boxes}" >> "$log" 2>&1 ||
+      echo "ncu $f v$v $r failed (rc=$?)"
+  done; done; done
+  python3 cuda/tools/ncu_sum.py "$log" | tee "$OUT/ncu-sum.txt"
+  if [ -n "${KERNEL:-}" ]; then
+    f=${FIELDS%%,*} v=${versions%%,*} r=${rels%%,*}
+    timeout 180 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
+      --section InstructionStats --section LaunchStats --section MemoryWorkloadAnalysis --kernel-name "regex:$KERNEL" \
+      --launch-skip 1 --launch-count 1 "$R/fzsidecar" bench --backend gpu --size "${SIZE:-256MiB}" --reps 1 --rel "$r" \
+      --data "$R/data" --fields "$f" --format-version "$v" --tiling "${TILING:-boxes}" > "$OUT/ncu-kernel.txt" 2>&1
+    echo "ncu $KERNEL rc=$?"
+    grep -E "^  [a-zA-Z].*\(|Duration|Issue Slots Busy|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|No Eligible|Warp Cycles Per Issued|DRAM Throughput|L2 Hit|Executed Instructions  |stall" "$OUT/ncu-kernel.txt" | head -40
+  fi
+  ;;
+*) echo "usage: device_verify.sh prepare|tests|compare|ab|profile"; exit 2 ;;
 esac
