@@ -393,7 +393,7 @@ func parallelChunks(n, workers int, f func(int)) {
 var decodeReasons = map[uint32]string{
 	1:  "chunk index entry outside the container",
 	2:  "chunk too small for its tile table",
-	3:  "tile size invalid (multiple of 4, at least 8, within the chunk)",
+	3:  "tile size invalid (multiple of 4, at least 8, within the chunk, at a 4-byte aligned offset)",
 	4:  "bytes after the chunk's last tile",
 	5:  "tile header has unknown flags",
 	6:  "tile data shorter than its fields",

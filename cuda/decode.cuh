@@ -74,7 +74,13 @@ __global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned lon
         unsigned long long exc = base_sh + lo + ((unsigned long long)hi << 16);
         unsigned long long total = totlo + ((unsigned long long)tot << 16);
         if (i < k) {
-            int valid = sz >= 8 && (sz & 3) == 0 && !bad && exc + sz <= room;
+            // The tile must also start 4-byte aligned: the decoders and the
+            // v2 transcode read it as u32 words, and a misaligned u32 load
+            // is a sticky CUDA error that ends the context. Sizes before it
+            // that are not multiples of 4 (themselves invalid), or a chunk
+            // that starts misaligned (an earlier chunk's size in a crafted
+            // index), would put it there.
+            int valid = sz >= 8 && (sz & 3) == 0 && ((coff + exc) & 3) == 0 && !bad && exc + sz <= room;
             unsigned long long rel = first + i - tile0;
             if (valid) {
                 toff[rel] = coff + 4 * k + exc;

@@ -45,7 +45,7 @@ enum {
 enum {
     FZGPU_DE_INDEX = 1,       /* chunk index entry outside the container */
     FZGPU_DE_TABLE = 2,       /* chunk too small for its tile table */
-    FZGPU_DE_TILESIZE = 3,    /* tile size not a multiple of 4, < 8, or past the chunk */
+    FZGPU_DE_TILESIZE = 3,    /* tile size not a multiple of 4, < 8, past the chunk, or the tile misaligned */
     FZGPU_DE_TRAILCHUNK = 4,  /* bytes after the last tile of a chunk */
     FZGPU_DE_FLAGS = 5,       /* unknown tile flags */
     FZGPU_DE_TRUNC = 6,       /* tile data shorter than its fields */

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/fzsidecar/fzsidecar/internal/skiplog"
 	"math"
@@ -503,6 +504,83 @@ func decodeAgree(t *testing.T, ctx context.Context, g *Backend, name string, m [
 		t.Fatalf("%s: accepted stream decodes differently (byte %d)", name, firstDiff(cout, gout))
 	}
 	return cerr == nil
+}
+
+// TestMisalignedTilesRejected: a container whose tiles would start at an
+// offset that is not a multiple of 4 — after a tile size that is not one
+// (the size of tile 0 of chunk 0 made odd), or after a chunk whose size is
+// not one (a byte inserted after chunk 0's last tile, the index rewritten
+// to match) — is rejected by the GPU decoder as by the CPU's, with a format
+// error rather than a CUDA fault (a misaligned u32 load would end the
+// context), and the backend decodes an intact container afterwards.
+func TestMisalignedTilesRejected(t *testing.T) {
+	g := gpu(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 6))
+	v := noisyField[float32](r, 16*32*128)
+	raw := f32bytes(v)
+	for _, version := range []int{1, 2} {
+		blob, _, err := fz.Compress(ctx, raw, fz.Params{DType: fz.Float32, Dims: []uint64{16, 32, 128}, Mode: fz.Rel, Bound: 1e-3},
+			fz.WithTilesPerChunk(4), fz.WithFormatVersion(version))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := fz.ReadHeader(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h.Chunks) < 2 {
+			t.Fatalf("want several chunks, got %d", len(h.Chunks))
+		}
+		le := binary.LittleEndian
+		// Tile 0 of chunk 0 one byte longer: tiles 1-3 of the chunk would
+		// start one byte off.
+		oddTile := append([]byte(nil), blob...)
+		at := h.Chunks[0].Offset
+		le.PutUint32(oddTile[at:], le.Uint32(oddTile[at:])+1)
+		resealChunks(h, oddTile)
+		// A byte after chunk 0's last tile: chunk 0 one byte longer (its
+		// tiles end before it: rejected), every later chunk one byte off.
+		end := h.Chunks[0].Offset + h.Chunks[0].Size
+		oddChunk := append(append(append([]byte(nil), blob[:end]...), 0), blob[end:]...)
+		h2 := *h
+		h2.Chunks = append([]fz.Chunk(nil), h.Chunks...)
+		h2.Chunks[0].Size++
+		for c := 1; c < len(h2.Chunks); c++ {
+			h2.Chunks[c].Offset++
+		}
+		io := h.IndexOffset()
+		for c, ch := range h2.Chunks {
+			le.PutUint64(oddChunk[io+uint64(24*c):], ch.Offset)
+			le.PutUint64(oddChunk[io+uint64(24*c)+8:], ch.Size)
+		}
+		resealChunks(&h2, oddChunk)
+		for _, tc := range []struct {
+			name string
+			m    []byte
+		}{{"odd tile size", oddTile}, {"odd chunk size", oddChunk}} {
+			name := fmt.Sprintf("version %d, %s", version, tc.name)
+			if _, _, err := fz.Decompress(ctx, tc.m); err == nil {
+				t.Fatalf("%s: the CPU decoder accepted it", name)
+			}
+			_, gerr := g.DecompressTo(ctx, tc.m, make([]byte, len(raw)))
+			if !errors.Is(gerr, fz.ErrFormat) {
+				t.Fatalf("%s: GPU decoder gave %v, want a format error", name, gerr)
+			}
+			t.Logf("%s: %v", name, gerr)
+		}
+		out := make([]byte, len(raw))
+		if _, err := g.DecompressTo(ctx, blob, out); err != nil {
+			t.Fatalf("version %d: the intact container after the rejects: %v", version, err)
+		}
+		_, want, err := fz.Decompress(ctx, blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, want) {
+			t.Fatalf("version %d: the intact container decodes differently (byte %d)", version, firstDiff(want, out))
+		}
+	}
 }
 
 // flipInChunk is a copy of blob with 1-3 bits flipped in one chunk and the
