@@ -113,12 +113,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 case $mode in
 tests)
   ( cd cuda && FZ_GPU_BIG=1 timeout 420 "../$R/cuda.test" -test.v -test.count=1 \
-      -test.run 'RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|ChunkTables|Optimistic|Bound|Range|Streamer|Huge|IPC|V2' ) \
+      -test.run 'RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|Misaligned|ChunkTables|Optimistic|Bound|Range|Streamer|Huge|IPC|V2' ) \
       >"$OUT/tests.log" 2>&1
   echo "tests rc=$?"; grep -E "^(--- |ok|FAIL|PASS)|SKIP" "$OUT/tests.log" | head -60
   for tool in memcheck racecheck; do
     ( cd cuda && FZ_GPU_SHORT=1 timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 \
-        "../$R/cuda.test" -test.count=1 -test.run 'Adversarial|ChunkTables|V2DecodeMatches|V2RuleCasesAgree|StagedWalksSmall' ) >"$OUT/$tool.log" 2>&1
+        "../$R/cuda.test" -test.count=1 -test.run 'Adversarial|ChunkTables|Misaligned|V2DecodeMatches|V2RuleCasesAgree|StagedWalksSmall' ) >"$OUT/$tool.log" 2>&1
     echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
   done
   ;;
