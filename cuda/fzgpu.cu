@@ -28,7 +28,8 @@
 //                        the snapshot's device buffer with each chunk's
 //                        CRC32C (crc32c.cuh; fzgpu_gather)
 // Decompress, per job (decode.cuh):
-//   chunk_scan_kernel    one block per chunk: tile sizes -> offsets
+//   chunk_scan.cuh       chunk_scan_kernel: one block per chunk validates
+//                        its tile table, tile sizes -> offsets
 //   transcode.cuh        version 2 only: the tiles rewritten as version-1
 //                        tiles, which the decoders below then take
 //   decode_warp.cuh      decode_warp_kernel: one warp per tile, its walks in

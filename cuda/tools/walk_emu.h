@@ -237,7 +237,9 @@ static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long 
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
 static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+#ifndef EMU_BLOCK_SYNC  // chunk_scan_emu.cpp runs whole blocks and brings its own
 static void __syncthreads() { bar->arrive_and_wait(); }  // device_common.cuh's block scans (not run here)
+#endif
 #endif
 
 // the warp kernel's own PTX (encode_ptx.cuh): atom.global.inc with its
