@@ -62,14 +62,8 @@ func TestChunkScanEmulated(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, err := fz.ReadHeader(blob)
-				if err != nil {
-					t.Fatal(err)
-				}
-				g, err := h.Geometry()
-				if err != nil {
-					t.Fatal(err)
-				}
+				oc := openContainer(t, blob)
+				h, g := oc.h, oc.g
 				base := fmt.Sprintf("%v v%d per %d", dims, version, per)
 				perJob := uint64(1 + r.IntN(3))
 				add(base+" intact", blob, h, g, perJob)
