@@ -16,7 +16,7 @@ import (
 // tile table into the offsets and sizes every later kernel reads tiles by)
 // without a GPU: tools/chunk_scan_emu.cpp runs chunk_scan_kernel on the host,
 // a block of 512 threads at a time, over CPU containers (versions 1 and 2,
-// ranks 1-3, 1-4 tiles per chunk, jobs of 1-3 chunks) and copies of them
+// ranks 1-3, 1 and 4 tiles per chunk, jobs of 1-3 chunks) and copies of them
 // whose tile tables and index entries are damaged: sizes made odd, small,
 // huge or moved between tiles, chunk offsets and sizes off by 1-4 bytes, a
 // byte inserted after chunk 0 with the index rewritten (so later chunks
@@ -56,7 +56,7 @@ func TestChunkScanEmulated(t *testing.T) {
 		n, _ := fz.NumElements(dims)
 		v := noisyField[float32](r, int(n))
 		for _, version := range []int{1, 2} {
-			for _, per := range []int{1, 2, 4} {
+			for _, per := range []int{1, 4} {
 				blob, _, err := fz.Compress(ctx, f32bytes(v), fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: 1e-3},
 					fz.WithTilesPerChunk(per), fz.WithFormatVersion(version))
 				if err != nil {
@@ -67,7 +67,9 @@ func TestChunkScanEmulated(t *testing.T) {
 				base := fmt.Sprintf("%v v%d per %d", dims, version, per)
 				perJob := uint64(1 + r.IntN(3))
 				add(base+" intact", blob, h, g, perJob)
-				for k := 0; k < 12; k++ {
+				// one case of each kind a container (512 host threads a block
+				// under ASan: kept short, as CI runs other packages beside it)
+				for k := 0; k < 6; k++ {
 					m := append([]byte(nil), blob...)
 					c := r.IntN(len(h.Chunks))
 					ch := h.Chunks[c]
