@@ -85,7 +85,7 @@ __device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
 // 1e-4) is one round trip where loads through registers, eight a lane at a
 // time, took six (ncu, H200, hyg 1e-4: 41 % of the kernel's stalls waited
 // on global loads; PERF.md v29). gp is 4-byte aligned (fzgpu_decompress
-// checks the blob, FORMAT.md the tiles).
+// checks the blob, chunk_scan_kernel each tile's offset).
 __device__ __forceinline__ void tc_stage(unsigned *s, const unsigned *__restrict__ gp, unsigned nw, int lane) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
     for (unsigned i = lane; i < nw; i += 32) cp_async4(sa + 4u * i, gp + i);
@@ -273,7 +273,10 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
                         const unsigned *__restrict__ tsz, unsigned *__restrict__ v1sz,
                         unsigned long long *__restrict__ v1off, unsigned char *__restrict__ out,
                         unsigned long long *err) {
+#ifndef TC_STAGE_BUF  // the host emulation (tools/transcode_emu.cpp) names its own array, the arena of its cp.async
     __shared__ unsigned stage[TC_W][TC_STAGE];
+#define TC_STAGE_BUF stage
+#endif
     const int lane = threadIdx.x & 31;
     const unsigned long long rel = (unsigned long long)blockIdx.x * TC_W + (threadIdx.x >> 5);
     if (rel >= nt) return;
@@ -314,7 +317,7 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
         const unsigned nw = sz / 4;
         const unsigned *gp = (const unsigned *)(blob + at);
         if (nw <= TC_STAGE) {
-            unsigned *s = stage[threadIdx.x >> 5];
+            unsigned *s = TC_STAGE_BUF[threadIdx.x >> 5];
             tc_stage(s, gp, nw, lane);
             gp = s;
         }

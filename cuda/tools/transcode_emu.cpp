@@ -63,34 +63,15 @@ inline void report(unsigned long long *, unsigned long long rel, unsigned code) 
 inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long) { return n / d; }
 inline unsigned block_excl_scan(unsigned, unsigned *, unsigned *) { return 0; }
 
-// cp.async into the stage buffer (tc_stage): shared addresses are offsets
-// from an anchor in the same image, and a lane's copies land only when it
-// waits (as late as the GPU may land them), so a read of the stage before
-// the wait sees stale bytes and fails the run.
-static unsigned char emu_anchor;
-static unsigned __cvta_generic_to_shared(const void *p) {
-    return (unsigned)(int)((intptr_t)p - (intptr_t)&emu_anchor);
-}
-struct EmuCopy {
-    unsigned sdst;
-    const void *src;
-};
-thread_local std::vector<EmuCopy> emu_copies;
-static void cp_async4(unsigned sdst, const void *gsrc) {
-    if (sdst % 4 || (uintptr_t)gsrc % 4) {
-        fprintf(stderr, "lane %d: cp.async of 4 bytes to shared %u from %p: misaligned\n", my_lane, sdst, gsrc);
-        abort();
-    }
-    emu_copies.push_back({sdst, gsrc});
-}
-static void cp_async_commit() {}
-template <int N> void cp_async_wait() {
-    static_assert(N == 0, "tc_stage waits for all its copies");
-    for (const EmuCopy &c : emu_copies) memcpy((unsigned char *)&emu_anchor + (int)c.sdst, c.src, 4);
-    emu_copies.clear();
-}
+// cp.async into the stage buffer (tc_stage): the warp's row of emu_stage
+// is the arena, and the copies land late (at the wait), so a read of the
+// stage before the wait sees the tile before's bytes and fails the run
+#include "cp_async_emu.h"
+static unsigned emu_stage[1 << 14];  // TC_W rows of TC_STAGE words (checked below)
+#define TC_STAGE_BUF (reinterpret_cast<unsigned(*)[TC_STAGE]>(emu_stage))
 
 #include "../transcode.cuh"
+static_assert(TC_W * TC_STAGE <= sizeof emu_stage / sizeof emu_stage[0], "emu_stage holds the kernel's stage rows");
 
 struct Tile {
     unsigned long long off;
@@ -145,6 +126,7 @@ int main(int argc, char **argv) {
     }
     std::barrier<> b(32);
     bar = &b;
+    late_landing = true;
     int failed = 0;
     for (size_t ci = 0; ci < conts.size(); ci++) {
         const Container &C = conts[ci];
@@ -217,6 +199,11 @@ int main(int argc, char **argv) {
                     b.arrive_and_wait();
                     Geo g = {C.per_chunk, 0};
                     for (unsigned long long r = 0; r < jnt; r++) {
+                        if (l == 0) {  // the warp's stage row, where its cp.async may write
+                            arena = (unsigned char *)(emu_stage + (r % TC_W) * TC_STAGE);
+                            arena_bytes = 4 * TC_STAGE;
+                        }
+                        b.arrive_and_wait();
                         blockIdx.x = (unsigned)(r / TC_W);
                         threadIdx.x = (unsigned)(r % TC_W) * 32 + l;
                         transcode_v2_kernel(g, C.blob.data(), C.index_off, first_chunk, tile0, jnt, span, toff.data(),
