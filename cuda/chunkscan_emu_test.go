@@ -108,14 +108,7 @@ func TestChunkScanEmulated(t *testing.T) {
 						le.PutUint64(m[io+field:], uint64(int64(le.Uint64(m[io+field:]))+d))
 						what = fmt.Sprintf("chunk %d index %s %+d", c, map[uint64]string{0: "offset", 8: "size"}[field], d)
 					case 5:
-						// a byte after chunk 0: its size one more, every later chunk one byte off
-						e0 := h.Chunks[0].Offset + h.Chunks[0].Size
-						m = append(append(append([]byte(nil), blob[:e0]...), 0), blob[e0:]...)
-						io := h.IndexOffset()
-						le.PutUint64(m[io+8:], h.Chunks[0].Size+1)
-						for cc := 1; cc < len(h.Chunks); cc++ {
-							le.PutUint64(m[io+uint64(24*cc):], h.Chunks[cc].Offset+1)
-						}
+						m = byteAfterChunk0(h, blob)
 						what = "a byte inserted after chunk 0"
 					}
 					add(fmt.Sprintf("%s: %s", base, what), m, h, g, perJob)

@@ -539,22 +539,7 @@ func TestMisalignedTilesRejected(t *testing.T) {
 		at := h.Chunks[0].Offset
 		le.PutUint32(oddTile[at:], le.Uint32(oddTile[at:])+1)
 		resealChunks(h, oddTile)
-		// A byte after chunk 0's last tile: chunk 0 one byte longer (its
-		// tiles end before it: rejected), every later chunk one byte off.
-		end := h.Chunks[0].Offset + h.Chunks[0].Size
-		oddChunk := append(append(append([]byte(nil), blob[:end]...), 0), blob[end:]...)
-		h2 := *h
-		h2.Chunks = append([]fz.Chunk(nil), h.Chunks...)
-		h2.Chunks[0].Size++
-		for c := 1; c < len(h2.Chunks); c++ {
-			h2.Chunks[c].Offset++
-		}
-		io := h.IndexOffset()
-		for c, ch := range h2.Chunks {
-			le.PutUint64(oddChunk[io+uint64(24*c):], ch.Offset)
-			le.PutUint64(oddChunk[io+uint64(24*c)+8:], ch.Size)
-		}
-		resealChunks(&h2, oddChunk)
+		oddChunk := byteAfterChunk0(h, blob)
 		for _, tc := range []struct {
 			name string
 			m    []byte
@@ -606,6 +591,28 @@ func resealChunks(h *fz.Header, blob []byte) {
 	}
 	ie := io + uint64(24*len(h.Chunks))
 	binary.LittleEndian.PutUint32(blob[ie:], fz.CRC32C(blob[io:ie]))
+}
+
+// byteAfterChunk0 is a copy of blob with a byte inserted after chunk 0's
+// last tile and the index rewritten to match (chunk 0 one byte longer: its
+// tiles end before it, so it is invalid; every later chunk one byte off, so
+// misaligned) and resealed: it passes every host check (h is blob's header).
+func byteAfterChunk0(h *fz.Header, blob []byte) []byte {
+	end := h.Chunks[0].Offset + h.Chunks[0].Size
+	m := append(append(append([]byte(nil), blob[:end]...), 0), blob[end:]...)
+	h2 := *h
+	h2.Chunks = append([]fz.Chunk(nil), h.Chunks...)
+	h2.Chunks[0].Size++
+	for c := 1; c < len(h2.Chunks); c++ {
+		h2.Chunks[c].Offset++
+	}
+	io := h.IndexOffset()
+	for c, ch := range h2.Chunks {
+		binary.LittleEndian.PutUint64(m[io+uint64(24*c):], ch.Offset)
+		binary.LittleEndian.PutUint64(m[io+uint64(24*c)+8:], ch.Size)
+	}
+	resealChunks(&h2, m)
+	return m
 }
 
 // TestHugeField runs a > 4 GiB f32 field through the GPU (FZ_GPU_BIG=1:
