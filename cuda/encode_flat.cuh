@@ -89,18 +89,22 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
 // largest error are taken once per eight words and per value only in the
 // rare steps with a raw value; escapes by one vote a value as before.
 // Fill values (has_fill) are holes: the slow path takes the tile.
+// FLAT false: a full rank-1 tile (FORMAT.md: d = q - q(x - 1), no y or z
+// neighbours), the same walk without the y shuffle and the z ring; the
+// rank-1 kernel takes it for f32 fields without a fill value (v30; enc_fast1
+// before, with FastWalk's f64 check a value).
 // Measured and not kept (H200, era5 flat, PERF.md v27): the values loaded a
 // step ahead, compress -2 %; the escapes taken once a step so that no
 // branch separates the step's words, -5 % (nvcc 11.8: 128 registers and a
 // 16-byte spill, from 125 and none).
-template <int V>
+template <int V, bool FLAT = true>
 __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const Geo &g, unsigned long long i0,
                                            double inv, double step, float ebf, int has_fill, unsigned fill32,
                                            unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
                                            TileSum &ts) {
     const unsigned F = 0xffffffffu;
-    const unsigned P = g.fP;
-    FlatLane fl(g, i0, lane);
+    const unsigned P = FLAT ? g.fP : 0u;
+    typename PickLane<FLAT>::type fl(g, i0, lane);
     const float *p0 = src + i0 + lane;
     int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);
     int carry = 0, A1 = 0, A2 = 0, origin = 0;
@@ -114,7 +118,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
         for (int u = 0; u < 8; u++) {
             const int e = 32 * (w0 + u) + lane;
             v[u] = __ldcs(p0 + 32 * (w0 + u));
-            bz[u] = e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
+            bz[u] = FLAT && e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
         unsigned c[8];
         bool hole = false;
@@ -132,12 +136,15 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             if (lane == 0) qx = carry;
             carry = __shfl_sync(F, q, 31);
             const int A = (int)((unsigned)q - (unsigned)(fl.hx() ? qx : 0));
-            const int ay = __shfl_sync(F, fl.send1 ? A1 : A2, fl.ys);
-            A2 = A1;
-            A1 = A;
-            const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? ay : 0));
-            __stcg(ring + (e & 2047), B);
-            const int d = (int)((unsigned)B - (unsigned)bz[u]);
+            int d = A;
+            if constexpr (FLAT) {
+                const int ay = __shfl_sync(F, fl.send1 ? A1 : A2, fl.ys);
+                A2 = A1;
+                A1 = A;
+                const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? ay : 0));
+                __stcg(ring + (e & 2047), B);
+                d = (int)((unsigned)B - (unsigned)bz[u]);
+            }
             bool esc;
             c[u] = code_of<V>(d, esc);
             if (w0 + u == 0) {  // element 0: code 0, q in the tile header
@@ -170,7 +177,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
         transpose32n<4>(t, lane);
 #pragma unroll
         for (int u = 0; u < 4; u++) put_planes(pw, t[u], w0 + 2 * u, w0 + 2 * u + 1, lane);
-        __syncwarp();  // the step's B stores before a later step's loads
+        if (FLAT) __syncwarp();  // the step's B stores before a later step's loads
     }
     ts.nesc = nesc;
     ts.nraw = nraw;

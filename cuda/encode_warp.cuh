@@ -304,8 +304,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             else
                 done = enc_fast2<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         }
-        else if (FAST == 1 && full)
-            done = enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        else if (FAST == 1 && full) {
+            // f32 without a fill value: the element-order walk with the f32
+            // check (encode_flat.cuh; it takes fill values for holes, so
+            // fields with one keep enc_fast1)
+            if constexpr (sizeof(T) == 4)
+                done = has_fill ? enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw,
+                                                  lane, ts)
+                                : enc_flat32<V, false>(src, g, base, inv, step, ebf, 0, 0u, pw, sq, sesc, sraw, lane, ts);
+            else
+                done = enc_fast1<T, V>(src, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
+        }
         else if (FAST == 4 && full && flat_walkable(g)) {
             if constexpr (sizeof(T) == 4)
                 done = enc_flat32<V>(src, g, base, inv, step, ebf, has_fill, (unsigned)fill_bits, pw, sq, sesc, sraw,

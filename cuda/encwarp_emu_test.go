@@ -13,7 +13,7 @@ import (
 )
 
 // TestEncodeWarpKernelEmulated runs the warp encoder kernel itself
-// (encode_warp_kernel, f32 rank 3 and 2: staged and FILLP walks, the slow path, the
+// (encode_warp_kernel, f32 ranks 1-3 and flat tiles: the walks, the FILLP walk, the slow path, the
 // tail, the scanner warp and the L2 park) on the host with one block of
 // ENC_W warps of 32 threads (tools/encode_warp_emu.cpp, ASan/UBSan), with and
 // without pre-coded clipped tiles (PCT: encode_clipped_kernel first), with
@@ -38,6 +38,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	clean := false // no NaN: tiles the walks take whole (a NaN sends its tile to the slow path)
 	mk := func(d [3]int, fill bool) {
 		rank := 3
+		if d[0] == 0 && d[1] == 0 { // rank 1: tiles of 4096
+			d[0], d[1], rank = 1, 1, 1
+		}
 		if d[0] == 0 { // rank 2: 64 x 64 tiles
 			d[0], rank = 1, 2
 		}
@@ -62,12 +65,15 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		if rank == 2 {
 			p.Dims = p.Dims[1:]
 		}
+		if rank == 1 {
+			p.Dims = p.Dims[2:]
+		}
 		if fill {
 			p.Fill = &fillv
 		}
 		name := fmt.Sprintf("%v fill %v", d, fill)
-		if rank == 4 {
-			name = fmt.Sprintf("flat %s clean %v", name, clean)
+		if rank == 4 || rank == 1 {
+			name = fmt.Sprintf("rank %d %s clean %v", rank, name, clean)
 		}
 		fields = append(fields, field{name, rank, d[0], d[1], d[2], v, p})
 	}
@@ -92,6 +98,16 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		mk(d, false)
 		clean = false
 	}
+	// rank 1: the f32 walk for fields without a fill value (every full
+	// tile without a hole), enc_fast1 for fields with one; a last partial
+	// tile (the slow path)
+	for _, n := range []int{5*4096 + 1000, 3 * 4096} {
+		mk([3]int{0, 0, n}, false)
+		mk([3]int{0, 0, n}, true)
+		clean = true
+		mk([3]int{0, 0, n}, false)
+		clean = false
+	}
 	// era5's first 24 planes with flat tiles at REL 1e-4 and 1e-2, where
 	// ../shared/data is present: real raw values (the check fails for
 	// 77 % of its box tiles at 1e-4), which the flat walk must list
@@ -103,6 +119,19 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		for _, eb := range []float64{1e-4, 1e-2} {
 			p := fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: eb}
 			fields = append(fields, field{fmt.Sprintf("flat era5 %v rel %g clean true", dims, eb), 4, int(dims[0]), int(dims[1]), int(dims[2]), v, p})
+		}
+	}
+	// hyg_stars_x's first 12 tiles (rank 1) at REL 1e-4 and 1e-2: real raw
+	// values and escapes for the rank-1 walk
+	if raw := sharedField(t, benchFields[6]); raw != nil {
+		n := 12 * 4096
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		for _, eb := range []float64{1e-4, 1e-2} {
+			p := fz.Params{DType: fz.Float32, Dims: []uint64{uint64(n)}, Mode: fz.Rel, Bound: eb}
+			fields = append(fields, field{fmt.Sprintf("rank 1 hyg [%d] rel %g clean true", n, eb), 1, 1, 1, n, v, p})
 		}
 	}
 	le := binary.LittleEndian
@@ -131,7 +160,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 			jobs = append(jobs, [2]int{0, 256}, [2]int{256, nt - 256})
 		}
 		for _, pct := range []bool{false, true} {
-			if pct && f.rank == 4 {
+			if pct && (f.rank == 4 || f.rank == 1) {
 				continue // no clipped tiles to pre-code
 			}
 			for _, jb := range jobs {
@@ -162,6 +191,14 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		if f := fields[rn.f]; f.rank == 4 && strings.Contains(f.name, "clean true") && f.nx >= 32 && f.nx <= 64 &&
 			f.ny*f.nx >= 256 && f.ny*f.nx < 2048 && taken == 0 {
 			t.Errorf("%s: the flat walk took no tile", rn.describe)
+		}
+		// rank 1: the f32 walk takes every full tile of a clean field
+		// without a fill value, and no tile of a field with one
+		if f := fields[rn.f]; f.rank == 1 {
+			full := uint32(f.nx / 4096)
+			if f.p.Fill != nil && taken != 0 || strings.Contains(f.name, "clean true") && taken != full {
+				t.Errorf("%s: the f32 walk took %d tiles (full tiles: %d)", rn.describe, taken, full)
+			}
 		}
 		sizes := make([]uint32, rn.ntiles)
 		prefix := make([]uint64, rn.ntiles)

@@ -95,3 +95,20 @@ struct FlatLane {
         if (r >= P) r -= P;
     }
 };
+
+// enc_flat32's lane state for a rank-1 tile (FLAT false): every element but
+// element 0 (whose code the walk sets to 0) has its x - 1 neighbour in the
+// tile, and there are no y or z neighbours to follow.
+struct Rank1Lane {
+    __device__ __forceinline__ Rank1Lane(const Geo &, unsigned long long, int) {}
+    __device__ __forceinline__ bool hx() const { return true; }
+    __device__ __forceinline__ void next() {}
+};
+template <bool FLAT>
+struct PickLane {
+    using type = FlatLane;
+};
+template <>
+struct PickLane<false> {
+    using type = Rank1Lane;
+};

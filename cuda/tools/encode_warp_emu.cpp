@@ -1,6 +1,7 @@
 // encode_warp_emu: the warp encoder kernel itself (encode_warp.cuh's
-// encode_warp_kernel, f32 rank 3: the staged walks, the FILLP walk, the slow
-// path, the tail, the scanner warp and the L2 park) run on the host by one
+// encode_warp_kernel, f32 ranks 1-3 and flat tiles: the walks, the FILLP
+// walk, the slow path, the tail, the look-back, the scanner warp and the L2
+// park) run on the host by one
 // block of ENC_W warps, 32 threads each (ASan/UBSan), so the kernel's flow
 // between warps (tickets, published sizes, prefixes, parked tiles) is checked
 // without a GPU (cuda/encwarp_emu_test.go compares every tile it writes with
@@ -13,7 +14,7 @@
 // Input: records {u32 nz, ny, nx, has_fill, fill_bits, pct, late (cp.async
 // copies land when waited for), tile0, nt (the job: tiles [tile0, tile0 +
 // nt), whole chunks of 256 tiles as fzgpu.cu's jobs; nt = 0: the whole
-// field), rank (2, 3, or 4: flat tiles), f64 inv, step, eb} then the f32
+// field), rank (1, 2, 3, or 4: flat tiles), f64 inv, step, eb} then the f32
 // values. Output per record: u32 err
 // (the kernel's error flags), u32 the tiles the flat walk took whole, per tile of the job u32 tsize, u64 tprefix,
 // u32 touts, f64 terr, then u64
@@ -83,7 +84,7 @@ int main(int argc, char **argv) {
         if (fread(d, 8, 3, in) != 3) return 2;
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
-        const int rank = (int)h[9];  // 3, or 2 (nz 1), or 4: flat tiles (FORMAT.md 3.1, the kernel's FAST 4)
+        const int rank = (int)h[9];  // 3, 2 (nz 1), 1 (nz = ny = 1), or 4: flat tiles (FORMAT.md 3.1, the kernel's FAST 4)
         const Geo g = rank == 4 ? emu_geo_flat(h[0], h[1], h[2]) : emu_geo(rank, h[0], h[1], h[2]);
         const unsigned long long tile0 = h[7], nt = h[8] ? h[8] : g.tiles - tile0;
         if (tile0 + nt > g.tiles) return 2;
@@ -100,7 +101,7 @@ int main(int argc, char **argv) {
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
         std::vector<unsigned> side;
         const unsigned *pre = nullptr;
-        if (h[5] && rank != 4) {  // PCT (not for flat tiles: none is clipped but the last)
+        if (h[5] && rank != 4 && rank != 1) {  // PCT (not for flat or rank-1 tiles: none is clipped but the last)
             const uint3 fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
             const unsigned long long nfull = full_before(g, tile0 + nt, fl.x, fl.y, fl.z) - full_before(g, tile0, fl.x, fl.y, fl.z),
                                      nclip = nt - nfull;
@@ -114,7 +115,11 @@ int main(int argc, char **argv) {
             pre = side.data();
         }
         run_block([&] {
-            if (rank == 4)
+            if (rank == 1)
+                encode_warp_kernel<float, 1, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
+                                                   &ticket, &err, scratch, nullptr, nullptr);
+            else if (rank == 4)
                 encode_warp_kernel<float, 4, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, nullptr, nullptr);
