@@ -9,13 +9,14 @@ import (
 	"github.com/fzsidecar/fzsidecar/fz"
 )
 
-// TestStagedWalksSmall: the two walks added in v22 (cuda/PERF.md) on a few
-// tiles each, small enough for compute-sanitizer racecheck: the staged f32
-// rank-2 walk (encode_rank2.cuh; 16-byte and 4-byte staging, escapes, raw
-// values) and the staged rank-3 walk of tiles with fill values (FILLP: the
-// placeholder pass, a land region, an all-fill tile), byte-identical to the
-// CPU codec in both container versions.
-func TestStagedWalksSmall(t *testing.T) {
+// TestWalksSmall: the walks added since v22 (cuda/PERF.md) on a few tiles
+// each, small enough for compute-sanitizer racecheck: the staged f32 rank-2
+// walk (encode_rank2.cuh; 16-byte and 4-byte staging, escapes, raw values),
+// the staged rank-3 walk of tiles with fill values (FILLP: the placeholder
+// pass, a land region, an all-fill tile) and the f32 rank-1 walk (v30:
+// enc_flat32 without y/z neighbours; escapes, raw values, a last partial
+// tile), byte-identical to the CPU codec in both container versions.
+func TestWalksSmall(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(3, 22))
 	fill := -1e10
@@ -40,6 +41,16 @@ func TestStagedWalksSmall(t *testing.T) {
 			return v
 		}},
 		{"rank-2 unaligned", []uint64{192, 134}, nil, func(z, y, x int) float64 { return wave(0, y, x) }},
+		{"rank-1", []uint64{3*4096 + 100}, nil, func(z, y, x int) float64 {
+			v := wave(0, 0, x)
+			switch r.IntN(300) {
+			case 0:
+				v *= 1e4 // an escape
+			case 1:
+				v = 1024 + r.Float64() // raw at 1e-4
+			}
+			return v
+		}},
 		{"rank-3 land", []uint64{16, 32, 64}, &fill, func(z, y, x int) float64 {
 			dy, dx := float64(y)-10, float64(x)-20-float64(z)
 			switch {
@@ -59,7 +70,10 @@ func TestStagedWalksSmall(t *testing.T) {
 	}
 	n := 0
 	for _, f := range fields {
-		nz, ny, nx := 1, int(f.dims[0]), int(f.dims[1])
+		nz, ny, nx := 1, 1, int(f.dims[0])
+		if len(f.dims) == 2 {
+			ny, nx = int(f.dims[0]), int(f.dims[1])
+		}
 		if len(f.dims) == 3 {
 			nz, ny, nx = int(f.dims[0]), int(f.dims[1]), int(f.dims[2])
 		}
@@ -82,5 +96,5 @@ func TestStagedWalksSmall(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cases of the staged rank-2 and fill walks byte-identical to the CPU", n)
+	t.Logf("%d cases of the staged rank-2, fill and f32 rank-1 walks byte-identical to the CPU", n)
 }
