@@ -1,7 +1,9 @@
 // The slot-order walks (v6): one 32-slot word of every bit plane per step,
 // values loaded into registers, neighbours by shuffles. They take full
-// f64 rank-3 and rank-2 tiles and every rank-1 tile (enc_fast1); f32 rank 3
-// and rank 2 take the staged walks (encode_rank3.cuh, encode_rank2.cuh).
+// f64 rank-3 and rank-2 tiles, full f64 rank-1 tiles and those of f32
+// fields with a fill value (enc_fast1); f32 rank 3 and rank 2 take the
+// staged walks (encode_rank3.cuh, encode_rank2.cuh), the other f32 rank-1
+// tiles enc_flat32 without its y and z neighbours (encode_flat.cuh).
 // Included by encode_warp.cuh.
 
 // Rank 3: tile 8x16x32, sub-blocks 4x4x8. Word w = 64i + 16j + 4k + a holds
