@@ -29,28 +29,20 @@ func TestWalksSmall(t *testing.T) {
 	wave := func(z, y, x int) float64 {
 		return 15 + 10*math.Sin(0.05*float64(x)+0.03*float64(y))*math.Cos(0.2*float64(z))
 	}
+	// one value in `every` an escape, one a raw value at 1e-4
+	spiky := func(v float64, every int) float64 {
+		switch r.IntN(every) {
+		case 0:
+			v *= 1e4
+		case 1:
+			v = 1024 + r.Float64()
+		}
+		return v
+	}
 	fields := []field{
-		{"rank-2 aligned", []uint64{128, 192}, nil, func(z, y, x int) float64 {
-			v := wave(0, y, x)
-			switch r.IntN(200) {
-			case 0:
-				v *= 1e4 // an escape
-			case 1:
-				v = 1024 + r.Float64() // raw at 1e-4
-			}
-			return v
-		}},
+		{"rank-2 aligned", []uint64{128, 192}, nil, func(z, y, x int) float64 { return spiky(wave(0, y, x), 200) }},
 		{"rank-2 unaligned", []uint64{192, 134}, nil, func(z, y, x int) float64 { return wave(0, y, x) }},
-		{"rank-1", []uint64{3*4096 + 100}, nil, func(z, y, x int) float64 {
-			v := wave(0, 0, x)
-			switch r.IntN(300) {
-			case 0:
-				v *= 1e4 // an escape
-			case 1:
-				v = 1024 + r.Float64() // raw at 1e-4
-			}
-			return v
-		}},
+		{"rank-1", []uint64{3*4096 + 100}, nil, func(z, y, x int) float64 { return spiky(wave(0, 0, x), 300) }},
 		{"rank-3 land", []uint64{16, 32, 64}, &fill, func(z, y, x int) float64 {
 			dy, dx := float64(y)-10, float64(x)-20-float64(z)
 			switch {
