@@ -14,7 +14,8 @@
 // with 3 (80 registers, 24 warps) it spills 200-300 bytes. The rank-1/2
 // walks and the generic path prefer more warps. Measured on an H200, 1 GiB,
 // rel 1e-2, 3 vs 2: smooth3d 597 vs 627 GB/s, hst (rank 2) 589 vs 507,
-// hyg (rank 1) 863 vs 800.
+// hyg (rank 1) 863 vs 800. v30 (f32 rank 1 now enc_flat32's walk, which
+// flat tiles run at 2): 2 blocks lost 2-10 % (hyg versions 1 and 2, PERF.md).
 // The staged walks (f32 rank 3 and, since v22, rank 2) hold 5 KiB of
 // staging per warp besides the plane buffer: two blocks fit an SM anyway.
 #define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
