@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -65,6 +66,15 @@ func asF32(v []float64) []float32 {
 		o[i] = float32(u)
 	}
 	return o
+}
+
+// f32sOf is the little-endian f32 values of raw (len(raw)/4 of them).
+func f32sOf(raw []byte) []float32 {
+	v := make([]float32, len(raw)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return v
 }
 
 // realFieldBox is a real field's first `first` z slabs (rank 3) or rows

@@ -170,10 +170,7 @@ func TestEncodeRank2Emulated(t *testing.T) {
 			continue
 		}
 		ny, nx := 128, int(f.dims[1])
-		v := make([]float32, ny*nx)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		v := f32sOf(raw[:4*ny*nx])
 		for _, eb := range []float64{1e-2, 1e-4} {
 			fields = append(fields, field{fmt.Sprintf("%s rows 0-127 rel %g", f.name, eb), ny, nx, v,
 				fz.Params{DType: fz.Float32, Dims: []uint64{uint64(ny), uint64(nx)}, Mode: fz.Rel, Bound: eb, Fill: f.fill}})

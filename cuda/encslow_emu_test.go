@@ -64,10 +64,7 @@ func TestEncodeSlowEmulated(t *testing.T) {
 		if raw == nil {
 			continue
 		}
-		v := make([]float32, len(raw)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		v := f32sOf(raw)
 		fields = append(fields, field{name: fmt.Sprintf("%s %v rel %g", f.name, dims, c.eb), v: v,
 			p: fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: c.eb, Fill: f.fill}})
 	}

@@ -112,10 +112,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	// ../shared/data is present: real raw values (the check fails for
 	// 77 % of its box tiles at 1e-4), which the flat walk must list
 	if raw, dims := realFieldBox(t, benchFields[4], 24); raw != nil {
-		v := make([]float32, len(raw)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		v := f32sOf(raw)
 		for _, eb := range []float64{1e-4, 1e-2} {
 			p := fz.Params{DType: fz.Float32, Dims: dims, Mode: fz.Rel, Bound: eb}
 			fields = append(fields, field{fmt.Sprintf("flat era5 %v rel %g clean true", dims, eb), 4, int(dims[0]), int(dims[1]), int(dims[2]), v, p})
@@ -125,10 +122,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	// values and escapes for the rank-1 walk
 	if raw := sharedField(t, benchFields[6]); raw != nil {
 		n := 12 * 4096
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		v := f32sOf(raw[:4*n])
 		for _, eb := range []float64{1e-4, 1e-2} {
 			p := fz.Params{DType: fz.Float32, Dims: []uint64{uint64(n)}, Mode: fz.Rel, Bound: eb}
 			fields = append(fields, field{fmt.Sprintf("rank 1 hyg [%d] rel %g clean true", n, eb), 1, 1, 1, n, v, p})

@@ -16,7 +16,7 @@
 // nt), whole chunks of 256 tiles as fzgpu.cu's jobs; nt = 0: the whole
 // field), rank (1, 2, 3, or 4: flat tiles), f64 inv, step, eb} then the f32
 // values. Output per record: u32 err
-// (the kernel's error flags), u32 the tiles the flat walk took whole, per tile of the job u32 tsize, u64 tprefix,
+// (the kernel's error flags), u32 the tiles enc_flat32 took whole (the flat walk, and the f32 rank-1 walk), per tile of the job u32 tsize, u64 tprefix,
 // u32 touts, f64 terr, then u64
 // bytes and the output buffer's first `bytes` bytes (the tiles at tprefix
 // plus the size tables' room before them; the tables themselves are
@@ -48,7 +48,7 @@ static unsigned __vcmpne2(unsigned a, unsigned b) {  // as encode_v2_emu.cpp's
 static unsigned *enc_smem_host;
 #define ENC_WARP_SMEM enc_smem_host
 #define ENC_CLIPPED_SMEM enc_smem_host
-static std::atomic<unsigned> flat_taken{0};  // tiles the flat walk took whole, per record
+static std::atomic<unsigned> flat_taken{0};  // tiles enc_flat32 took whole, per record
 #define EMU_FLAT_TAKEN (lane == 0 ? (void)flat_taken++ : (void)0)
 #include "../encode_warp.cuh"
 
