@@ -105,7 +105,7 @@ struct PlainStore {
 #include "../encode_v2.cuh"
 
 // "random N SEED": N tiles of random planes (rates drawn per group: mixed up
-// to 3, 7 or 15, sparse, all 15 (the largest unit section, 1920 words), tiny;
+// to each of 2..15, sparse, all 15 (the largest unit section, 1920 words), tiny;
 // random signs where the magnitude is not 0), each checked here against a
 // plain model of the code section (FORMAT.md version 2: rates, group-major
 // units, padding, signs of the non-zero magnitudes), with every pad word of
@@ -124,7 +124,9 @@ static int random_planes(int N, unsigned seed) {
         for (int p = 0; p < 16; p++)
             for (int w = 0; w < 128; w++) pw[p * PW_STRIDE + (w ^ ((p >> 2) & 3))] = 0;
         const int mode = it % 6;
-        const int maxr = mode == 0 ? 3 : mode == 1 ? 7 : 15;
+        // modes 0-2: every largest rate 2..15 in turn (the unit write's step,
+        // 2, 4 or 8 words a group, follows the tile's largest rate)
+        const int maxr = 2 + (it / 6 + 5 * mode) % 14;
         for (int g = 0; g < 256; g++) {
             int r;
             switch (mode) {
