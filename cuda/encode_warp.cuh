@@ -127,7 +127,10 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     // v12; rank 2 since v22, H200, hst 1 GiB: 1438 / 1311 / 1216 GB/s with
     // them, 1273 / 1232 / 1135 with the look-back): on the rank-1 fields (24
     // warps per SM) the look-back costs 2-6 % (no-look-back probe), and
-    // parking cost 10-26 % there (PERF.md v12).
+    // parking cost 10-26 % there (PERF.md v12); again with v30's f32 rank-1
+    // walk, whose look-back polls are 14 % of its instructions (v31: hyg
+    // compress -7 to -21 % with the scanner, spills 128 / 304 -> 380 / 724
+    // bytes in the version-2 kernel; branch r1-scan).
     constexpr bool scan = staged || staged2;
     // The scanner is the warp that takes ticket 0: a warp known to be
     // running, whatever else shares the device (block 0 need not be resident
