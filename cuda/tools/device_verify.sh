@@ -12,7 +12,8 @@
 #            decode included).
 #   compare  the peers (../shared/peers/compare.sh: cuSZp plain/outlier and
 #            FZ-GPU, timed with Nsight Compute) and `fzsidecar bench` on the
-#            same fields in the same run.
+#            same fields in the same run, then the README's side-by-side table
+#            from both (tools/sidebyside.py; ~8 minutes on an H200).
 #   ab       an A/B of two library builds in one call: A is the cuda/ tree of
 #            BASE (a git revision, packed into R by `prepare`; default HEAD)
 #            built with A_FLAGS, B the working tree's cuda/ with B_FLAGS (extra
@@ -30,7 +31,7 @@
 #            field (default 256MiB), summed by tools/ncu_sum.py; then, with
 #            KERNEL set (an ncu regex), that kernel's sections (occupancy, warp
 #            states, memory) on the first field, bound and version.
-# TILING (ab, compare, profile): the bench's --tiling (boxes, flat or auto; default boxes).
+# TILING (ab, profile): the bench's --tiling (boxes, flat or auto; default boxes).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -123,12 +124,25 @@ tests)
   done
   ;;
 compare)
-  # one after the other: the GPU is timed by each
-  timeout 420 bash "$R/peers/compare.sh" "$R/data" >"$OUT/peers.txt" 2>&1
-  echo "peers rc=$?"; cat "$OUT/peers.txt"
-  "$R/fzsidecar" bench --backend gpu --size 1GiB --reps ${REPS:-10} --data "$R/data" --fields "$FIELDS" --tiling "${TILING:-boxes}" \
-    --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
-  echo "bench rc=$?"; tail -3 "$OUT/bench.log"
+  # one after the other: the GPU is timed by each. Then the runs the README's
+  # side-by-side table takes (tools/sidebyside.py): version 1 with box tiles on
+  # the five fields, version 2 on hst and hyg_stars_x, era5 with flat tiles;
+  # gathered in $OUT/bench.json as {"runs": {"v1", "v2", "flat"}}, then the
+  # table's rows in $OUT/sidebyside.md (copy both files into cuda/bench/).
+  timeout 420 bash "$R/peers/compare.sh" "$R/data" >"$OUT/peers-raw.txt" 2>&1
+  echo "peers rc=$?"; grep -E '^(field|[A-Za-z0-9_]+ 1e-[0-9] )' "$OUT/peers-raw.txt" | tee "$OUT/peers.txt"
+  for run in "v1 smooth3d,csm_b003,era5,hst,hyg_stars_x 1 boxes" "v2 hst,hyg_stars_x 2 boxes" "flat era5 1 flat"; do
+    set -- $run
+    "$R/fzsidecar" bench --backend gpu --size 1GiB --reps ${REPS:-5} --data "$R/data" --fields "$2" --format-version "$3" \
+      --tiling "$4" --json "$OUT/bench-$1.json" >"$OUT/bench-$1.log" 2>&1
+    echo "bench $1 rc=$?"; tail -2 "$OUT/bench-$1.log"
+  done
+  python3 - "$OUT" <<'PY'
+import json, sys
+o = sys.argv[1]
+json.dump({"runs": {k: json.load(open(f"{o}/bench-{k}.json")) for k in ("v1", "v2", "flat")}}, open(f"{o}/bench.json", "w"))
+PY
+  python3 cuda/tools/sidebyside.py "$OUT/peers.txt" "$OUT/bench.json" | tee "$OUT/sidebyside.md"
   ;;
 profile)
   log=$OUT/ncu-kernels.txt; : > "$log"
