@@ -104,7 +104,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                                            TileSum &ts) {
     const unsigned F = 0xffffffffu;
     const unsigned P = FLAT ? g.fP : 0u;
-    typename PickLane<FLAT>::type fl(g, i0, lane);
+    std::conditional_t<FLAT, FlatLane, Rank1Lane> fl(g, i0, lane);
     const float *p0 = src + i0 + lane;
     int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);
     int carry = 0, A1 = 0, A2 = 0, origin = 0;

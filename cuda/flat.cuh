@@ -104,11 +104,3 @@ struct Rank1Lane {
     __device__ __forceinline__ bool hx() const { return true; }
     __device__ __forceinline__ void next() {}
 };
-template <bool FLAT>
-struct PickLane {
-    using type = FlatLane;
-};
-template <>
-struct PickLane<false> {
-    using type = Rank1Lane;
-};
