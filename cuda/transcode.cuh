@@ -217,14 +217,18 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     }
     if (__any_sync(F, badsign)) return FZGPU_DE_V2SIGNS;
 
-    // v1 plane 15 (signs and escapes), then each plane's block mask.
+    // v1 plane 15 (signs and escapes), then each plane's block mask; lane
+    // p keeps plane p's (myb), so the write below visits only the planes
+    // present (a tile at 1e-2 has a handful of the 16) and asks no ballot
+    // again.
 #pragma unroll
     for (int j = 0; j < 8; j++)
         if (sg[j] | es[j]) pres |= 1u << 15;
-    unsigned pm = 0, words = 0;
+    unsigned pm = 0, words = 0, myb = 0;
 #pragma unroll
     for (int p = 0; p < 16; p++) {
         const unsigned b = __ballot_sync(F, (pres >> p) & 1u);
+        if (lane == p) myb = b;
         if (b) {
             pm |= 1u << p;
             words += 1 + 4 * __popc(b);
@@ -235,25 +239,36 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
         o[0] = (w0 & 0x70000u) | pm;
         o[1] = gp[1];
     }
+    const unsigned lt = (1u << lane) - 1;
     unsigned at = 2;
+    // planes 0-14: the groups' units p, the escape slots cleared
 #pragma unroll 1
-    for (int p = 0; p < 16; p++) {
-        const unsigned b = __ballot_sync(F, (pres >> p) & 1u);
-        if (!b) continue;
+    for (unsigned rest = pm & 0x7FFFu; rest; rest &= rest - 1) {
+        const unsigned p = __ffs(rest) - 1, b = __shfl_sync(F, myb, p);
         if (lane == 0) o[at] = b;
         if ((b >> lane) & 1u) {
-            unsigned *q = o + at + 1 + 4 * __popc(b & ((1u << lane) - 1));
+            unsigned *q = o + at + 1 + 4 * __popc(b & lt);
 #pragma unroll
             for (int w = 0; w < 4; w++) {
                 unsigned h[2];
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
                     const int j = 2 * w + i;
-                    const unsigned r = (rw >> (4 * j)) & 15u;
-                    h[i] = p == 15 ? sg[j] | es[j] : (unsigned)p < r ? up[us[j] + p] & ~es[j] : 0u;
+                    h[i] = p < ((rw >> (4 * j)) & 15u) ? up[us[j] + p] & ~es[j] : 0u;
                 }
                 q[w] = h[0] | h[1] << 16;
             }
+        }
+        at += 1 + 4 * __popc(b);
+    }
+    // plane 15: the signs and the escape slots
+    if (pm >> 15) {
+        const unsigned b = __shfl_sync(F, myb, 15);
+        if (lane == 0) o[at] = b;
+        if ((b >> lane) & 1u) {
+            unsigned *q = o + at + 1 + 4 * __popc(b & lt);
+#pragma unroll
+            for (int w = 0; w < 4; w++) q[w] = (sg[2 * w] | es[2 * w]) | (sg[2 * w + 1] | es[2 * w + 1]) << 16;
         }
         at += 1 + 4 * __popc(b);
     }
@@ -313,15 +328,23 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
         // trip (tc_stage) and parsed from shared memory:
         // read from global memory, the walk is a chain of ~7 dependent
         // round trips (word0 and block mask, rate words, units, padding,
-        // sign words, tail). transcode_tile reads through a generic pointer.
+        // sign words, tail).
         const unsigned nw = sz / 4;
         const unsigned *gp = (const unsigned *)(blob + at);
+        unsigned *const v1 = (unsigned *)(out + o);
         if (nw <= TC_STAGE) {
+            // two inlined calls, not one through a pointer that may be
+            // either: here the compiler sees that s is shared memory and
+            // emits shared loads (LDS, 32-bit addresses); through the
+            // generic pointer every read of the tile was a generic load
+            // with a 64-bit address (ncu, H200, hst at 1e-4: ~40 % of the
+            // kernel's instructions read units that way)
             unsigned *s = TC_STAGE_BUF[threadIdx.x >> 5];
             tc_stage(s, gp, nw, lane);
-            gp = s;
+            code = transcode_tile(s, nw, lz * ly * lx, lane, &size, v1);
+        } else {
+            code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, v1);
         }
-        code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, (unsigned *)(out + o));
     }
     if (lane == 0) {
         v1sz[rel] = code ? 0u : size;
