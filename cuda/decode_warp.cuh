@@ -226,17 +226,22 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         // job); read here, where the walk is chosen, so that no register
         // holds it through the staging (nvcc 11.8: spills otherwise)
         const bool allm = FK || (mcount && 100ull * *mcount >= DEC_MASKS_ALL_PCT * nt);
+        // the staged walks are handed sw (= tb when staged), not tb: tb may
+        // point to either memory, so every read through it was a generic
+        // load with a 64-bit address; through sw the compiler emits shared
+        // loads (LDS). (The generic walks handed gp, global loads, spilled
+        // more: nvcc 11.8, the f32 rank-2 kernel 20 -> 48 bytes.)
         if (R == 3) {
             if (staged)
-                ok = allm || (w0 >> 17) & 3 ? dec_fast3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                                    : dec_fast3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+                ok = allm || (w0 >> 17) & 3 ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                                    : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
                 ok = allm || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
             if (staged)
-                ok = allm || (w0 >> 17) & 3 ? dec_fast2<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                                    : dec_fast2<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+                ok = allm || (w0 >> 17) & 3 ? dec_fast2<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
+                                    : dec_fast2<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
             else
                 ok = allm || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
