@@ -335,10 +335,13 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
         if (nw <= TC_STAGE) {
             // two inlined calls, not one through a pointer that may be
             // either: here the compiler sees that s is shared memory and
-            // emits shared loads (LDS, 32-bit addresses); through the
+            // emits shared loads (LDS, 32-bit addresses); through one
             // generic pointer every read of the tile was a generic load
-            // with a 64-bit address (ncu, H200, hst at 1e-4: ~40 % of the
-            // kernel's instructions read units that way)
+            // with a 64-bit address, and the kernel is instruction-bound
+            // (ncu, H200, hst at 1e-4: issue slots 70 % busy, the lines
+            // that read units ~35 % of its instructions). With the plane
+            // write below: version-2 decompress hst +7-11 %, hyg +7-20 %
+            // (PERF.md v32)
             unsigned *s = TC_STAGE_BUF[threadIdx.x >> 5];
             tc_stage(s, gp, nw, lane);
             code = transcode_tile(s, nw, lz * ly * lx, lane, &size, v1);
