@@ -202,6 +202,16 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		vals := out[at : at+j.n]
 		at += j.n
 		if j.corrupt {
+			// only corrupted tiles (every third) may be listed, each once:
+			// the list names job tiles, whatever batch decoded them
+			seen := map[uint32]bool{}
+			for _, tl := range listed {
+				if int(tl) >= j.nt || tl%3 != 0 || seen[tl] {
+					t.Errorf("%s: the list names tile %d (of %d; the corrupted ones are every third, each listed once): %v", j.name, tl, j.nt, listed)
+					break
+				}
+				seen[tl] = true
+			}
 			continue
 		}
 		if cnt != 0 {
