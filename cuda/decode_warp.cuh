@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         // point to either memory, so every read through it was a generic
         // load with a 64-bit address; through sw the compiler emits shared
         // loads (LDS). (The generic walks handed gp, global loads, spilled
-        // more: nvcc 11.8, the f32 rank-2 kernel 20 -> 48 bytes.)
+        // more: nvcc 11.8, the f32 rank-2 kernel 4 -> 48 bytes of stores.)
         if (R == 3) {
             if (staged)
                 ok = allm || (w0 >> 17) & 3 ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
