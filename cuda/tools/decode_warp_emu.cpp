@@ -40,6 +40,12 @@ static unsigned __shfl_up_sync(unsigned, unsigned v, int d, int width) {
 // the warp decoder's L1 prefetch (inline PTX): nothing on the host
 asm(".macro prefetch.global.L1 addr\n.endm");
 
+// the staging by cp.async (dec_stage): a plain copy here
+#define EMU_DEC_STAGE
+static void dec_stage(unsigned *s, const unsigned *gp, unsigned nw, int lane) {
+    for (unsigned i = lane; i < nw; i += 32) s[i] = gp[i];
+    __syncwarp();
+}
 #include "../device_common.cuh"
 #include "../zero_block.cuh"
 #include "../flat.cuh"
