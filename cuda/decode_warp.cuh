@@ -98,9 +98,10 @@ __device__ __forceinline__ bool mask_past_n(const unsigned *tb, unsigned at, int
 // at once: cp.async holds no register. Loads through registers (__ldcs,
 // unrolled by the compiler with a one-at-a-time remainder) took several
 // round trips a tile: the loop held 8 % of the decoder's stall samples on
-// hst at 1e-2 and 1e-4 for 2-3 % of its instructions (ncu, H200, PERF.md
-// v33). The transcode's tc_stage does the same (v29). The host emulation
-// (tools/decode_warp_emu.cpp) copies directly instead.
+// hst at 1e-2 and 1e-4 for 2-3 % of its instructions (ncu, H200); with
+// cp.async decompress gained 2-7 % (PERF.md v33). The transcode's tc_stage
+// does the same (v29). The host emulation (tools/decode_warp_emu.cpp)
+// copies directly instead.
 #ifndef EMU_DEC_STAGE
 __device__ __forceinline__ void dec_stage(unsigned *s, const unsigned *__restrict__ gp, unsigned nw, int lane) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
