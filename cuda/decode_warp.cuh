@@ -27,7 +27,8 @@
 // after it on the same stream and rewrites all of it. Output does not
 // depend on which decoder took a tile.
 
-#include "tile_order.cuh"  // which tile a warp takes: full tiles first
+#include "tile_order.cuh"   // which tile a warp takes: full tiles first
+#include "stage_words.cuh"  // a tile into the stage buffer by cp.async
 
 #define DEC_W 4         // warps per block
 #define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
@@ -94,24 +95,6 @@ __device__ __forceinline__ bool mask_past_n(const unsigned *tb, unsigned at, int
     return bad;
 }
 
-// The tile's nw words into the warp's stage buffer s, every copy in flight
-// at once: cp.async holds no register. Loads through registers (__ldcs,
-// unrolled by the compiler with a one-at-a-time remainder) took several
-// round trips a tile: the loop held 8 % of the decoder's stall samples on
-// hst at 1e-2 and 1e-4 for 2-3 % of its instructions (ncu, H200); with
-// cp.async decompress gained 2-7 % (PERF.md v33). The transcode's tc_stage
-// does the same (v29). The host emulation (tools/decode_warp_emu.cpp)
-// copies directly instead.
-#ifndef EMU_DEC_STAGE
-__device__ __forceinline__ void dec_stage(unsigned *s, const unsigned *__restrict__ gp, unsigned nw, int lane) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-    for (unsigned i = lane; i < nw; i += 32) cp_async4(sa + 4u * i, gp + i);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncwarp();
-}
-#endif
-
 __device__ __forceinline__ void prefetch_l1(const void *p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
@@ -177,7 +160,7 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     const bool staged = R != 4 && nw <= DEC_STAGE && (R == 1 || (n == TILE && !((w0 >> 16) & 1)));
     const unsigned *tb = gp;
     if (ok && staged) {
-        dec_stage(sw, gp, nw, lane);
+        stage_words(sw, gp, nw, lane);
         tb = sw;
     } else if (ok) {
         // the walk over the plane masks below is a chain of dependent loads

@@ -33,6 +33,8 @@
 //   is the sign bits plus the escape slots.
 // The warp's lane k owns block k: slots 128k .. 128k+127, groups 8k .. 8k+7.
 
+#include "stage_words.cuh"  // the tile into the stage buffer by cp.async
+
 #define TC_W 4               // warps per block
 // A warp's stage buffer (words): tiles up to 6 KiB are read once, into it;
 // longer ones are parsed from global memory. With 6 KiB, 8 blocks fit an
@@ -78,20 +80,6 @@ __device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
 #pragma unroll
     for (int i = 4; i >= 0; i--) x = (x & ~mv[i]) | ((x << (1 << i)) & mv[i]);
     return x & m0;
-}
-
-// The tile's nw words into the warp's stage buffer s, every copy in flight
-// at once: cp.async holds no register, so a tile of 1,400 words (hyg at
-// 1e-4) is one round trip where loads through registers, eight a lane at a
-// time, took six (ncu, H200, hyg 1e-4: 41 % of the kernel's stalls waited
-// on global loads; PERF.md v29). gp is 4-byte aligned (fzgpu_decompress
-// checks the blob, chunk_scan_kernel each tile's offset).
-__device__ __forceinline__ void tc_stage(unsigned *s, const unsigned *__restrict__ gp, unsigned nw, int lane) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-    for (unsigned i = lane; i < nw; i += 32) cp_async4(sa + 4u * i, gp + i);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncwarp();
 }
 
 // Checks a version-2 tile's code section (gp: its nw words; n: its
@@ -325,7 +313,7 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
         int lz, ly, lx;
         tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
         // A tile that fits the stage buffer is read in one coalesced round
-        // trip (tc_stage) and parsed from shared memory:
+        // trip (stage_words) and parsed from shared memory:
         // read from global memory, the walk is a chain of ~7 dependent
         // round trips (word0 and block mask, rate words, units, padding,
         // sign words, tail).
@@ -343,7 +331,7 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
             // write below: version-2 decompress hst +7-11 %, hyg +7-20 %
             // (PERF.md v32)
             unsigned *s = TC_STAGE_BUF[threadIdx.x >> 5];
-            tc_stage(s, gp, nw, lane);
+            stage_words(s, gp, nw, lane);
             code = transcode_tile(s, nw, lz * ly * lx, lane, &size, v1);
         } else {
             code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, v1);

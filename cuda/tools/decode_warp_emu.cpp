@@ -40,9 +40,9 @@ static unsigned __shfl_up_sync(unsigned, unsigned v, int d, int width) {
 // the warp decoder's L1 prefetch (inline PTX): nothing on the host
 asm(".macro prefetch.global.L1 addr\n.endm");
 
-// the staging by cp.async (dec_stage): a plain copy here
-#define EMU_DEC_STAGE
-static void dec_stage(unsigned *s, const unsigned *gp, unsigned nw, int lane) {
+// the staging by cp.async (stage_words.cuh): a plain copy here
+#define EMU_STAGE_WORDS
+static void stage_words(unsigned *s, const unsigned *gp, unsigned nw, int lane) {
     for (unsigned i = lane; i < nw; i += 32) s[i] = gp[i];
     __syncwarp();
 }

@@ -63,7 +63,7 @@ inline void report(unsigned long long *, unsigned long long rel, unsigned code) 
 inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long) { return n / d; }
 inline unsigned block_excl_scan(unsigned, unsigned *, unsigned *) { return 0; }
 
-// cp.async into the stage buffer (tc_stage): the warp's row of emu_stage
+// cp.async into the stage buffer (stage_words): the warp's row of emu_stage
 // is the arena, and the copies land late (at the wait), so a read of the
 // stage before the wait sees the tile before's bytes and fails the run
 #include "cp_async_emu.h"
