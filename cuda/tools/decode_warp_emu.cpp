@@ -40,12 +40,16 @@ static unsigned __shfl_up_sync(unsigned, unsigned v, int d, int width) {
 // the warp decoder's L1 prefetch (inline PTX): nothing on the host
 asm(".macro prefetch.global.L1 addr\n.endm");
 
-// the staging by cp.async (stage_words.cuh): a plain copy here
+// the staging by cp.async (stage_words.cuh): a plain copy here, since the
+// kernel's shared array is not visible to the runner as cp_async_emu.h's
+// arena; stage_words itself runs under late-landing copies in
+// tools/transcode_emu.cpp (TestTranscodeEmulated)
 #define EMU_STAGE_WORDS
 static void stage_words(unsigned *s, const unsigned *gp, unsigned nw, int lane) {
     for (unsigned i = lane; i < nw; i += 32) s[i] = gp[i];
     __syncwarp();
 }
+
 #include "../device_common.cuh"
 #include "../zero_block.cuh"
 #include "../flat.cuh"
