@@ -195,6 +195,9 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
     unsigned yc0 = 0, yc1 = 0, nrb = 0;  // M: mask rows carried over bands, per half; raws of the bands before
     bool bad = false;
     T *col = dst + base + lane;
+    // Blocks come in the order kb = 8j + 4hx + k, so one running offset
+    // over the present blocks replaces a popc per word.
+    unsigned at = pat;
 #pragma unroll 1
     for (int j = 0; j < 4; j++) {
         unsigned zm0 = 0, zm1 = 0, rb0 = 0, rb1 = 0;  // M: rows' masks per half; lanes 16 + y: raws before row y's half
@@ -238,14 +241,17 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
         // of the band live through the prefix sums and spilled
 #pragma unroll 1
         for (int hx = 0; hx < 2; hx++) {
+            const unsigned run = (bm >> (8 * j + 4 * hx)) & 15u;  // the half's four blocks present
+            unsigned o = at;
 #pragma unroll
             for (int mp = 0; mp < 2; mp++) {
                 unsigned t[4];
+                o = at;  // both word pairs of the same blocks
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    const int kb = 8 * j + 4 * hx + k;
-                    const bool pr = (bm >> kb) & 1u;
-                    t[k] = pr ? tb[pat + 4 * __popc(bm & ((1u << kb) - 1)) + 2 * mp + h] : 0u;
+                    const unsigned pr = (run >> k) & 1u;
+                    t[k] = pr ? tb[o + 2 * mp + h] : 0u;
+                    o += 4 * pr;
                 }
                 transpose32n<4>(t, lane);
 #pragma unroll
@@ -263,6 +269,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
                     }
                 }
             }
+            at = o;
             __syncwarp();
             int v[16];
 #pragma unroll
@@ -317,8 +324,7 @@ __device__ __forceinline__ unsigned chunk_mask_word(const unsigned *tb, unsigned
 
 // Residual of a code that is not an escape.
 __device__ __forceinline__ int resid(unsigned c) {
-    const int mag = (int)(c & 0x7FFFu);
-    return (c & 0x8000u) ? -mag : mag;
+    return c >= 0x8000u ? 0x8000 - (int)c : (int)c;  // as resid_of
 }
 
 // X walks (escapes present): the residual of element (lane) of a run of 32

@@ -36,11 +36,12 @@
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
 #endif
 
-// Sign-magnitude code to residual; an escape code (0x8000) sets bad.
+// Sign-magnitude code to residual; an escape code (0x8000) sets bad. For
+// c >= 0x8000 the residual -(c - 0x8000) is 0x8000 - c: a compare and a
+// predicated subtract instead of a mask, a test and a negation.
 __device__ __forceinline__ int resid_of(unsigned c, bool &bad) {
-    const int mag = (int)(c & 0x7FFFu);
     bad |= c == 0x8000u;
-    return (c & 0x8000u) ? -mag : mag;
+    return c >= 0x8000u ? 0x8000 - (int)c : (int)c;
 }
 
 __device__ __forceinline__ int wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }

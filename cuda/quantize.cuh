@@ -10,13 +10,27 @@ __device__ __forceinline__ double i2d(int q) {
     return __dsub_rn(__longlong_as_double(0x4338000000000000ll + (long long)q), 6755399441055744.0);
 }
 
+// f64(q) for the decoders' reconstruction. REC_I2F=1 (an A/B switch) takes
+// the one quarter-rate I2F.F64 instead of i2d's three full-rate
+// instructions; both are exact, so the values are the same.
+#ifndef REC_I2F
+#define REC_I2F 0
+#endif
+__device__ __forceinline__ double rec_d(int q) {
+#if REC_I2F
+    return __int2double_rn(q);
+#else
+    return i2d(q);
+#endif
+}
+
 template <typename T> struct Bits;
 template <> struct Bits<float> {
     typedef unsigned int U;
     static __device__ __forceinline__ unsigned long long of(float x) { return __float_as_uint(x); }
     static __device__ __forceinline__ float from(unsigned long long b) { return __uint_as_float((unsigned)b); }
     static __device__ __forceinline__ float rec(int q, double step) {
-        return __double2float_rn(__dmul_rn(i2d(q), step));
+        return __double2float_rn(__dmul_rn(rec_d(q), step));
     }
     static __device__ __forceinline__ float recd(double qd, double step) {
         return __double2float_rn(__dmul_rn(qd, step));
@@ -26,7 +40,7 @@ template <> struct Bits<double> {
     typedef unsigned long long U;
     static __device__ __forceinline__ unsigned long long of(double x) { return __double_as_longlong(x); }
     static __device__ __forceinline__ double from(unsigned long long b) { return __longlong_as_double(b); }
-    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn(i2d(q), step); }
+    static __device__ __forceinline__ double rec(int q, double step) { return __dmul_rn(rec_d(q), step); }
     static __device__ __forceinline__ double recd(double qd, double step) { return __dmul_rn(qd, step); }
 };
 
