@@ -1,28 +1,14 @@
 // The exact quantize of FORMAT.md section 4 that every encoder shares:
-// i2d, Bits<T> (a value's bits and its reconstruction from q) and quant_q.
+// rec_d, Bits<T> (a value's bits and its reconstruction from q) and quant_q.
 // Included by device_common.cuh, and by tools/encode_slow_emu.cpp on the
 // host (TestEncodeSlowEmulated), which defines the CUDA intrinsics used here.
 
-// f64(q) for any int32 q without the quarter-rate I2F: the bits of
-// 1.5*2^52 + q are 0x4338000000000000 + q (|q| < 2^51), and subtracting
-// 1.5*2^52 is exact.
-__device__ __forceinline__ double i2d(int q) {
-    return __dsub_rn(__longlong_as_double(0x4338000000000000ll + (long long)q), 6755399441055744.0);
-}
-
-// f64(q) for the decoders' reconstruction. REC_I2F=1 (an A/B switch) takes
-// the one quarter-rate I2F.F64 instead of i2d's three full-rate
-// instructions; both are exact, so the values are the same.
-#ifndef REC_I2F
-#define REC_I2F 0
-#endif
-__device__ __forceinline__ double rec_d(int q) {
-#if REC_I2F
-    return __int2double_rn(q);
-#else
-    return i2d(q);
-#endif
-}
+// f64(q) for the decoders' reconstruction: one I2F.F64 (quarter rate).
+// Until v33 it was three full-rate instructions (the bits of 1.5*2^52 + q,
+// then 1.5*2^52 subtracted); v34's A/B measured the I2F faster (smooth3d and
+// hst decompress +1-6 %): the only other quarter-rate step of a decoded
+// value is its F2F to f32. Both are exact, so the values are the same.
+__device__ __forceinline__ double rec_d(int q) { return __int2double_rn(q); }
 
 template <typename T> struct Bits;
 template <> struct Bits<float> {
