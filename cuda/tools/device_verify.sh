@@ -31,7 +31,13 @@
 #            field (default 256MiB), summed by tools/ncu_sum.py; then, with
 #            KERNEL set (an ncu regex), that kernel's sections (occupancy, warp
 #            states, memory) on the first field, bound and version.
-# TILING (ab, profile): the bench's --tiling (boxes, flat or auto; default boxes).
+#   source   one kernel by source line: the working tree's cuda/ built with
+#            -lineinfo (sm_90), ncu SourceCounters on the first launch of
+#            KERNEL (an ncu regex, default decode_warp_kernel) in a bench of the
+#            first of FIELDS at REL (default 1e-2), VERSION (default 1), SIZE
+#            (default 256MiB); the export (source.csv.gz) and its sums by line
+#            (tools/ncu_source.py, source.txt) in $OUT.
+# TILING (ab, profile, source): the bench's --tiling (boxes, flat or auto; default boxes).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -105,6 +111,25 @@ for i, c in enumerate(runs["a1"]):
 PY
   exit 0
 fi
+if [ "$mode" = source ]; then
+  # a copy of cuda/ with line info, so the library the other modes use is left as it is
+  rm -rf /tmp/src && mkdir -p /tmp/src && cp -r cuda /tmp/src/ && rm -rf /tmp/src/cuda/build || exit 1
+  make -C /tmp/src/cuda GENCODE="-gencode arch=compute_90,code=sm_90" \
+    NVFLAGS='-O3 -std=c++17 -fmad=false -Xcompiler -fPIC -cudart static -Xptxas -v -lineinfo $(GENCODE)' \
+    >"$OUT/build-source.log" 2>&1 || { tail -30 "$OUT/build-source.log"; exit 1; }
+  export FZ_CUDA_LIB=/tmp/src/cuda/build/libfzgpu.so
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+  f=${FIELDS%%,*} k=${KERNEL:-decode_warp_kernel}
+  timeout 240 ncu --section SourceCounters --kernel-name "regex:$k" --launch-count 1 -f -o /tmp/src/prof \
+    "$R/fzsidecar" bench --backend gpu --size "${SIZE:-256MiB}" --reps 1 --rel "${REL:-1e-2}" --data "$R/data" \
+    --fields "$f" --format-version "${VERSION:-1}" --tiling "${TILING:-boxes}" >"$OUT/ncu-source.log" 2>&1 ||
+    { echo "ncu failed (rc=$?)"; tail -5 "$OUT/ncu-source.log"; exit 1; }
+  ncu --import /tmp/src/prof.ncu-rep --page source --csv --print-source cuda,sass > "$OUT/source.csv" ||
+    { echo "ncu export failed"; exit 1; }
+  gzip -f "$OUT/source.csv"
+  python3 cuda/tools/ncu_source.py "$OUT/source.csv.gz" | tee "$OUT/source.txt"
+  exit $?
+fi
 if [ ! -f "$lib" ]; then
   make -C cuda >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
@@ -166,5 +191,5 @@ profile)
     grep -E "^  [a-zA-Z].*\(|Duration|Issue Slots Busy|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|No Eligible|Warp Cycles Per Issued|DRAM Throughput|L2 Hit|Executed Instructions  |stall" "$OUT/ncu-kernel.txt" | head -40
   fi
   ;;
-*) echo "usage: device_verify.sh prepare|tests|compare|ab|profile"; exit 2 ;;
+*) echo "usage: device_verify.sh prepare|tests|compare|ab|profile|source"; exit 2 ;;
 esac
