@@ -38,6 +38,7 @@
 #            (default 256MiB); the export (source.csv.gz) and its sums by line
 #            (tools/ncu_source.py, source.txt) in $OUT.
 # TILING (ab, profile, source): the bench's --tiling (boxes, flat or auto; default boxes).
+# VERSION (ab, source): the container version the bench writes (default 1; profile takes VERSIONS).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
@@ -90,6 +91,7 @@ if [ "$mode" = ab ]; then
   for run in $runs; do
     l=/tmp/ab/${run:0:1}/cuda/build/libfzgpu.so
     FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$FIELDS" --tiling "${TILING:-boxes}" \
+      --format-version "${VERSION:-1}" \
       --json "$OUT/bench-$run.json" >"$OUT/bench-$run.log" 2>&1 || { echo "bench $run failed"; tail -5 "$OUT/bench-$run.log"; exit 1; }
   done
   python3 - "$OUT" $sides <<'PY'
