@@ -185,7 +185,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill) {
+                                          int lane, const TileMasks &mk, T fill, bool few) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, h = lane >> 4;
     const int ry = lane >> 1, rh = lane & 1;
@@ -198,6 +198,14 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
     // Blocks come in the order kb = 8j + 4hx + k, so one running offset
     // over the present blocks replaces a popc per word.
     unsigned at = pat;
+    // few (planes 7-14 absent, warp-uniform): lane l reads word l / 8 of
+    // plane l % 8 (7: plane 15, the sign), so one transpose gives each lane
+    // four 8-bit codes, the four words' of its column: half the transposes.
+    if (few) {
+        const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
+        bm = __shfl_sync(F, bm, src);
+        at = __shfl_sync(F, pat, src);
+    }
 #pragma unroll 1
     for (int j = 0; j < 4; j++) {
         unsigned zm0 = 0, zm1 = 0, rb0 = 0, rb1 = 0;  // M: rows' masks per half; lanes 16 + y: raws before row y's half
@@ -243,6 +251,32 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
         for (int hx = 0; hx < 2; hx++) {
             const unsigned run = (bm >> (8 * j + 4 * hx)) & 15u;  // the half's four blocks present
             unsigned o = at;
+            if (few) {
+                unsigned t[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const unsigned pr = (run >> k) & 1u;
+                    t[k] = pr ? tb[o + (lane >> 3)] : 0u;
+                    o += 4 * pr;
+                }
+                transpose32n<4>(t, lane);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+#pragma unroll
+                    for (int b = 0; b < 4; b++) {
+                        // byte b: word b's code, magnitude in bits 0-6, sign in bit 7
+                        const unsigned c = (t[k] >> (8 * b)) & 0xFFu;
+                        bad |= c == 0x80u;  // an escape (v1 code 0x8000): none in a staged tile
+                        int d = c >= 0x80u ? 0x80 - (int)c : (int)c;
+                        if (j == 0 && hx == 0 && k == 0 && b == 0 && lane == 0) {
+                            bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                            d = origin;
+                        }
+                        const int y = 4 * b + dy;
+                        pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+                    }
+                }
+            } else {
 #pragma unroll
             for (int mp = 0; mp < 2; mp++) {
                 unsigned t[4];
@@ -268,6 +302,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
                         pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                     }
                 }
+            }
             }
             at = o;
             __syncwarp();

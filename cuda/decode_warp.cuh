@@ -241,8 +241,9 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
             if (staged)
-                ok = allm || (w0 >> 17) & 3 ? dec_fast2<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                                    : dec_fast2<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+                ok = allm || (w0 >> 17) & 3
+                         ? dec_fast2<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, !(w0 & 0x7F80u))
+                         : dec_fast2<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, !(w0 & 0x7F80u));
             else
                 ok = allm || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);
