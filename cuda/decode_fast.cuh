@@ -63,7 +63,7 @@ __device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1)
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill) {
+                                          int lane, const TileMasks &mk, T fill, bool few) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
     const int ry = lane >> 1, rh = lane & 1;
@@ -77,6 +77,15 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     const unsigned long long plane = g.ny * g.nx;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
     unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;
+    // few (planes 7-14 absent, warp-uniform): lane l reads plane l % 8 (7:
+    // plane 15, the sign) of block 16 (z / 4) + 4 (l / 8) + k, so one
+    // transpose per z gives each lane four 8-bit codes, rows 4b + l / 8 of
+    // column 8k + l % 8: half the transposes (as dec_fast2's few).
+    if (few) {
+        const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
+        bm = __shfl_sync(F, bm, src);
+        pat = __shfl_sync(F, pat, src);
+    }
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         if (M) {
@@ -98,6 +107,36 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         // This z reads word z % 4 of blocks 16 (z / 4) + 4h + k (run 0) and
         // 16 (z / 4) + 8 + 4h + k (run 1), k = 0..3: each run's offset
         // advances by the blocks present, instead of a popc per word.
+        if (few) {
+            if ((z & 3) == 0) {
+                const int k0 = 16 * (z >> 2) + 4 * (lane >> 3);
+                run0 = (bm >> k0) & 15u;
+                at0 = pat + 4 * __popc(bm & ((1u << k0) - 1));
+            }
+            unsigned o0 = at0 + (z & 3), t[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const unsigned p0 = (run0 >> k) & 1u;
+                t[k] = p0 ? tb[o0] : 0u;
+                o0 += 4 * p0;
+            }
+            transpose32n<4>(t, lane);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+#pragma unroll
+                for (int b = 0; b < 4; b++) {
+                    const unsigned c = (t[k] >> (8 * b)) & 0xFFu;  // magnitude in bits 0-6, sign in bit 7
+                    bad |= c == 0x80u;  // an escape (v1 code 0x8000): none in a staged tile
+                    int d = c >= 0x80u ? 0x80 - (int)c : (int)c;
+                    if (z == 0 && k == 0 && b == 0 && lane == 0) {
+                        bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                        d = origin;
+                    }
+                    const int y = 4 * b + dy;
+                    pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+                }
+            }
+        } else {
         if ((z & 3) == 0) {
             const int k0 = 16 * (z >> 2) + hsel / 4;
             run0 = (bm >> k0) & 15u;
@@ -133,6 +172,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
                     pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                 }
             }
+        }
         }
         __syncwarp();
         int v[16];

@@ -234,8 +234,9 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         // more: nvcc 11.8, the f32 rank-2 kernel 4 -> 48 bytes of stores.)
         if (R == 3) {
             if (staged)
-                ok = allm || (w0 >> 17) & 3 ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill)
-                                    : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill);
+                ok = allm || (w0 >> 17) & 3
+                         ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, !(w0 & 0x7F80u))
+                         : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, !(w0 & 0x7F80u));
             else
                 ok = allm || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
