@@ -63,7 +63,7 @@ __device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1)
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill, bool few) {
+                                          int lane, const TileMasks &mk, T fill DEC_FEW_PARAM) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
     const int ry = lane >> 1, rh = lane & 1;
@@ -81,11 +81,13 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     // plane 15, the sign) of block 16 (z / 4) + 4 (l / 8) + k, so one
     // transpose per z gives each lane four 8-bit codes, rows 4b + l / 8 of
     // column 8k + l % 8: half the transposes (as dec_fast2's few).
+#if DEC_FEW
     if (few) {
         const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
         bm = __shfl_sync(F, bm, src);
         pat = __shfl_sync(F, pat, src);
     }
+#endif
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         if (M) {
@@ -107,6 +109,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         // This z reads word z % 4 of blocks 16 (z / 4) + 4h + k (run 0) and
         // 16 (z / 4) + 8 + 4h + k (run 1), k = 0..3: each run's offset
         // advances by the blocks present, instead of a popc per word.
+#if DEC_FEW
         if (few) {
             if ((z & 3) == 0) {
                 const int k0 = 16 * (z >> 2) + 4 * (lane >> 3);
@@ -137,6 +140,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
                 }
             }
         } else {
+#endif
         if ((z & 3) == 0) {
             const int k0 = 16 * (z >> 2) + hsel / 4;
             run0 = (bm >> k0) & 15u;
@@ -173,7 +177,9 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
                 }
             }
         }
+#if DEC_FEW
         }
+#endif
         __syncwarp();
         int v[16];
 #pragma unroll
@@ -225,7 +231,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill, bool few) {
+                                          int lane, const TileMasks &mk, T fill DEC_FEW_PARAM) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, h = lane >> 4;
     const int ry = lane >> 1, rh = lane & 1;
@@ -241,11 +247,13 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
     // few (planes 7-14 absent, warp-uniform): lane l reads word l / 8 of
     // plane l % 8 (7: plane 15, the sign), so one transpose gives each lane
     // four 8-bit codes, the four words' of its column: half the transposes.
+#if DEC_FEW
     if (few) {
         const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
         bm = __shfl_sync(F, bm, src);
         at = __shfl_sync(F, pat, src);
     }
+#endif
 #pragma unroll 1
     for (int j = 0; j < 4; j++) {
         unsigned zm0 = 0, zm1 = 0, rb0 = 0, rb1 = 0;  // M: rows' masks per half; lanes 16 + y: raws before row y's half
@@ -291,6 +299,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
         for (int hx = 0; hx < 2; hx++) {
             const unsigned run = (bm >> (8 * j + 4 * hx)) & 15u;  // the half's four blocks present
             unsigned o = at;
+#if DEC_FEW
             if (few) {
                 unsigned t[4];
 #pragma unroll
@@ -317,6 +326,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
                     }
                 }
             } else {
+#endif
 #pragma unroll
             for (int mp = 0; mp < 2; mp++) {
                 unsigned t[4];
@@ -343,7 +353,9 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
                     }
                 }
             }
+#if DEC_FEW
             }
+#endif
             at = o;
             __syncwarp();
             int v[16];
