@@ -47,6 +47,43 @@ __device__ __forceinline__ void scan16(int *v) {
 // of 8 lanes per wavefront) and the columns.
 __device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1) & 1); }
 
+#if DEC_FEW
+// The staged walks' 8-bit layout (DEC_FEW; tiles without planes 7-14, so
+// a code's magnitude fits bits 0-6 and its sign goes to bit 7): lane l reads
+// word w (at o) of plane l % 8 (7: the sign plane) of each block of run
+// present, one transpose, and byte b of word k is then the code of row
+// 4b + l / 8, column 8k + l % 8. Residuals into the plane buffer, as the
+// 16-bit layout writes them; first: the tile's first z-plane or band, whose
+// slot 0 holds the origin.
+__device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsigned w, unsigned run, bool first,
+                                          int origin, int *pb, int lane, bool &bad) {
+    const int dy = lane >> 3, dx = lane & 7;
+    unsigned t[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const unsigned pr = (run >> k) & 1u;
+        t[k] = pr ? tb[o + w] : 0u;
+        o += 4 * pr;
+    }
+    transpose32n<4>(t, lane);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const unsigned c = (t[k] >> (8 * b)) & 0xFFu;
+            bad |= c == 0x80u;  // an escape (v1 code 0x8000): none in a staged tile
+            int d = c >= 0x80u ? 0x80 - (int)c : (int)c;
+            if (first && k == 0 && b == 0 && lane == 0) {
+                bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                d = origin;
+            }
+            const int y = 4 * b + dy;
+            pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
+        }
+    }
+}
+#endif
+
 // Rank 3: per z-plane, (A) codes -> residuals d into the buffer at (y, x);
 // (B) lane (y = l/2, half h = l%2) takes 16 x of a row: prefix over x in
 // registers, plus the first half's total for h = 1; (C) lane x takes a
@@ -77,10 +114,9 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     const unsigned long long plane = g.ny * g.nx;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
     unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;
-    // few (planes 7-14 absent, warp-uniform): lane l reads plane l % 8 (7:
-    // plane 15, the sign) of block 16 (z / 4) + 4 (l / 8) + k, so one
-    // transpose per z gives each lane four 8-bit codes, rows 4b + l / 8 of
-    // column 8k + l % 8: half the transposes (as dec_fast2's few).
+    // few (planes 7-14 absent, warp-uniform; few_codes): lanes take plane
+    // l % 8's mask and offset, and lane l reads block 16 (z / 4) + 4 (l / 8)
+    // + k: one transpose a z-plane where the 16-bit layout takes two.
 #if DEC_FEW
     if (few) {
         const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
@@ -116,29 +152,8 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
                 run0 = (bm >> k0) & 15u;
                 at0 = pat + 4 * __popc(bm & ((1u << k0) - 1));
             }
-            unsigned o0 = at0 + (z & 3), t[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const unsigned p0 = (run0 >> k) & 1u;
-                t[k] = p0 ? tb[o0] : 0u;
-                o0 += 4 * p0;
-            }
-            transpose32n<4>(t, lane);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-#pragma unroll
-                for (int b = 0; b < 4; b++) {
-                    const unsigned c = (t[k] >> (8 * b)) & 0xFFu;  // magnitude in bits 0-6, sign in bit 7
-                    bad |= c == 0x80u;  // an escape (v1 code 0x8000): none in a staged tile
-                    int d = c >= 0x80u ? 0x80 - (int)c : (int)c;
-                    if (z == 0 && k == 0 && b == 0 && lane == 0) {
-                        bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
-                        d = origin;
-                    }
-                    const int y = 4 * b + dy;
-                    pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
-                }
-            }
+            unsigned o0 = at0 + (z & 3);
+            few_codes(tb, o0, 0, run0, z == 0, origin, pb, lane, bad);
         } else {
 #endif
         if ((z & 3) == 0) {
@@ -244,9 +259,9 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
     // Blocks come in the order kb = 8j + 4hx + k, so one running offset
     // over the present blocks replaces a popc per word.
     unsigned at = pat;
-    // few (planes 7-14 absent, warp-uniform): lane l reads word l / 8 of
-    // plane l % 8 (7: plane 15, the sign), so one transpose gives each lane
-    // four 8-bit codes, the four words' of its column: half the transposes.
+    // few (planes 7-14 absent, warp-uniform; few_codes): lanes take plane
+    // l % 8's mask and offset, and lane l reads word l / 8 of each block:
+    // one transpose a band half where the 16-bit layout takes two.
 #if DEC_FEW
     if (few) {
         const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
@@ -301,30 +316,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
             unsigned o = at;
 #if DEC_FEW
             if (few) {
-                unsigned t[4];
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const unsigned pr = (run >> k) & 1u;
-                    t[k] = pr ? tb[o + (lane >> 3)] : 0u;
-                    o += 4 * pr;
-                }
-                transpose32n<4>(t, lane);
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-#pragma unroll
-                    for (int b = 0; b < 4; b++) {
-                        // byte b: word b's code, magnitude in bits 0-6, sign in bit 7
-                        const unsigned c = (t[k] >> (8 * b)) & 0xFFu;
-                        bad |= c == 0x80u;  // an escape (v1 code 0x8000): none in a staged tile
-                        int d = c >= 0x80u ? 0x80 - (int)c : (int)c;
-                        if (j == 0 && hx == 0 && k == 0 && b == 0 && lane == 0) {
-                            bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
-                            d = origin;
-                        }
-                        const int y = 4 * b + dy;
-                        pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
-                    }
-                }
+                few_codes(tb, o, lane >> 3, run, j == 0 && hx == 0, origin, pb, lane, bad);
             } else {
 #endif
 #pragma unroll
