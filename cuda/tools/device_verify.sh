@@ -19,7 +19,9 @@
 #            built with A_FLAGS, B the working tree's cuda/ with B_FLAGS (extra
 #            nvcc flags, e.g. -DENC_PCT=0); sm_90 only, both at once. Then,
 #            unless NOTESTS=1, B's GPU tests (AB_TESTS, a -test.run pattern);
-#            then `bench` over FIELDS (REPS, default 5) with A, B, A, B, and
+#            with SANITIZE=1, compute-sanitizer racecheck and memcheck of B on
+#            the staged walks and version 2's decode (short cases, each ~2
+#            minutes on an H200); then `bench` over FIELDS (REPS, default 5) with A, B, A, B, and
 #            one line per case: A's and B's compress and decompress GB/s (the
 #            better of each pair) and B / A. With C_FLAGS set, a third build C
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
@@ -86,6 +88,13 @@ if [ "$mode" = ab ]; then
     ( cd cuda && FZ_CUDA_LIB=$lb timeout 300 "../$R/cuda.test" -test.v -test.count=1 \
         -test.run "${AB_TESTS:-RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|ChunkTables|Streamer|V2Decode|Staged}" ) >"$OUT/tests-b.log" 2>&1
     echo "tests (B) rc=$?"; grep -E "^(--- FAIL|FAIL|ok)|panic" "$OUT/tests-b.log" | head -20
+  fi
+  if [ "${SANITIZE:-0}" = 1 ]; then
+    for tool in racecheck memcheck; do
+      ( cd cuda && FZ_CUDA_LIB=$lb FZ_GPU_SHORT=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+          "../$R/cuda.test" -test.count=1 -test.run 'WalksSmall|V2DecodeMatches' ) >"$OUT/$tool-b.log" 2>&1
+      echo "$tool (B) rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool-b.log" | tail -1)"
+    done
   fi
   runs=""; for k in 1 2; do for x in $sides; do runs="$runs $x$k"; done; done
   for run in $runs; do
