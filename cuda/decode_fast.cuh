@@ -401,11 +401,6 @@ __device__ __forceinline__ unsigned chunk_mask_word(const unsigned *tb, unsigned
 }
 
 
-// Residual of a code that is not an escape.
-__device__ __forceinline__ int resid(unsigned c) {
-    return c >= 0x8000u ? 0x8000 - (int)c : (int)c;  // as resid_of
-}
-
 // X walks (escapes present): the residual of element (lane) of a run of 32
 // in element order whose code is c (in: the element lies in the box). An
 // escape takes the next escaped residual: ne came before this run, plus

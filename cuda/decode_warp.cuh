@@ -52,12 +52,15 @@
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
 #endif
 
-// Sign-magnitude code to residual; an escape code (0x8000) sets bad. For
-// c >= 0x8000 the residual -(c - 0x8000) is 0x8000 - c: a compare and a
-// predicated subtract instead of a mask, a test and a negation.
+// Sign-magnitude code to residual (the escape code 0x8000 gives 0). For
+// c >= 0x8000 the residual -(c - 0x8000) is 0x8000 - c: a compare, a
+// subtract and a select (v34; the mask, test and negation before took more).
+__device__ __forceinline__ int resid(unsigned c) { return c >= 0x8000u ? 0x8000 - (int)c : (int)c; }
+
+// resid in walks of tiles without escapes (no X): an escape code sets bad.
 __device__ __forceinline__ int resid_of(unsigned c, bool &bad) {
     bad |= c == 0x8000u;
-    return c >= 0x8000u ? 0x8000 - (int)c : (int)c;
+    return resid(c);
 }
 
 __device__ __forceinline__ int wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }

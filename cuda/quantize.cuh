@@ -1,5 +1,6 @@
-// The exact quantize of FORMAT.md section 4 that every encoder shares:
-// rec_d, Bits<T> (a value's bits and its reconstruction from q) and quant_q.
+// The exact quantize of FORMAT.md section 4 that every encoder shares, and
+// its inverse the decoders share: Bits<T> (a value's bits and its
+// reconstruction from q, by rec_d) and quant_q.
 // Included by device_common.cuh, and by tools/encode_slow_emu.cpp on the
 // host (TestEncodeSlowEmulated), which defines the CUDA intrinsics used here.
 
