@@ -51,6 +51,13 @@ OUT=${OUT:-/tmp/out}
 mode=${1:-tests}
 FIELDS=${FIELDS:-smooth3d,csm_b003,era5,hst,hyg_stars_x,coads,levitus}
 mkdir -p "$OUT"
+# sanitize TOOL PATTERN LOG TIMEOUT: compute-sanitizer TOOL over the short GPU
+# tests matching PATTERN (with the library in FZ_CUDA_LIB), its summary line
+sanitize() {
+  ( cd cuda && FZ_GPU_SHORT=1 timeout "$4" compute-sanitizer --tool "$1" --error-exitcode 9 \
+      "../$R/cuda.test" -test.count=1 -test.run "$2" ) >"$OUT/$3" 2>&1
+  echo "$1 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$3" | tail -1)"
+}
 
 if [ "$mode" = prepare ]; then
   mkdir -p "$R"
@@ -90,11 +97,7 @@ if [ "$mode" = ab ]; then
     echo "tests (B) rc=$?"; grep -E "^(--- FAIL|FAIL|ok)|panic" "$OUT/tests-b.log" | head -20
   fi
   if [ "${SANITIZE:-0}" = 1 ]; then
-    for tool in racecheck memcheck; do
-      ( cd cuda && FZ_CUDA_LIB=$lb FZ_GPU_SHORT=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
-          "../$R/cuda.test" -test.count=1 -test.run 'WalksSmall|V2DecodeMatches' ) >"$OUT/$tool-b.log" 2>&1
-      echo "$tool (B) rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool-b.log" | tail -1)"
-    done
+    for tool in racecheck memcheck; do FZ_CUDA_LIB=$lb sanitize $tool 'WalksSmall|V2DecodeMatches' $tool-b.log 200; done
   fi
   runs=""; for k in 1 2; do for x in $sides; do runs="$runs $x$k"; done; done
   for run in $runs; do
@@ -154,9 +157,7 @@ tests)
       >"$OUT/tests.log" 2>&1
   echo "tests rc=$?"; grep -E "^(--- |ok|FAIL|PASS)|SKIP" "$OUT/tests.log" | head -60
   for tool in memcheck racecheck; do
-    ( cd cuda && FZ_GPU_SHORT=1 timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 \
-        "../$R/cuda.test" -test.count=1 -test.run 'Adversarial|ChunkTables|Misaligned|V2DecodeMatches|V2RuleCasesAgree|WalksSmall' ) >"$OUT/$tool.log" 2>&1
-    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
+    sanitize $tool 'Adversarial|ChunkTables|Misaligned|V2DecodeMatches|V2RuleCasesAgree|WalksSmall' $tool.log 300
   done
   ;;
 compare)
