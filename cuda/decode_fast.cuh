@@ -47,8 +47,7 @@ __device__ __forceinline__ void scan16(int *v) {
 // of 8 lanes per wavefront) and the columns.
 __device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1) & 1); }
 
-#if DEC_FEW
-// The staged walks' 8-bit layout (DEC_FEW; tiles without planes 7-14, so
+// The staged walks' 8-bit layout (tiles without planes 7-14, so
 // a code's magnitude fits bits 0-6 and its sign goes to bit 7): lane l reads
 // word w (at o) of plane l % 8 (7: the sign plane) of each block of run
 // present, one transpose, and byte b of word k is then the code of row
@@ -82,7 +81,6 @@ __device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsig
         }
     }
 }
-#endif
 
 // Rank 3: per z-plane, (A) codes -> residuals d into the buffer at (y, x);
 // (B) lane (y = l/2, half h = l%2) takes 16 x of a row: prefix over x in
@@ -100,7 +98,7 @@ __device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsig
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill DEC_FEW_PARAM) {
+                                          int lane, const TileMasks &mk, T fill, bool few) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
     const int ry = lane >> 1, rh = lane & 1;
@@ -117,13 +115,11 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     // few (planes 7-14 absent, warp-uniform; few_codes): lanes take plane
     // l % 8's mask and offset, and lane l reads block 16 (z / 4) + 4 (l / 8)
     // + k: one transpose a z-plane where the 16-bit layout takes two.
-#if DEC_FEW
     if (few) {
         const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
         bm = __shfl_sync(F, bm, src);
         pat = __shfl_sync(F, pat, src);
     }
-#endif
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         if (M) {
@@ -145,7 +141,6 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         // This z reads word z % 4 of blocks 16 (z / 4) + 4h + k (run 0) and
         // 16 (z / 4) + 8 + 4h + k (run 1), k = 0..3: each run's offset
         // advances by the blocks present, instead of a popc per word.
-#if DEC_FEW
         if (few) {
             if ((z & 3) == 0) {
                 const int k0 = 16 * (z >> 2) + 4 * (lane >> 3);
@@ -155,46 +150,43 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
             unsigned o0 = at0 + (z & 3);
             few_codes(tb, o0, 0, run0, z == 0, origin, pb, lane, bad);
         } else {
-#endif
-        if ((z & 3) == 0) {
-            const int k0 = 16 * (z >> 2) + hsel / 4;
-            run0 = (bm >> k0) & 15u;
-            run1 = (bm >> (k0 + 8)) & 15u;
-            at0 = pat + 4 * __popc(bm & ((1u << k0) - 1));
-            at1 = pat + 4 * __popc(bm & ((1u << (k0 + 8)) - 1));
-        }
-        unsigned o0 = at0 + (z & 3), o1 = at1 + (z & 3);
-#pragma unroll
-        for (int kp = 0; kp < 4; kp += 2) {
-            unsigned t[4];  // words of runs 0 and 1 for k = kp, kp + 1: four transposes in step
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const unsigned p0 = (run0 >> (kp + u)) & 1u, p1 = (run1 >> (kp + u)) & 1u;
-                t[2 * u] = p0 ? tb[o0] : 0u;
-                t[2 * u + 1] = p1 ? tb[o1] : 0u;
-                o0 += 4 * p0;
-                o1 += 4 * p1;
+            if ((z & 3) == 0) {
+                const int k0 = 16 * (z >> 2) + hsel / 4;
+                run0 = (bm >> k0) & 15u;
+                run1 = (bm >> (k0 + 8)) & 15u;
+                at0 = pat + 4 * __popc(bm & ((1u << k0) - 1));
+                at1 = pat + 4 * __popc(bm & ((1u << (k0 + 8)) - 1));
             }
-            transpose32n<4>(t, lane);
+            unsigned o0 = at0 + (z & 3), o1 = at1 + (z & 3);
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int k = kp + u;
-                const unsigned c[4] = {t[2 * u] & 0xFFFFu, t[2 * u] >> 16, t[2 * u + 1] & 0xFFFFu, t[2 * u + 1] >> 16};
+            for (int kp = 0; kp < 4; kp += 2) {
+                unsigned t[4];  // words of runs 0 and 1 for k = kp, kp + 1: four transposes in step
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    int d = resid_of(c[j], bad);
-                    if (z == 0 && k == 0 && j == 0 && lane == 0) {
-                        bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
-                        d = origin;
+                for (int u = 0; u < 2; u++) {
+                    const unsigned p0 = (run0 >> (kp + u)) & 1u, p1 = (run1 >> (kp + u)) & 1u;
+                    t[2 * u] = p0 ? tb[o0] : 0u;
+                    t[2 * u + 1] = p1 ? tb[o1] : 0u;
+                    o0 += 4 * p0;
+                    o1 += 4 * p1;
+                }
+                transpose32n<4>(t, lane);
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const int k = kp + u;
+                    const unsigned c[4] = {t[2 * u] & 0xFFFFu, t[2 * u] >> 16, t[2 * u + 1] & 0xFFFFu, t[2 * u + 1] >> 16};
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        int d = resid_of(c[j], bad);
+                        if (z == 0 && k == 0 && j == 0 && lane == 0) {
+                            bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
+                            d = origin;
+                        }
+                        const int y = 4 * j + dy;
+                        pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                     }
-                    const int y = 4 * j + dy;
-                    pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                 }
             }
         }
-#if DEC_FEW
-        }
-#endif
         __syncwarp();
         int v[16];
 #pragma unroll
@@ -246,7 +238,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 template <typename T, bool M>
 __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill DEC_FEW_PARAM) {
+                                          int lane, const TileMasks &mk, T fill, bool few) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, h = lane >> 4;
     const int ry = lane >> 1, rh = lane & 1;
@@ -262,13 +254,11 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
     // few (planes 7-14 absent, warp-uniform; few_codes): lanes take plane
     // l % 8's mask and offset, and lane l reads word l / 8 of each block:
     // one transpose a band half where the 16-bit layout takes two.
-#if DEC_FEW
     if (few) {
         const int src = (lane & 7) == 7 ? 15 : (lane & 7);  // lanes p and 16 + p hold plane p's
         bm = __shfl_sync(F, bm, src);
         at = __shfl_sync(F, pat, src);
     }
-#endif
 #pragma unroll 1
     for (int j = 0; j < 4; j++) {
         unsigned zm0 = 0, zm1 = 0, rb0 = 0, rb1 = 0;  // M: rows' masks per half; lanes 16 + y: raws before row y's half
@@ -314,40 +304,36 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
         for (int hx = 0; hx < 2; hx++) {
             const unsigned run = (bm >> (8 * j + 4 * hx)) & 15u;  // the half's four blocks present
             unsigned o = at;
-#if DEC_FEW
             if (few) {
                 few_codes(tb, o, lane >> 3, run, j == 0 && hx == 0, origin, pb, lane, bad);
             } else {
-#endif
 #pragma unroll
-            for (int mp = 0; mp < 2; mp++) {
-                unsigned t[4];
-                o = at;  // both word pairs of the same blocks
+                for (int mp = 0; mp < 2; mp++) {
+                    unsigned t[4];
+                    o = at;  // both word pairs of the same blocks
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const unsigned pr = (run >> k) & 1u;
-                    t[k] = pr ? tb[o + 2 * mp + h] : 0u;
-                    o += 4 * pr;
-                }
-                transpose32n<4>(t, lane);
+                    for (int k = 0; k < 4; k++) {
+                        const unsigned pr = (run >> k) & 1u;
+                        t[k] = pr ? tb[o + 2 * mp + h] : 0u;
+                        o += 4 * pr;
+                    }
+                    transpose32n<4>(t, lane);
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
+                    for (int k = 0; k < 4; k++) {
 #pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        const unsigned c = hh ? t[k] >> 16 : t[k] & 0xFFFFu;
-                        int d = resid_of(c, bad);
-                        if (j == 0 && hx == 0 && mp == 0 && k == 0 && hh == 0 && lane == 0) {
-                            bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
-                            d = origin;
+                        for (int hh = 0; hh < 2; hh++) {
+                            const unsigned c = hh ? t[k] >> 16 : t[k] & 0xFFFFu;
+                            int d = resid_of(c, bad);
+                            if (j == 0 && hx == 0 && mp == 0 && k == 0 && hh == 0 && lane == 0) {
+                                bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                                d = origin;
+                            }
+                            const int y = 4 * (2 * mp + hh) + dy;
+                            pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                         }
-                        const int y = 4 * (2 * mp + hh) + dy;
-                        pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
                     }
                 }
             }
-#if DEC_FEW
-            }
-#endif
             at = o;
             __syncwarp();
             int v[16];

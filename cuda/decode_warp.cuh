@@ -32,22 +32,6 @@
 
 #define DEC_W 4         // warps per block
 #define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
-// A/B switch, off until measured on a GPU (cuda/PERF.md v34, "Ready for the
-// next device call"): 1 lets the staged rank-2 and rank-3 walks read tiles
-// without planes 7-14 as 8-bit codes, one transpose where they take two.
-#ifndef DEC_FEW
-#define DEC_FEW 0
-#endif
-// Written so that without the switch the compiler sees the tokens it saw
-// before (tools/pp_hash.sh: the same hash), and the library is the one the
-// README's tables measured.
-#if DEC_FEW
-#define DEC_FEW_PARAM , bool few
-#define DEC_FEW_ARG , few
-#else
-#define DEC_FEW_PARAM
-#define DEC_FEW_ARG
-#endif
 #ifndef DEC_MINB_W
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
 #endif
@@ -251,22 +235,20 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         // load with a 64-bit address; through sw the compiler emits shared
         // loads (LDS). (The generic walks handed gp, global loads, spilled
         // more: nvcc 11.8, the f32 rank-2 kernel 4 -> 48 bytes of stores.)
-#if DEC_FEW
         const bool few = !(w0 & 0x7F80u);  // the staged walks' 8-bit layout: no planes 7-14
-#endif
         if (R == 3) {
             if (staged)
                 ok = allm || (w0 >> 17) & 3
-                         ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill DEC_FEW_ARG)
-                         : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill DEC_FEW_ARG);
+                         ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few)
+                         : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few);
             else
                 ok = allm || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
                        : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
         } else if (R == 2) {
             if (staged)
                 ok = allm || (w0 >> 17) & 3
-                         ? dec_fast2<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill DEC_FEW_ARG)
-                         : dec_fast2<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill DEC_FEW_ARG);
+                         ? dec_fast2<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few)
+                         : dec_fast2<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few);
             else
                 ok = allm || flags ? dec_gen2<T, true>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx)
                    : dec_gen2<T, false>(tb, bm, pat, origin, g, base, step, dst, sw, lane, mk, fill, ly, lx);

@@ -25,13 +25,12 @@ import (
 // bound (big tiles), f32 and f64, and boxes of the real fields (mpas is f64)
 // where ../shared/data is present. Corrupted copies of the tiles must not crash it (the tiles that
 // do not check out go on the list; what the others decode to is not
-// checked: the block decoder judges them on the GPU). Built with DEC_FEW=1
-// (the A/B switch, decode_warp.cuh), so the staged walks' 8-bit layout for
-// tiles without planes 7-14 is checked beside the 16-bit one that every
-// other tile takes (the smooth fields' tiles at 1e-3 are of the first kind,
+// checked: the block decoder judges them on the GPU). The staged walks'
+// 8-bit layout for tiles without planes 7-14 (few_codes) is checked beside
+// the 16-bit one that every other tile takes (the smooth fields' tiles at 1e-3 are of the first kind,
 // the noise's at 1e-6 of the second).
 func TestDecodeWarpEmulated(t *testing.T) {
-	emu := buildEmu(t, "decode_warp_emu.cpp", "-DDEC_FEW=1", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
+	emu := buildEmu(t, "decode_warp_emu.cpp", "-Wno-unknown-pragmas", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing")
 	type field struct {
 		name string
 		raw  []byte // the values, f32 or f64 (p.DType)
