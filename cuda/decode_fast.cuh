@@ -65,21 +65,22 @@ __device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsig
         o += 4 * pr;
     }
     transpose32n<4>(t, lane);
+    unsigned esc = 0;  // an escape (v1 code 0x8000, here 0x80): none in a staged tile
 #pragma unroll
     for (int k = 0; k < 4; k++) {
+        const unsigned r = resid8x4(t[k], esc);
 #pragma unroll
         for (int b = 0; b < 4; b++) {
-            const unsigned c = (t[k] >> (8 * b)) & 0xFFu;
-            bad |= c == 0x80u;  // an escape (v1 code 0x8000): none in a staged tile
-            int d = c >= 0x80u ? 0x80 - (int)c : (int)c;
+            int d = sext8(r, b);
             if (first && k == 0 && b == 0 && lane == 0) {
-                bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                bad |= (t[k] & 0xFFu) != 0;  // slot 0 holds code 0; its residual is the origin
                 d = origin;
             }
             const int y = 4 * b + dy;
             pb[32 * y + ((8 * k + dx) ^ swz3(y))] = d;
         }
     }
+    bad |= esc != 0;
 }
 
 // Rank 3: per z-plane, (A) codes -> residuals d into the buffer at (y, x);
@@ -108,6 +109,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 #pragma unroll
     for (int y = 0; y < 16; y++) zc[y] = 0;
     bool bad = false;
+    unsigned esc = 0;  // escapes (resid16x2): none in a staged tile
     T *col = dst + base + lane;
     const unsigned long long plane = g.ny * g.nx;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
@@ -173,12 +175,12 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
                     const int k = kp + u;
-                    const unsigned c[4] = {t[2 * u] & 0xFFFFu, t[2 * u] >> 16, t[2 * u + 1] & 0xFFFFu, t[2 * u + 1] >> 16};
+                    const unsigned r[2] = {resid16x2(t[2 * u], esc), resid16x2(t[2 * u + 1], esc)};
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
-                        int d = resid_of(c[j], bad);
+                        int d = sext16(r[j >> 1], j & 1);
                         if (z == 0 && k == 0 && j == 0 && lane == 0) {
-                            bad |= c[j] != 0;  // slot 0 holds code 0; its residual is the origin
+                            bad |= (t[0] & 0xFFFFu) != 0;  // slot 0 holds code 0; its residual is the origin
                             d = origin;
                         }
                         const int y = 4 * j + dy;
@@ -216,6 +218,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         __syncwarp();
     }
     if (M && nr != mk.nraw) bad = true;
+    bad |= esc != 0;
     return !__any_sync(F, bad);
 }
 
@@ -246,6 +249,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
     const int rsw = swz3(ry);
     int Y0 = 0, Y1 = 0;  // the column sums over the bands before, per half
     unsigned yc0 = 0, yc1 = 0, nrb = 0;  // M: mask rows carried over bands, per half; raws of the bands before
+    unsigned esc = 0;  // escapes (resid16x2): none in a staged tile
     bool bad = false;
     T *col = dst + base + lane;
     // Blocks come in the order kb = 8j + 4hx + k, so one running offset
@@ -320,12 +324,12 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
                     transpose32n<4>(t, lane);
 #pragma unroll
                     for (int k = 0; k < 4; k++) {
+                        const unsigned r = resid16x2(t[k], esc);
 #pragma unroll
                         for (int hh = 0; hh < 2; hh++) {
-                            const unsigned c = hh ? t[k] >> 16 : t[k] & 0xFFFFu;
-                            int d = resid_of(c, bad);
+                            int d = sext16(r, hh);
                             if (j == 0 && hx == 0 && mp == 0 && k == 0 && hh == 0 && lane == 0) {
-                                bad |= c != 0;  // slot 0 holds code 0; its residual is the origin
+                                bad |= (t[k] & 0xFFFFu) != 0;  // slot 0 holds code 0; its residual is the origin
                                 d = origin;
                             }
                             const int y = 4 * (2 * mp + hh) + dy;
@@ -365,6 +369,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
         }
     }
     if (M && nrb != mk.nraw) bad = true;
+    bad |= esc != 0;
     return !__any_sync(F, bad);
 }
 

@@ -47,6 +47,35 @@ __device__ __forceinline__ int resid_of(unsigned c, bool &bad) {
     return resid(c);
 }
 
+// The staged walks' codes, a word at a time (v35): a word's codes to their
+// residuals in the same lanes, in two's complement: m, or (m ^ ones) + 1
+// where the sign is set (for m >= 1 no carry leaves the code's byte or
+// half). The escape code (sign set, magnitude 0) would carry into the next
+// code; esc collects escapes (a set top bit where one was) and the caller
+// rejects the tile, as resid_of's bad does. One prmt a code then takes it
+// out sign-extended (sext8, sext16). The word costs 7 instructions where
+// resid_of took ~7 a code (compare, subtract, select, the escape's compare,
+// the extraction). prmt with sign replication: encode_ptx.cuh, which
+// fzgpu.cu includes before decode.cuh; tools/walk_emu.h on the host.
+// Four 8-bit codes (bit 7 the sign, bits 0-6 the magnitude):
+__device__ __forceinline__ unsigned resid8x4(unsigned c, unsigned &esc) {
+    const unsigned sm = prmt(c, 0, 0xBA98u);  // 0xFF on each byte whose sign is set
+    const unsigned x = c ^ 0x80808080u;        // a zero byte where c holds an escape
+    esc |= (x - 0x01010101u) & ~x & 0x80808080u;
+    return ((c & 0x7F7F7F7Fu) ^ sm) + (sm & 0x01010101u);
+}
+__device__ __forceinline__ int sext8(unsigned r, int b) {
+    return (int)prmt(r, 0, b | (8 | b) << 4 | (8 | b) << 8 | (8 | b) << 12);
+}
+// Two 16-bit codes (bit 15 the sign):
+__device__ __forceinline__ unsigned resid16x2(unsigned c, unsigned &esc) {
+    const unsigned sm = prmt(c, 0, 0xBB99u);  // 0xFFFF on each half whose sign is set
+    const unsigned x = c ^ 0x80008000u;        // a zero half where c holds an escape
+    esc |= (x - 0x00010001u) & ~x & 0x80008000u;
+    return ((c & 0x7FFF7FFFu) ^ sm) + (sm & 0x00010001u);
+}
+__device__ __forceinline__ int sext16(unsigned r, int h) { return (int)prmt(r, 0, h ? 0xBB32u : 0x9910u); }
+
 __device__ __forceinline__ int wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 
 // Fill and raw masks of a tile (FORMAT.md section 5, "masks"): where each
