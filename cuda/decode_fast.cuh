@@ -47,6 +47,18 @@ __device__ __forceinline__ void scan16(int *v) {
 // of 8 lanes per wavefront) and the columns.
 __device__ __forceinline__ int swz3(int y) { return 20 * (y & 1) + 8 * ((y >> 1) & 1); }
 
+// Word w of each present block of run (bit k: block k of four, 16 bytes
+// each from o) into t[k] (0 for an absent block); o moves past the
+// present ones. The staged rank-2 walk's loads and few_codes'.
+__device__ __forceinline__ void run_words(const unsigned *tb, unsigned &o, unsigned w, unsigned run, unsigned *t) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const unsigned pr = (run >> k) & 1u;
+        t[k] = pr ? tb[o + w] : 0u;
+        o += 4 * pr;
+    }
+}
+
 // The staged walks' 8-bit layout (tiles without planes 7-14, so
 // a code's magnitude fits bits 0-6 and its sign goes to bit 7): lane l reads
 // word w (at o) of plane l % 8 (7: the sign plane) of each block of run
@@ -58,12 +70,7 @@ __device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsig
                                           int origin, int *pb, int lane, bool &bad) {
     const int dy = lane >> 3, dx = lane & 7;
     unsigned t[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const unsigned pr = (run >> k) & 1u;
-        t[k] = pr ? tb[o + w] : 0u;
-        o += 4 * pr;
-    }
+    run_words(tb, o, w, run, t);
     transpose32n<4>(t, lane);
     unsigned esc = 0;  // an escape (v1 code 0x8000, here 0x80): none in a staged tile
 #pragma unroll
@@ -315,12 +322,7 @@ __device__ __forceinline__ bool dec_fast2(const unsigned *tb, unsigned bm, unsig
                 for (int mp = 0; mp < 2; mp++) {
                     unsigned t[4];
                     o = at;  // both word pairs of the same blocks
-#pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        const unsigned pr = (run >> k) & 1u;
-                        t[k] = pr ? tb[o + 2 * mp + h] : 0u;
-                        o += 4 * pr;
-                    }
+                    run_words(tb, o, 2 * mp + h, run, t);
                     transpose32n<4>(t, lane);
 #pragma unroll
                     for (int k = 0; k < 4; k++) {
