@@ -1,6 +1,5 @@
 // The staged f32 rank-3 walk (v9-v22, enc_fast3) and what it alone uses:
-// cp.async staging (Stager), the narrow coders (put_narrow) and the
-// placeholder pass of tiles with fill values (fill_placeholder3). Included
+// cp.async staging (Stager) and the narrow coders (put_narrow). Included
 // by encode_warp.cuh right after encode_ptx.cuh (the inline-PTX primitives:
 // cp.async, sub_left, prmt), so that the host emulation
 // (tools/encode_rank3_emu.cpp) can define those and include this file;
@@ -160,63 +159,30 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
     for (int r = 0; r < R; r++) o[4 * C * r] = x[r];
 }
 
-// The placeholder of a full rank-3 f32 tile for the FILLP walk (FORMAT.md
-// section 4, Holes): trunc(sum of q / count) over the values that are not
-// the fill value (int64 sum, truncated toward zero, 0 without any), from a
-// pass over the tile before the walk (the walk codes each z-plane as it goes,
-// so the placeholder must be known first). Loads through L2 only: the walk
-// stages the same lines right after. False if a value other than the fill
-// value has no q (NaN, Inf, |s| >= 2^28): the slow path takes the tile.
-__device__ __forceinline__ bool fill_placeholder3(const float *__restrict__ src, const Geo &g, unsigned long long base,
-                                                  double inv, unsigned fill32, int lane, int &ph) {
-    const unsigned long long nx = g.nx, plane = g.ny * g.nx;
-    long long sum = 0;
-    unsigned cnt = 0;
-    bool hole = false;
-    // The tile's 128 rows into L2 at once, so that the rounds below wait
-    // for L2, not for DRAM, one after another (H200, levitus 1 GiB: +4-5 %
-    // against one round at a time from DRAM; coads within 1 %).
-    prefetch_tile(src, g, base, 8, 16, 32, lane);
-#pragma unroll 2
-    for (int z = 0; z < 8; z++) {
-        const float *const p = src + base + z * plane + lane;
-        float v[16];
-#pragma unroll
-        for (int y = 0; y < 16; y++) v[y] = __ldcg(p + y * nx);
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            const bool f = __float_as_uint(v[y]) == fill32;
-            const double s = __dmul_rn((double)v[y], inv);
-            const bool ok = fabs(s) < 268435456.0;
-            hole |= !f && !ok;
-            const int q = __double2loint(__dadd_rn(s, 6755399441055744.0));  // as quant_f32
-            const bool has = !f && ok;
-            sum += has ? q : 0;
-            cnt += has;
-        }
-    }
-    if (__any_sync(0xffffffffu, hole)) return false;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    cnt = __reduce_add_sync(0xffffffffu, cnt);
-    ph = cnt ? (int)(sum / (long long)cnt) : 0;
-    return true;
-}
-
 // HOT: tiles with an escape or more than HOT_RV_MAX raw values are left to
 // the slow path (false), so that a walked tile always parks and has no
 // escape list. NO16: also tiles with a z-plane of 16-bit codes (ts.wide
 // says so), and no 16-bit coder (the narrow optimistic kernel).
 // FILLP (with HF, v22): fill values are not holes; they take the tile's
-// placeholder ph (fill_placeholder3), are left out of the check and the
-// error, and their bits go to the element-order fill bitmap (SC_FE); the
-// caller turns it into the fill mask. Without FILLP a fill value leaves the
-// tile to the slow path.
+// placeholder ph (FORMAT.md section 4, Holes: the mean of the tile's q), are
+// left out of the check and the error, and their bits go to the
+// element-order fill bitmap (SC_FE); the caller turns it into the fill mask.
+// Without FILLP a fill value leaves the tile to the slow path. No z-plane
+// can be coded before ph is known, so FILLP walks the tile twice (v36): the
+// first pass quantizes every value (check, raw values, fill bitmap, the sum
+// of q) and parks each z-plane's q, 16 bits each, in the plane-buffer words
+// that z-plane's codes take later (fill_park); the second takes them back,
+// puts ph in for the fill values, and runs the Lorenzo steps and coders. A
+// tile with a |q| > 32767 stages and quantizes its values again in the
+// second pass instead. (Until v35 a pass of its own, through L2 before the
+// walk, summed q: a fifth of the kernel's instructions and a third of its
+// stalls on levitus.) pho: where the placeholder goes once known (the host
+// emulation's; the kernel passes none).
 template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
-                                          int ph = 0) {
+                                          int *pho = nullptr) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
     Stager st(src, g, base, stg, lane);
@@ -238,13 +204,13 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     unsigned nraw = 0, nesc = 0, nfill = 0;
     int origin = 0;
     st.load(0);
-    // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow)
+    // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow);
+    // FILLP's second pass zeroes each z-plane's words as it takes its q back
+    if (!FILLP)
 #pragma unroll
         for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
-    // Quantizes plane z (buffer z % 2) and turns it into residuals d in
-    // place; mabs: the largest |d|. False for a hole (the tile then takes
-    // the slow path).
-    auto quant_plane = [&](int z, unsigned &mabs) -> bool {
+    // Plane z staged in buffer z % 2 (the next one's copies issued first).
+    auto staged = [&](int z) -> float * {
         const int b = z & 1;
         if (z < 7) {
             st.load(b ^ 1);
@@ -253,65 +219,51 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             cp_async_wait<0>();
         }
         __syncwarp();
-        float *const xb = xcol + b * STG_PLANE;
-        // quantize the column first: 16 independent chains the scheduler
-        // can interleave; the Lorenzo steps and shuffles after them
-        int q[16];
-        unsigned rawm = 0;  // bit 15 - y: value y is raw
-        unsigned film = 0;  // FILLP: bit 15 - y: value y is the fill value
-        bool hole = false;
-        float em = 0.0f;
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            const float x = xb[STG_ROW * y];
-            bool h;
-            if (FILLP) {
-                const bool f = __float_as_uint(x) == fill32;
-                const float e0 = em;
-                const int qq = quant_f32(x, inv, step, em, h);
-                em = f ? e0 : em;
-                q[y] = f ? ph : qq;
-                hole |= h && !f;
-                film |= (unsigned)f << (15 - y);
-            } else {
-                q[y] = quant_f32(x, inv, step, em, h);
-                hole |= h;
-                if (HF) hole |= __float_as_uint(x) == fill32;
-            }
-        }
-        if (__any_sync(F, hole)) {
-            cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
-            return false;
-        }
-        // Rare: a value over the bound (raw). Which ones, and the largest
-        // |e| of the others, from a second pass over the column (the
-        // residuals have not replaced it yet). Not unrolled: unrolled by 4
-        // or 16 it was slower on every field (code layout, PERF.md v15).
-        if (__any_sync(F, em > ebf)) {
-            em = 0.0f;
+        return xcol + b * STG_PLANE;
+    };
+    // Rare: a value over the bound (raw). Which ones, and the largest |e|
+    // of the others, from a second pass over the staged column (film: the
+    // fill values, left out). Not unrolled: unrolled by 4 or 16 it was
+    // slower on every field (code layout, PERF.md v15).
+    auto rescan = [&](const float *xb, unsigned film, unsigned &rawm, float &em) {
+        em = 0.0f;
 #pragma unroll 1
-            for (int y = 0; y < 16; y++) {
-                float e = 0.0f;
-                bool h;
-                (void)quant_f32(xb[STG_ROW * y], inv, step, e, h);
-                const bool fy = FILLP && ((film >> (15 - y)) & 1u);
-                const bool r = e > ebf && !fy;
-                rawm |= (unsigned)r << (15 - y);
-                em = r || fy ? em : fmaxf(em, e);
-            }
+        for (int y = 0; y < 16; y++) {
+            float e = 0.0f;
+            bool h;
+            (void)quant_f32(xb[STG_ROW * y], inv, step, e, h);
+            const bool fy = FILLP && ((film >> (15 - y)) & 1u);
+            const bool r = e > ebf && !fy;
+            rawm |= (unsigned)r << (15 - y);
+            em = r || fy ? em : fmaxf(em, e);
         }
-        emx = fmaxf(emx, em);
-        if (FILLP) {  // the plane's rows of the fill bitmap, every word written
-            unsigned *const sfe = sraw + (SC_FE - SC_RAW) / 4;
-#pragma unroll
-            for (int y = 0; y < 16; y++) {
-                const unsigned bf = __ballot_sync(F, (film >> (15 - y)) & 1u);
-                if (lane == 0) sfe[z * 16 + y] = bf;
-                nfill += __popc(bf);
-            }
+    };
+    // Rare: raw values (rows with one: a warp OR of the lanes' masks;
+    // at 1e-4 about one tile in ten has one, on csm most). The
+    // element-order bitmaps' words of this plane are z * 16 + y, bit
+    // x; words of rows without any stay 0. Rows in increasing y, so the
+    // values' bits, appended to srv for the tile's write, come in
+    // element order. They are read back from global memory (L2): taken
+    // from the buffer before the residuals overwrite it, the loop had
+    // to run before the Lorenzo steps and cost as much (PERF.md v15).
+    auto list_raw = [&](int z, unsigned rawm) {
+        unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
+        for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
+            const int bit = 31 - __clz(rows), y = 15 - bit;
+            rows ^= 1u << bit;
+            const bool r = (rawm >> bit) & 1u;
+            const unsigned br = __ballot_sync(F, r);
+            if (lane == 0) sraw[z * 16 + y] = br;
+            const unsigned i = nraw + __popc(br & ((1u << lane) - 1));
+            if (r && i < SC_RV_MAX) srv[i] = st.bits(z, y, lane);
+            nraw += __popc(br);
         }
-        int *const db = (int *)xb;
-        int dmax = 0, dmin = 0;
+    };
+    // The Lorenzo steps of plane z's column q: the residuals d over its
+    // buffer (db, the column's word of row 0), and their extremes.
+    auto lorenzo = [&](int z, int *db, const int (&q)[16], int &dmax, int &dmin) {
+        dmax = 0;
+        dmin = 0;
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const int A = (int)((unsigned)q[y] - (unsigned)(y ? q[y - 1] : 0));
@@ -327,28 +279,135 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             dmin = min(dmin, d);
         }
         __syncwarp();
-        // Rare: raw values (rows with one: a warp OR of the lanes' masks;
-        // at 1e-4 about one tile in ten has one, on csm most). The
-        // element-order bitmaps' words of this plane are z * 16 + y, bit
-        // x; words of rows without any stay 0. Rows in increasing y, so the
-        // values' bits, appended to srv for the tile's write, come in
-        // element order. They are read back from global memory (L2): taken
-        // from the buffer before the residuals overwrite it, the loop had
-        // to run before the Lorenzo steps and cost as much (PERF.md v15).
-        unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;  // an offset, not a register
-        for (unsigned rows = __reduce_or_sync(F, rawm); rows;) {
-            const int bit = 31 - __clz(rows), y = 15 - bit;
-            rows ^= 1u << bit;
-            const bool r = (rawm >> bit) & 1u;
-            const unsigned br = __ballot_sync(F, r);
-            if (lane == 0) sraw[z * 16 + y] = br;
-            const unsigned i = nraw + __popc(br & ((1u << lane) - 1));
-            if (r && i < SC_RV_MAX) srv[i] = st.bits(z, y, lane);
-            nraw += __popc(br);
+    };
+    // Quantizes plane z (buffer z % 2) and turns it into residuals d in
+    // place; mabs: the largest |d|. False for a hole (the tile then takes
+    // the slow path).
+    auto quant_plane = [&](int z, unsigned &mabs) -> bool {
+        float *const xb = staged(z);
+        // quantize the column first: 16 independent chains the scheduler
+        // can interleave; the Lorenzo steps and shuffles after them
+        int q[16];
+        unsigned rawm = 0;  // bit 15 - y: value y is raw
+        bool hole = false;
+        float em = 0.0f;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const float x = xb[STG_ROW * y];
+            bool h;
+            q[y] = quant_f32(x, inv, step, em, h);
+            hole |= h;
+            if (HF) hole |= __float_as_uint(x) == fill32;
         }
+        if (__any_sync(F, hole)) {
+            cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
+            return false;
+        }
+        if (__any_sync(F, em > ebf)) rescan(xb, 0u, rawm, em);
+        emx = fmaxf(emx, em);
+        int dmax, dmin;
+        lorenzo(z, (int *)xb, q, dmax, dmin);
+        list_raw(z, rawm);
         // the largest |d| of the z-plane picks the code width
         mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
         return true;
+    };
+    // FILLP's park of z-plane z's q: word k (0..7) of lane l holds the q of
+    // rows 2k and 2k + 1 of column l (16 bits each, 0x8000 for a fill
+    // value). The 256 words are the z-plane's own words of the 16 planes
+    // (plane p, words (z / 4) * 64 + 4j + ((z % 4) ^ (p / 4 % 4)), j < 16, as
+    // put_narrow and the 16-bit coder write them), so coding the planes
+    // before it overwrites none of them; lane l's are in planes 4 (l % 4) +
+    // k % 4, j = l / 4 + 8 (k / 4): the 32 lanes' words of one k fall in 32
+    // different banks (PW_STRIDE = 4 mod 32).
+    unsigned *const fpark = pw + 4 * (lane & 3) * PW_STRIDE + 4 * (lane >> 2);
+    auto fill_park = [&](int z, int k) -> unsigned * {
+        return fpark + (k & 3) * PW_STRIDE + 32 * (k >> 2) + (z >> 2) * 64 + ((z & 3) ^ (lane & 3));
+    };
+    // FILLP's first pass over plane z: quantize and check, the fill bitmap,
+    // raw values, the sum of q (int64, over the values that are not fill)
+    // and the park. big: a |q| > 32767 that the park cannot hold. False for
+    // a hole.
+    auto fill_quant = [&](int z, long long &sum, bool &big) -> bool {
+        float *const xb = staged(z);
+        int q[16];
+        unsigned rawm = 0;  // bit 15 - y: value y is raw
+        unsigned film = 0;  // bit 15 - y: value y is the fill value
+        bool hole = false;
+        float em = 0.0f;
+        int s0 = 0, s1 = 0;  // 8 values each (fill values' -32768 too): |sum| < 2^31
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const float x = xb[STG_ROW * y];
+            bool h;
+            const bool f = __float_as_uint(x) == fill32;
+            const float e0 = em;
+            const int qq = quant_f32(x, inv, step, em, h);
+            em = f ? e0 : em;
+            hole |= h && !f;
+            film |= (unsigned)f << (15 - y);
+            q[y] = f ? -32768 : qq;
+            (y < 8 ? s0 : s1) += q[y];  // the fill values' -32768 taken out once a tile
+            big |= !f && (unsigned)(qq + 32767) > 65534u;
+        }
+        if (__any_sync(F, hole)) {
+            cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
+            return false;
+        }
+        if (__any_sync(F, em > ebf)) rescan(xb, film, rawm, em);
+        emx = fmaxf(emx, em);
+        // the plane's rows of the fill bitmap, every word written; nfill
+        // counts the lane's fill values until the first pass ends
+        unsigned *const sfe = sraw + (SC_FE - SC_RAW) / 4;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const unsigned bf = __ballot_sync(F, (film >> (15 - y)) & 1u);
+            if (lane == 0) sfe[z * 16 + y] = bf;
+        }
+        nfill += __popc(film);
+        list_raw(z, rawm);
+        sum += (long long)s0 + s1;
+#pragma unroll
+        for (int k = 0; k < 8; k++) *fill_park(z, k) = prmt((unsigned)q[2 * k], (unsigned)q[2 * k + 1], 0x5410);
+        return true;
+    };
+    // FILLP's second pass: plane z's q back from the park (or, big, staged
+    // and quantized again), ph for the fill values, the park's words zeroed
+    // for the coders.
+    auto fill_unpark = [&](int z, int ph, bool big, int (&q)[16]) {
+        if (big) {
+            // a stager of its own a plane, so that none stays live through
+            // the second pass for the rare tile that needs it
+            const int b = z & 1;
+            if (z < 7) {
+                Stager s2(src, g, base, stg, lane);
+                s2.gz += (unsigned long long)(z + 1) * s2.plane;
+                s2.load(b ^ 1);
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncwarp();
+            float *const xb = xcol + b * STG_PLANE;
+#pragma unroll
+            for (int y = 0; y < 16; y++) {
+                const float x = xb[STG_ROW * y];
+                float e = 0.0f;
+                bool h;
+                const int qq = quant_f32(x, inv, step, e, h);
+                q[y] = __float_as_uint(x) == fill32 ? ph : qq;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const unsigned w = *fill_park(z, k);
+                const int lo = (int)(w << 16) >> 16, hi = (int)w >> 16;
+                q[2 * k] = lo == -32768 ? ph : lo;
+                q[2 * k + 1] = hi == -32768 ? ph : hi;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) *fill_park(z, k) = 0u;
     };
     // Codes plane z from buffer z % 2. One copy of this code for both
     // buffers (the offset is a register): with a copy per buffer, the four
@@ -395,20 +454,45 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         __syncwarp();  // this buffer takes plane z + 2
     };
+    if constexpr (FILLP) {
+        long long sum = 0;
+        bool big = false;
 #pragma unroll 1
-    for (int z = 0; z < 8; z++) {
-        unsigned mabs;
-        if (!quant_plane(z, mabs)) return false;
-        if (HOT && mabs > esc_max(V)) {  // an escape: the slow path takes the tile
-            cp_async_wait<0>();
-            return false;
+        for (int z = 0; z < 8; z++)
+            if (!fill_quant(z, sum, big)) return false;
+        sum += 32768ll * nfill;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
+        nfill = __reduce_add_sync(F, nfill);
+        const unsigned cnt = 4096u - nfill;  // no holes: every other value has a q
+        const int ph = cnt ? (int)(sum / (long long)cnt) : 0;
+        if (pho) *pho = ph;
+        big = __any_sync(F, big);
+        if (big) Stager(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
+#pragma unroll 1
+        for (int z = 0; z < 8; z++) {
+            int q[16];
+            fill_unpark(z, ph, big, q);
+            int dmax, dmin;
+            lorenzo(z, (int *)xcol + (z & 1) * STG_PLANE, q, dmax, dmin);
+            code_plane(z, __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin)));
         }
-        if (NO16 && mabs > 127u) {  // 16-bit codes: the kernel with that coder takes the job
-            cp_async_wait<0>();
-            ts.wide = 1;
-            return false;
+    } else {
+#pragma unroll 1
+        for (int z = 0; z < 8; z++) {
+            unsigned mabs;
+            if (!quant_plane(z, mabs)) return false;
+            if (HOT && mabs > esc_max(V)) {  // an escape: the slow path takes the tile
+                cp_async_wait<0>();
+                return false;
+            }
+            if (NO16 && mabs > 127u) {  // 16-bit codes: the kernel with that coder takes the job
+                cp_async_wait<0>();
+                ts.wide = 1;
+                return false;
+            }
+            code_plane(z, mabs);
         }
-        code_plane(z, mabs);
     }
     if (HOT && nraw > (V == 2 ? HOT_RV_MAX_V2 : HOT_RV_MAX)) return false;  // it would not fit the park
     ts.nesc = nesc;

@@ -20,8 +20,8 @@
 //     v15 lists its raw values' bits as it finds them, and the raw mask of
 //     its tiles is built by rows (raw_mask_rows3). v22: f32 rank-2 tiles
 //     take a walk of the same structure (encode_rank2.cuh), and full f32
-//     rank-3 tiles with fill values the v9 walk after a placeholder pass
-//     (FILLP) instead of the slow path.
+//     rank-3 tiles with fill values the v9 walk in two passes (FILLP: the
+//     first finds the placeholder) instead of the slow path.
 //   slow path (anything else: clipped tiles, other shapes, values without
 //     q): the generic algorithm, four elements per lane per round, through
 //     per-warp scratch in global memory (L1-resident). It must stay fast:
@@ -288,15 +288,13 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         TileSum ts;
         ts.nraw = ts.nfill = ts.wide = 0;
         bool done = false;
-        int ph = 0;  // the FILLP walk's placeholder
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = opt8 ? enc_fast3<false, true, true, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : hot ? enc_fast3<false, true, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : has_fill ? fill_placeholder3(src, g, base, inv, (unsigned)fill_bits, lane, ph) &&
-                                        enc_fast3<true, false, false, V, true>(src, g, base, inv, step, ebf,
-                                                                               (unsigned)fill_bits, pw, sq, sesc, sraw,
-                                                                               lane, ts, ph)
+                       : has_fill ? enc_fast3<true, false, false, V, true>(src, g, base, inv, step, ebf,
+                                                                           (unsigned)fill_bits, pw, sq, sesc, sraw,
+                                                                           lane, ts)
                                 : enc_fast3<false, false, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
             else
                 done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);

@@ -13,8 +13,7 @@ import (
 )
 
 // TestEncodeRank3Emulated checks the staged f32 rank-3 walk (enc_fast3 in
-// encode_rank3.cuh) and the placeholder pass of tiles with fill values
-// (fill_placeholder3, FILLP) without a GPU: tools/encode_rank3_emu.cpp runs
+// encode_rank3.cuh), with and without fill values, without a GPU: tools/encode_rank3_emu.cpp runs
 // the header's code on the host (32 threads as the warp's lanes,
 // AddressSanitizer and UBSan, cp.async copies landing both at issue and at
 // their wait, poisoned staging, plane and scratch buffers: see its
@@ -26,12 +25,14 @@ import (
 //     HOT_RV_MAX(_V2) raw values) and <false, true, true, V> (no16: the
 //     narrow optimistic kernel's, also false, with ts.wide, at the first
 //     z-plane of 16-bit codes);
-//   - fields with one: fill_placeholder3, then, if it returned true,
-//     enc_fast3<true, false, false, V, true> with its placeholder.
+//   - fields with one: enc_fast3<true, false, false, V, true> (FILLP: a
+//     first pass finds the placeholder and parks q in 16 bits, or, for a
+//     tile with a |q| > 32767, the second pass quantizes again; the test
+//     counts both kinds of tile).
 //
 // What the walks leave must be what the CPU codec writes for the tile in its
 // version-1 container, and what FORMAT.md section 4 gives recomputed here:
-//   - done (and wide, and fill_placeholder3's result): as the walk's rules
+//   - done (and wide, and whether FILLP's first pass ended): as the walk's rules
 //     give them from the tile's holes (values without q that are not the
 //     fill value: NaN, Inf, |s| >= 2^28), escapes, largest |d| per z-plane
 //     and raw count, in the walk's order (z-planes in turn: a hole, then an
@@ -221,7 +222,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		})
 		// land (fill -1e10) at 1e-4, by tile (iz, iy, ix): (0,0,0) a land
 		// disc holding element 0 (origin = placeholder); (0,0,1) all land;
-		// (0,1,0) land and a NaN (fill_placeholder3 false); (0,1,1) no land,
+		// (0,1,0) land and a NaN (FILLP's first pass ends there); (0,1,1) no land,
 		// values near 1024 (raw); (1,0,0) land and negative values (a
 		// negative placeholder, truncated); (1,0,1) land stripes and values
 		// near 1024; (1,1,0) land and 1e30 (false); (1,1,1) one land value,
@@ -330,6 +331,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		real      bool
 		holePlane int // first z-plane with a value without q that is not fill; 8: none
 		ph        int32
+		bigQ      bool // a value that is not fill has |q| > 32767: FILLP quantizes it twice, not parked
 		tileCheck
 		codes   [4096]uint32 // version-1 code by element
 		v1esc   map[int]int32
@@ -382,6 +384,9 @@ func TestEncodeRank3Emulated(t *testing.T) {
 						}
 						sum += int64(q)
 						cnt++
+						if q > 32767 || q < -32767 {
+							te.bigQ = true
+						}
 						d := checkErr(x, q, c.step)
 						if !(d <= c.eb) {
 							te.raw[e/32] |= 1 << (e % 32)
@@ -467,6 +472,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		withEsc, withV2, withRaw, overCap, underCap      int
 		hotEsc, hotRaw, hotRawDone, wide, no16Esc, holes int
 		fillTiles, noFillTiles, allFill, fill0, fillBad  int
+		fillParked, fillTwice                            int
 		classes                                          [4]int
 		edges                                            map[uint32]int
 		realWalked                                       int
@@ -500,7 +506,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 				if w.walk == wFillP {
 					ok, ph := u32() == 1, int32(u32())
 					if ok != (te.holePlane == 8) {
-						t.Fatalf("%s: fill_placeholder3 returned %v, want %v (a value without q that is not fill: z-plane %d)",
+						t.Fatalf("%s: FILLP's first pass ended=%v, want %v (a value without q that is not fill: z-plane %d)",
 							w.name, ok, te.holePlane == 8, te.holePlane)
 					}
 					if ok && ph != te.ph {
@@ -586,6 +592,11 @@ func TestEncodeRank3Emulated(t *testing.T) {
 					if te.fill[0]&1 != 0 && nfill < 4096 {
 						cv.fill0++
 					}
+					if te.bigQ {
+						cv.fillTwice++
+					} else {
+						cv.fillParked++
+					}
 				}
 				if te.real {
 					cv.realWalked++
@@ -618,7 +629,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 	}
 	if cv.withEsc == 0 || cv.withV2 == 0 || cv.withRaw == 0 || cv.overCap == 0 || cv.underCap == 0 || cv.hotEsc == 0 ||
 		cv.hotRaw == 0 || cv.hotRawDone == 0 || cv.wide == 0 || cv.no16Esc == 0 || cv.holes == 0 || cv.fillTiles == 0 ||
-		cv.noFillTiles == 0 || cv.allFill == 0 || cv.fill0 == 0 || cv.fillBad == 0 ||
+		cv.noFillTiles == 0 || cv.allFill == 0 || cv.fill0 == 0 || cv.fillBad == 0 || cv.fillParked == 0 || cv.fillTwice == 0 ||
 		cv.classes[0] == 0 || cv.classes[1] == 0 || cv.classes[2] == 0 || cv.classes[3] == 0 {
 		t.Errorf("coverage: %+v", cv)
 	}
@@ -627,10 +638,10 @@ func TestEncodeRank3Emulated(t *testing.T) {
 			t.Errorf("coverage: no walked z-plane whose largest |d| is %d", m)
 		}
 	}
-	t.Logf("walked %v; left to the slow path %v: %d for holes, %d hot for escapes, %d hot for > HOT_RV_MAX raw values, %d no16 for 16-bit codes (wide), %d no16 for escapes; fill_placeholder3 false %d times",
+	t.Logf("walked %v; left to the slow path %v: %d for holes, %d hot for escapes, %d hot for > HOT_RV_MAX raw values, %d no16 for 16-bit codes (wide), %d no16 for escapes; FILLP's first pass ended at a hole %d times",
 		cv.walked, cv.left, cv.holes, cv.hotEsc, cv.hotRaw, cv.wide, cv.no16Esc, cv.fillBad)
-	t.Logf("walked tiles: %d with escapes (%d with ±32767, version 2 only), %d with raw values (%d listing all, %d more than SC_RV_MAX), %d hot with raw values; FILLP: %d with fill, %d without, %d all fill, %d with element 0 fill; z-planes by coder (2/4/8/16 bits) %v; real-field walks %d",
-		cv.withEsc, cv.withV2, cv.withRaw, cv.underCap, cv.overCap, cv.hotRawDone, cv.fillTiles, cv.noFillTiles, cv.allFill, cv.fill0, cv.classes, cv.realWalked)
+	t.Logf("walked tiles: %d with escapes (%d with ±32767, version 2 only), %d with raw values (%d listing all, %d more than SC_RV_MAX), %d hot with raw values; FILLP: %d with fill, %d without, %d all fill, %d with element 0 fill, %d with q parked, %d with a |q| > 32767 quantized twice; z-planes by coder (2/4/8/16 bits) %v; real-field walks %d",
+		cv.withEsc, cv.withV2, cv.withRaw, cv.underCap, cv.overCap, cv.hotRawDone, cv.fillTiles, cv.noFillTiles, cv.allFill, cv.fill0, cv.fillParked, cv.fillTwice, cv.classes, cv.realWalked)
 }
 
 // rank3Layout: a full 8 x 16 x 32 tile (element e = 512z + 32y + x) has

@@ -12,8 +12,9 @@ import (
 // TestWalksSmall: the walks added since v22 (cuda/PERF.md) on a few tiles
 // each, small enough for compute-sanitizer racecheck: the staged f32 rank-2
 // walk (encode_rank2.cuh; 16-byte and 4-byte staging, escapes, raw values),
-// the staged rank-3 walk of tiles with fill values (FILLP: the placeholder
-// pass, a land region, an all-fill tile) and the f32 rank-1 walk (v30:
+// the staged rank-3 walk of tiles with fill values (FILLP: a land region,
+// an all-fill tile; q parked between its passes, or at ABS 1e-4, where |q|
+// passes 32767, quantized twice) and the f32 rank-1 walk (v30:
 // enc_flat32 without y/z neighbours; escapes, raw values, a last partial
 // tile), byte-identical to the CPU codec in both container versions.
 func TestWalksSmall(t *testing.T) {

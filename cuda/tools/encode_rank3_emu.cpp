@@ -1,6 +1,6 @@
 // encode_rank3_emu: cuda/encode_rank3.cuh's staged f32 rank-3 walk
-// (enc_fast3) and the placeholder pass of tiles with fill values
-// (fill_placeholder3) run on the host, so a bug in them is caught without a
+// (enc_fast3), with fill values too (FILLP: two passes, the first of
+// which finds the placeholder), run on the host, so a bug in them is caught without a
 // GPU (cuda/encrank3_emu_test.go builds and drives it and checks the
 // results against the CPU codec). The header itself is included, not
 // copied, after encode_common.cuh (the scratch layout, TileSum, esc_max,
@@ -16,8 +16,8 @@
 //            for an escape or more than HOT_RV_MAX(_V2) raw values)
 //   4 no16   enc_fast3<false, true, true, V>    (the narrow optimistic
 //            kernel: also false, with ts.wide = 1, at a z-plane of 16-bit codes)
-//   8 fillp  fill_placeholder3, then if it returned true
-//            enc_fast3<true, false, false, V, true> with its placeholder
+//   8 fillp  enc_fast3<true, false, false, V, true> (its first pass finds
+//            the placeholder, reported through its last argument)
 // Walks 1, 2 and 4 get fill32 = 0 (as the kernels pass), walk 8 fill_bits.
 //
 // The emulated hardware (walk_emu.h, and per walk):
@@ -61,8 +61,8 @@
 // Output (stdout, or the file argv[2]): u32 SC_RV_MAX, u32 HOT_RV_MAX,
 // u32 HOT_RV_MAX_V2, then per full tile and walk:
 //   u32 tile ((iz * gy + iy) * gx + ix, g* = ceil(n* / t*)), u32 walk (its
-//   bit), u32 done, u32 wide (ts.wide), and for walk 8: u32 ok
-//   (fill_placeholder3's result), i32 ph (its placeholder, 0 when not ok);
+//   bit), u32 done, u32 wide (ts.wide), and for walk 8: u32 ok (the
+//   first pass ended: no hole), i32 ph (the placeholder, 0 when not ok);
 //   if done: i32 origin, u32 nesc, u32 nraw, u32 nfill, u32 merr (f32
 //   bits), the 16 planes x 128 words (plane p word w = pw[p * PW_STRIDE +
 //   (w ^ ((p >> 2) & 3))]), the 128 sraw words, the 128 sesc words, the
@@ -70,6 +70,7 @@
 //   sesc), the first min(nraw, SC_RV_MAX) listed raw values, and for walk 8
 //   the 128 words of the fill bitmap (SC_FE).
 #include <algorithm>
+#include <climits>
 
 #include "walk_emu.h"
 
@@ -135,11 +136,14 @@ static bool walk_lane(int walk, const Field &F, const Geo &g, unsigned long long
         return enc_fast3<false, true, false, V>(F.v, g, base, F.inv, F.step, ebf, 0, pw, sq, sesc, sraw, l, ts);
     case W_NO16:
         return enc_fast3<false, true, true, V>(F.v, g, base, F.inv, F.step, ebf, 0, pw, sq, sesc, sraw, l, ts);
-    default:  // as encode_warp_kernel with has_fill
-        ph = 0;
-        ok = fill_placeholder3(F.v, g, base, F.inv, F.fill_bits, l, ph);
-        return ok && enc_fast3<true, false, false, V, true>(F.v, g, base, F.inv, F.step, ebf, F.fill_bits, pw, sq, sesc,
-                                                             sraw, l, ts, ph);
+    default: {  // as encode_warp_kernel with has_fill; ok: the first pass ended (no hole), ph known
+        int p = INT_MIN;  // no placeholder reaches it (|ph| < 2^28)
+        const bool done = enc_fast3<true, false, false, V, true>(F.v, g, base, F.inv, F.step, ebf, F.fill_bits, pw, sq,
+                                                                 sesc, sraw, l, ts, &p);
+        ok = p != INT_MIN;
+        ph = ok ? p : 0;
+        return done;
+    }
     }
 }
 

@@ -1,5 +1,5 @@
 // walk_emu.h: what the host emulations of the staged f32 walks
-// (encode_rank3_emu.cpp: enc_fast3 and fill_placeholder3 of
+// (encode_rank3_emu.cpp: enc_fast3 of
 // cuda/encode_rank3.cuh; encode_rank2_emu.cpp: enc_fast2s of
 // cuda/encode_rank2.cuh) define in place of CUDA and of the device code
 // their headers take from elsewhere, with the same semantics: the CUDA
@@ -58,7 +58,7 @@ struct uint3 {
 thread_local uint3 threadIdx;  // x = 32 * emu_warp + my_lane (the runner sets it)
 
 // Shuffles of any 4- or 8-byte type (the walks shuffle ints, and
-// fill_placeholder3 a long long: one exchange of 64 bits, never a
+// the FILLP walk a long long: one exchange of 64 bits, never a
 // conversion to warp_emu.h's unsigned). warp_emu.h's unsigned __shfl_sync
 // stays the better match for unsigned.
 static unsigned long long xch64_all[32];
