@@ -468,6 +468,10 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         const int ph = cnt ? (int)(sum / (long long)cnt) : 0;
         if (pho) *pho = ph;
         big = __any_sync(F, big);
+        // every lane's reads of the first pass's buffers before the second
+        // pass writes them (copies, residuals): the votes and shuffles
+        // above order no memory (racecheck)
+        __syncwarp();
         if (big) Stager(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
