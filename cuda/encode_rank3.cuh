@@ -222,17 +222,18 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         return xcol + b * STG_PLANE;
     };
     // Rare: a value over the bound (raw). Which ones, and the largest |e|
-    // of the others, from a second pass over the staged column (film: the
-    // fill values, left out). Not unrolled: unrolled by 4 or 16 it was
+    // of the others, from a second pass over the staged column (FILLP: the
+    // fill values left out). Not unrolled: unrolled by 4 or 16 it was
     // slower on every field (code layout, PERF.md v15).
-    auto rescan = [&](const float *xb, unsigned film, unsigned &rawm, float &em) {
+    auto rescan = [&](const float *xb, unsigned &rawm, float &em) {
         em = 0.0f;
 #pragma unroll 1
         for (int y = 0; y < 16; y++) {
             float e = 0.0f;
             bool h;
-            (void)quant_f32(xb[STG_ROW * y], inv, step, e, h);
-            const bool fy = FILLP && ((film >> (15 - y)) & 1u);
+            const float x = xb[STG_ROW * y];
+            (void)quant_f32(x, inv, step, e, h);
+            const bool fy = FILLP && __float_as_uint(x) == fill32;
             const bool r = e > ebf && !fy;
             rawm |= (unsigned)r << (15 - y);
             em = r || fy ? em : fmaxf(em, e);
@@ -303,7 +304,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
-        if (__any_sync(F, em > ebf)) rescan(xb, 0u, rawm, em);
+        if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
         int dmax, dmin;
         lorenzo(z, (int *)xb, q, dmax, dmin);
@@ -331,44 +332,40 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto fill_quant = [&](int z, long long &sum, bool &big) -> bool {
         float *const xb = staged(z);
         int q[16];
+        unsigned bf[4];     // rows y - y % 4 ... y of the fill bitmap
+        uint4 *const sfe4 = (uint4 *)(sraw + (SC_FE - SC_RAW) / 4) + 4 * z;
         unsigned rawm = 0;  // bit 15 - y: value y is raw
-        unsigned film = 0;  // bit 15 - y: value y is the fill value
         bool hole = false;
         float em = 0.0f;
-        int s0 = 0, s1 = 0;  // 8 values each (fill values' -32768 too): |sum| < 2^31
+        int s0 = 0, s1 = 0;  // 8 values each: |sum| < 2^31
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const float x = xb[STG_ROW * y];
             bool h;
             const bool f = __float_as_uint(x) == fill32;
-            const float e0 = em;
-            const int qq = quant_f32(x, inv, step, em, h);
-            em = f ? e0 : em;
-            hole |= h && !f;
-            film |= (unsigned)f << (15 - y);
+            // the plane's rows of the fill bitmap, every word written (nfill
+            // is counted from them once the pass ends), 4 at a time
+            bf[y & 3] = __ballot_sync(F, f);
+            if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
+            // a fill value quantized as 0: q 0, no error, no hole, no big
+            // q, so that none of that needs a test of f
+            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h);
+            hole |= h;
             q[y] = f ? -32768 : qq;
-            (y < 8 ? s0 : s1) += q[y];  // the fill values' -32768 taken out once a tile
-            big |= !f && (unsigned)(qq + 32767) > 65534u;
+            (y < 8 ? s0 : s1) += qq;
+            big |= (unsigned)(qq + 32767) > 65534u;
         }
         if (__any_sync(F, hole)) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
-        if (__any_sync(F, em > ebf)) rescan(xb, film, rawm, em);
+        if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
-        // the plane's rows of the fill bitmap, every word written; nfill
-        // counts the lane's fill values until the first pass ends
-        unsigned *const sfe = sraw + (SC_FE - SC_RAW) / 4;
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            const unsigned bf = __ballot_sync(F, (film >> (15 - y)) & 1u);
-            if (lane == 0) sfe[z * 16 + y] = bf;
-        }
-        nfill += __popc(film);
         list_raw(z, rawm);
         sum += (long long)s0 + s1;
 #pragma unroll
         for (int k = 0; k < 8; k++) *fill_park(z, k) = prmt((unsigned)q[2 * k], (unsigned)q[2 * k + 1], 0x5410);
+        __syncwarp();  // this buffer takes plane z + 2
         return true;
     };
     // FILLP's second pass: plane z's q back from the park (or, big, staged
@@ -460,18 +457,16 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll 1
         for (int z = 0; z < 8; z++)
             if (!fill_quant(z, sum, big)) return false;
-        sum += 32768ll * nfill;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
-        nfill = __reduce_add_sync(F, nfill);
+        {  // the fill values, from the bitmap lane 0 wrote (fill_quant's last __syncwarp orders it)
+            const uint4 w = ((const uint4 *)(sraw + (SC_FE - SC_RAW) / 4))[lane];
+            nfill = __reduce_add_sync(F, __popc(w.x) + __popc(w.y) + __popc(w.z) + __popc(w.w));
+        }
         const unsigned cnt = 4096u - nfill;  // no holes: every other value has a q
         const int ph = cnt ? (int)(sum / (long long)cnt) : 0;
         if (pho) *pho = ph;
         big = __any_sync(F, big);
-        // every lane's reads of the first pass's buffers before the second
-        // pass writes them (copies, residuals): the votes and shuffles
-        // above order no memory (racecheck)
-        __syncwarp();
         if (big) Stager(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
