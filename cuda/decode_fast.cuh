@@ -7,13 +7,12 @@
 // 3-5 dependent shuffles per value while one store and one load put the
 // run a scan needs into one lane, where it is a chain of adds.
 
-// Element (lane) of a 32-element row whose fill and raw mask words are fm
-// and rm: the fill value, the next raw value (nr raws came before this
-// row; bad if the mask marks more than the count), or val from its q.
+// Element (lane) of a 32-element row whose raw mask word is rm: the next
+// raw value (nr raws came before this row; bad if the mask marks more than
+// the count), or val.
 template <typename T>
-__device__ __forceinline__ T apply_masks(T val, unsigned fm, unsigned rm, unsigned &nr, const TileMasks &mk,
-                                         const unsigned *tb, T fill, int lane, bool &bad) {
-    if ((fm >> lane) & 1) val = fill;
+__device__ __forceinline__ T apply_raw(T val, unsigned rm, unsigned &nr, const TileMasks &mk, const unsigned *tb,
+                                       int lane, bool &bad) {
     if ((rm >> lane) & 1) {
         const unsigned r = nr + __popc(rm & ((1u << lane) - 1));
         if (r < mk.nraw) val = raw_value<T>(tb, mk.rvat, r);
@@ -21,6 +20,13 @@ __device__ __forceinline__ T apply_masks(T val, unsigned fm, unsigned rm, unsign
     }
     nr += __popc(rm);
     return val;
+}
+// The same with the row's fill mask word fm: the fill value first.
+template <typename T>
+__device__ __forceinline__ T apply_masks(T val, unsigned fm, unsigned rm, unsigned &nr, const TileMasks &mk,
+                                         const unsigned *tb, T fill, int lane, bool &bad) {
+    if ((fm >> lane) & 1) val = fill;
+    return apply_raw<T>(val, rm, nr, mk, tb, lane, bad);
 }
 
 // One 16-byte piece of the plane buffer into (or out of) v[0..3].
@@ -103,7 +109,13 @@ __device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsig
 // 16 lanes) and z (a carried register). A row's masks are then one
 // broadcast each, and a raw value's index is the raws before it in
 // element order: the rows before, plus the lanes before in this row.
-template <typename T, bool M>
+// COLS (fill fields, v36): one transpose of the 32 row words gives lane x
+// its column of both masks (bit y: fill (y, x), bit 16 + y: raw (y, x)),
+// so a value tests a bit where it took two broadcasts, and raw rows come
+// by broadcast only in z-planes that hold a raw value. (In the kernels of
+// fields without a fill value, whose masks are raw masks, the branch
+// raised nvcc 11.8's spills from 0 to 96 bytes: COLS is off there.)
+template <typename T, bool M, bool COLS = false>
 __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
                                           int lane, const TileMasks &mk, T fill, bool few) {
@@ -209,6 +221,12 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 #pragma unroll
         for (int c = 0; c < 4; c++) st4(rowp + ((16 * rh + 4 * c) ^ rsw), v + 4 * c, 0);
         __syncwarp();
+        unsigned cm = 0;
+        bool rawp = false;
+        if (M && COLS) {
+            cm = transpose32(zm, lane);
+            rawp = (__ballot_sync(F, zm != 0u) >> 16) != 0u;
+        }
         T *out = col + z * plane;
         int Y = 0;
 #pragma unroll
@@ -216,7 +234,10 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
             Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
             zc[y] = wadd(zc[y], Y);
             T val = Bits<T>::rec(zc[y], step);
-            if (M) {
+            if (M && COLS) {
+                if ((cm >> y) & 1u) val = fill;
+                if (rawp) val = apply_raw<T>(val, __shfl_sync(F, zm, 16 + y), nr, mk, tb, lane, bad);
+            } else if (M) {
                 const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }

@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         if (R == 3) {
             if (staged)
                 ok = allm || (w0 >> 17) & 3
-                         ? dec_fast3<T, true>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few)
+                         ? dec_fast3<T, true, FK>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few)
                          : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few);
             else
                 ok = allm || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
