@@ -121,17 +121,8 @@ __device__ __forceinline__ bool enc_fast2s(const float *__restrict__ src, const 
         float *const xb = xcol + b * STG_PLANE;
         int q[16];
         unsigned rawm = 0;
-        bool hole = false;
         float em = 0.0f;
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            const float x = xb[STG_ROW * y];
-            bool hh;
-            q[y] = quant_f32(x, inv, step, em, hh);
-            hole |= hh;
-            hole |= has_fill && __float_as_uint(x) == fill32;
-        }
-        if (__any_sync(F, hole)) {
+        if (__any_sync(F, quant_col(xb, inv, step, has_fill, fill32, q, em))) {
             cp_async_wait<0>();
             return false;
         }

@@ -60,6 +60,23 @@ __device__ __forceinline__ int quant_f32(float x, double inv, double step, float
     return __double2loint(sr);
 }
 
+// Quantize + check of a staged column's 16 values (quant_f32) into q, the
+// largest |e| folded into em; true for a hole: a value without q or, with
+// fills, the fill value (the rank-3 walk without FILLP, the rank-2 walk).
+__device__ __forceinline__ bool quant_col(const float *xb, double inv, double step, bool fills, unsigned fill32,
+                                          int (&q)[16], float &em) {
+    bool hole = false;
+#pragma unroll
+    for (int y = 0; y < 16; y++) {
+        const float x = xb[STG_ROW * y];
+        bool h;
+        q[y] = quant_f32(x, inv, step, em, h);
+        hole |= h;
+        hole |= fills && __float_as_uint(x) == fill32;
+    }
+    return hole;
+}
+
 // The warp's two plane buffers (5 KiB): one array for both instantiations.
 __device__ __forceinline__ float *stage_buf() {
     __shared__ __align__(16) float stage3[ENC_W][2 * STG_PLANE];
@@ -290,17 +307,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // can interleave; the Lorenzo steps and shuffles after them
         int q[16];
         unsigned rawm = 0;  // bit 15 - y: value y is raw
-        bool hole = false;
         float em = 0.0f;
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            const float x = xb[STG_ROW * y];
-            bool h;
-            q[y] = quant_f32(x, inv, step, em, h);
-            hole |= h;
-            if (HF) hole |= __float_as_uint(x) == fill32;
-        }
-        if (__any_sync(F, hole)) {
+        if (__any_sync(F, quant_col(xb, inv, step, HF, fill32, q, em))) {
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
