@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
     unsigned *pw = ENC_CLIPPED_SMEM + wib * PW_WORDS;
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
     const double eb = prm->eb, step = prm->step, inv = prm->inv;
+    const float ebf = __double2float_rd(eb);  // e <= eb for a float e exactly when e <= ebf
     for (;;) {
         unsigned long long j = 0;
         if (lane == 0) j = atomicAdd(ctr + 1, 1ull);  // ctr[0]: the bump pointer, ctr[1]: the ticket
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
         // the row walk (encode_rows3.cuh); the slow path for holes in
         // fields without a fill value
         if (FAST != 3 || lx < ENC_ROWS3_MIN_LX ||
-            !enc_rows3<T, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts))
+            !enc_rows3<T, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, ebf, has_fill, fill_bits, pw, sc, lane, ts))
             enc_slow<T, FAST, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         __syncwarp();
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);

@@ -23,58 +23,108 @@
 // era5's clipped values still cost ~270 thread-instructions each. A flat
 // walk (every lane on one element, any lx; branch flat3) lost on plot3d.
 //
-// What it writes is what enc_slow writes for such a tile, so steps 3-4
-// (slow_masks_planes) and the tile writer take either: codes at their slots
+// What it writes is what enc_slow writes for such a tile, so step 4
+// (slow_planes) and the tile writer take either: codes at their slots
 // (slots past n zero up to slot_pairs(n)), the escape bitmap and each
-// escape's residual in q's scratch (the escape list reads them), and for a
-// value that fails the check (raw, keeps its q: FORMAT.md 4.3) its raw bit
-// and flag 5 (the masks' transforms read flag bits 2 and 4: without a fill
-// value the other flags stay 0). Holes (fill, NaN, Inf, |s| >= 2^28) take the placeholder, the
-// mean of the tile's q, which needs a pass of its own: a field with a fill
-// value gets that pass first (flags, counts, placeholder, as enc_slow's
-// step 1), and the walk recomputes q. Without a fill value holes are rare:
-// the walk returns false at the first group of four rows with one, and the
-// caller runs enc_slow, which rewrites all of the scratch the rows wrote.
+// escape's residual in q's scratch (the escape list reads them), the raw
+// values' bits in the element-order raw bitmap, and the fill and raw masks.
+// The masks are built in the walk (v37): the parity transform of a bitmap
+// is its Lorenzo step in XOR, so each step's ballot of the fill (raw) flags
+// is XORed with the row above (the same word shifted by one row, or the
+// step before's last row) and then with itself one column over, and that
+// word with the same step's word of plane z - 1 (kept in the plane buffer);
+// a lane whose bit is set sets its slot's mask bit. Until v36 the masks came
+// after the walk from a byte of flags per element, eight byte loads, two
+// divisions and the slot per element and mask: on coads (a fill value in
+// most clipped tiles) a third of the kernel's instructions and nearly half
+// its stall samples (ncu, v37 call 1). Holes (fill, NaN, Inf, |s| >= 2^28)
+// take the placeholder, the mean of the tile's q, which needs a pass of its
+// own: a field with a fill value gets that pass first (counts, placeholder),
+// and the walk recomputes q. Without a fill value holes are rare: the walk
+// returns false at the first group of four rows with one, and the caller
+// runs enc_slow, which rewrites all of the scratch the rows wrote.
+// f32 values take the f32 check (the f32 difference of x and x' is exact:
+// encode_rank3.cuh's quant_f32), which saves the f64 difference, its
+// compare and the f64 max per value.
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
 #endif
 
+// Quantize + check of one value for the row walk: q; hole for a value
+// without q (|s| >= 2^28, NaN, Inf; the fill value is the caller's test);
+// raw when the check fails (meaningless for a hole); e the error. f32: the
+// difference in f32, exact (quant_f32), so e <= eb exactly when e <= ebf.
+__device__ __forceinline__ int rows_quant(float x, double inv, double step, double eb, float ebf, bool &hole,
+                                          bool &raw, float &e) {
+    const double s = __dmul_rn((double)x, inv);
+    hole = !(fabs(s) < 268435456.0);
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    e = fabsf(__fsub_rn(x, __double2float_rn(__dmul_rn(qd, step))));
+    raw = !(e <= ebf);
+    return __double2loint(sr);
+}
+__device__ __forceinline__ int rows_quant(double x, double inv, double step, double eb, float ebf, bool &hole,
+                                          bool &raw, double &e) {
+    int q;
+    hole = quant1<double>(x, inv, step, eb, 0, 0ull, q, e, raw);
+    return q;
+}
+
+// One step's word of a flag bitmap (lane (s, x): row s, column x; W lanes a
+// row) after the x and y steps of the parity transform: XORed with the row
+// above (row s - 1 of the word, or for s = 0 the last row of prev, the step
+// before's word) and then with itself one column over (not across a row's
+// start: rs has the bits of x = 0).
+__device__ __forceinline__ unsigned rows_parity2(unsigned b, unsigned prev, int W, unsigned rs) {
+    const unsigned v = b ^ (W == 32 ? prev : b << W | prev >> (32 - W));
+    return v ^ (v << 1 & ~rs);
+}
+
 template <typename T, int V>
 __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &g, unsigned long long z0,
                                           unsigned long long y0, unsigned long long x0, int lz, int ly, int lx,
-                                          double inv, double step, double eb, int has_fill,
+                                          double inv, double step, double eb, float ebf, int has_fill,
                                           unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
                                           TileSum &ts) {
+    typedef typename std::conditional<sizeof(T) == 4, float, double>::type E;  // rows_quant's error
     const unsigned F = 0xffffffffu;
     int *sq = (int *)(sc + SC_Q);
     unsigned short *scode = (unsigned short *)(sc + SC_CODE);
-    unsigned char *sfl = sc + SC_FL;
     unsigned *sesc = (unsigned *)(sc + SC_ESC), *sraw = (unsigned *)(sc + SC_RAW);
+    unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
     const int n = lz * ly * lx;
     // Rows side by side: W lanes a row (the power of two from lx up), R =
     // 32 / W rows a step; lane (s, x) takes column x of row s of each step.
     const int W = lx > 16 ? 32 : lx > 8 ? 16 : lx > 4 ? 8 : lx > 2 ? 4 : lx > 1 ? 2 : 1, R = 32 / W;
     const int s = lane / W, x = lane & (W - 1);
     const bool xin = x < lx;
+    const unsigned rs = W == 32 ? 1u : 0xffffffffu / ((1u << W) - 1u);  // the bits of the rows' x = 0
+    // The masks' words after the x and y steps, per plane parity: fill at
+    // mwd[32 (z % 2) + i], raw at mwd[32 (z % 2) + 16 + i] for step i of the
+    // plane (at most 16: ly <= 16 rows, R a step). Past the rows of q.
+    unsigned *const mwd = pw + 16 * 32;
     for (int i = lane; i < 128; i += 32) {
         sesc[i] = 0;
         sraw[i] = 0;
+        smf[i] = 0;
+        smr[i] = 0;
     }
+    for (int i = lane; i < 64; i += 32) mwd[i] = 0;
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
-    for (int i = lane; i < (n + 15) / 16; i += 32) ((uint4 *)sfl)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
     const T *col = src + (z0 * g.ny + y0 + s) * g.nx + x0 + (xin ? x : 0);
     const unsigned long long plane = g.ny * g.nx;
-    unsigned nraw = 0, nesc = 0, NR = 0, NF = 0;
+    unsigned nesc = 0, NR = 0, NF = 0;
     int origin = 0, ph = 0;
-    double merr = 0;
+    E merr = 0;
     // A field with a fill value (its tiles often hold some): first a pass
-    // for the flags, the counts, the error and the placeholder, as enc_slow's
-    // step 1; the walk then gives holes the placeholder. Without one, holes
-    // (NaN, Inf, |s| >= 2^28) are rare: the walk returns at the first.
+    // for the counts, the error and the placeholder, as enc_slow's step 1;
+    // the walk then gives holes the placeholder. Without one, holes (NaN,
+    // Inf, |s| >= 2^28) are rare: the walk returns at the first.
     const bool counted = has_fill;
     if (counted) {
-        unsigned nfill = 0, cnt = 0;
+        unsigned nfill = 0, cnt = 0, nraw = 0;
         long long sum = 0;
 #pragma unroll 1
         for (int z = 0; z < lz; z++) {
@@ -88,30 +138,23 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     if (yb + u * R + s >= ly || !xin) continue;
-                    const int e = (z * ly + yb + u * R + s) * lx + x;
-                    unsigned char f;
                     if (Bits<T>::of(v[u]) == fill_bits) {
-                        f = 2;
                         nfill++;
-                    } else {
-                        int q;
-                        double er;
-                        bool raw;
-                        if (quant1<T>(v[u], inv, step, eb, 0, 0ull, q, er, raw)) {
-                            f = 4;
-                            nraw++;
-                        } else {
-                            sum += q;
-                            cnt++;
-                            f = raw ? 5 : 1;
-                            if (raw)
-                                nraw++;
-                            else
-                                merr = fmax(merr, er);
-                        }
+                        continue;
                     }
-                    if (f & 4) atomicOr(&sraw[e >> 5], 1u << (e & 31));
-                    sfl[e] = f;
+                    bool hole, raw;
+                    E er;
+                    const int q = rows_quant(v[u], inv, step, eb, ebf, hole, raw, er);
+                    if (hole) {
+                        nraw++;
+                    } else {
+                        sum += q;
+                        cnt++;
+                        if (raw)
+                            nraw++;
+                        else
+                            merr = er > merr ? er : merr;
+                    }
                 }
             }
         }
@@ -123,11 +166,17 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         // holes take the placeholder: trunc(mean of the tile's q)
         ph = C ? (int)(sum / (long long)C) : 0;
     }
+    unsigned nraw = 0;
+    unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
     unsigned *qz = pw + x;  // q of (z - 1, y, x) at qz[32 y]
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
         const T *p = col + z * plane;
-        unsigned tp = 0;  // t of (z, y - 1, x) for the step's first row
+        unsigned tp = 0;            // t of (z, y - 1, x) for the step's first row
+        unsigned fprev = 0, rprev = 0;  // the step before's flag words
+        const unsigned *const mz = mwd + 32 * ((z - 1) & 1);  // plane z - 1's mask words
+        unsigned *const mo = mwd + 32 * (z & 1);
+        int i = 0;  // the plane's step
 #pragma unroll 1
         for (int yb = 0; yb < ly; yb += 4 * R) {
             T v[4];
@@ -135,25 +184,28 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
             for (int u = 0; u < 4; u++)
                 if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
             int q[4];
-            bool raw[4], hole = false;
+            bool raw[4], fill[4], hole = false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 q[u] = 0;
-                raw[u] = false;
+                raw[u] = fill[u] = false;
                 if (yb + u * R + s < ly && xin) {
-                    double er;
-                    const bool h = quant1<T>(v[u], inv, step, eb, has_fill, fill_bits, q[u], er, raw[u]);
+                    E er;
+                    bool h;
+                    q[u] = rows_quant(v[u], inv, step, eb, ebf, h, raw[u], er);
                     if (counted) {
-                        if (h) q[u] = ph;
+                        fill[u] = Bits<T>::of(v[u]) == fill_bits;
+                        raw[u] = !fill[u] && (h || raw[u]);  // a hole that is not fill is raw
+                        if (h || fill[u]) q[u] = ph;
                     } else {
                         hole |= h;
-                        if (!raw[u]) merr = fmax(merr, er);
+                        if (!raw[u]) merr = er > merr ? er : merr;
                     }
                 }
             }
             if (!counted && __any_sync(F, hole)) return false;
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < 4; u++, i++) {
                 if (yb + u * R >= ly) break;  // the same for every lane
                 const int y = yb + u * R + s;
                 const bool in = xin && y < ly;
@@ -167,11 +219,27 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 unsigned wl = __shfl_up_sync(F, w, 1);
                 if (x == 0) wl = 0;
                 const int d = (int)(w - wl);
+                // the masks: this step's flag words after the x and y
+                // steps, XORed with plane z - 1's
+                const unsigned bf = __ballot_sync(F, fill[u]), br = __ballot_sync(F, raw[u]);
+                on |= (bf ? 1u : 0u) | (br ? 2u : 0u);
+                unsigned mf = 0, mr = 0;
+                if (on & 1u) {
+                    const unsigned p2 = rows_parity2(bf, fprev, W, rs);
+                    mf = p2 ^ (z ? mz[i] : 0u);
+                    if (lane == 0) mo[i] = p2;
+                }
+                if (on & 2u) {
+                    const unsigned p2 = rows_parity2(br, rprev, W, rs);
+                    mr = p2 ^ (z ? mz[16 + i] : 0u);
+                    if (lane == 0) mo[16 + i] = p2;
+                }
+                fprev = bf;
+                rprev = br;
                 if (in) {
                     const int e = (z * ly + y) * lx + x;
-                    if (!counted && raw[u]) {
+                    if (raw[u]) {
                         nraw++;
-                        sfl[e] = 5;
                         atomicOr(&sraw[e >> 5], 1u << (e & 31));
                     }
                     bool esc;
@@ -186,21 +254,29 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                         sq[e] = d;
                         atomicOr(&sesc[e >> 5], 1u << (e & 31));
                     }
-                    scode[slot_std<3>(z, y, x, lz, ly, lx, g)] = (unsigned short)c;
+                    const int sl = slot_std<3>(z, y, x, lz, ly, lx, g);
+                    scode[sl] = (unsigned short)c;
+                    if ((mf >> lane) & 1u) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
+                    if ((mr >> lane) & 1u) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
                 }
             }
         }
+        __syncwarp();  // plane z's mask words are read by plane z + 1, and overwritten by z + 2
     }
     if (!counted) NR = __reduce_add_sync(F, nraw);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) merr = fmax(merr, __shfl_xor_sync(F, merr, o));
-    // the planes overwrite qz: slow_masks_planes starts with a __syncwarp
-    slow_masks_planes<3>(g, lz, ly, lx, NR, NF, pw, sc, lane);
+    for (int o = 16; o > 0; o >>= 1) {
+        const E m2 = __shfl_xor_sync(F, merr, o);
+        merr = m2 > merr ? m2 : merr;
+    }
+    // the planes overwrite qz and the mask words
+    __syncwarp();
+    slow_planes(n, pw, sc, lane);
     ts.origin = __shfl_sync(F, origin, 0);
     ts.nesc = __reduce_add_sync(F, nesc);
     ts.nraw = NR;
     ts.nfill = NF;
-    ts.merr = merr;
+    ts.merr = (double)merr;
 #ifdef EMU_ROWS3_TAKEN
     EMU_ROWS3_TAKEN;  // tools/encode_clipped_emu.cpp counts the tiles taken
 #endif

@@ -32,24 +32,45 @@ __device__ __forceinline__ int slot_std(int z, int y, int x, int lz, int ly, int
 // a tile of n values: those holding slots < n, rounded up to its rounds of 4.
 __device__ __forceinline__ int slot_pairs(int n) { return 4 * ((n + 255) >> 8); }
 
-// Steps 3 and 4 of the slow path, once the codes are in SC_CODE (slot
-// order; slots >= n zero up to slot_pairs) and the element flags in SC_FL:
-// the fill and raw masks (the parity Lorenzo transform of the element
-// bitmaps, in slot order) and the bit planes by warp transposes, two words
-// at a time. The words past slot n are zero without a transpose (a clipped
-// tile of 136 values needs 4 of the 64 word pairs): H200, same call, adk
-// +2-7 % and stageIV +3-4 % compress (their clipped tiles; PERF.md v23).
+// Step 4 of the slow path (and of the row walk, encode_rows3.cuh), once the
+// codes are in SC_CODE (slot order; slots >= n zero up to slot_pairs): the
+// bit planes by warp transposes, two words at a time. The words past slot n
+// are zero without a transpose (a clipped tile of 136 values needs 4 of the
+// 64 word pairs): H200, same call, adk +2-7 % and stageIV +3-4 % compress
+// (their clipped tiles; PERF.md v23).
+__device__ __forceinline__ void slow_planes(int n, unsigned *pw, const unsigned char *sc, int lane) {
+    constexpr int U = 4;
+    const unsigned short *scode = (const unsigned short *)(sc + SC_CODE);
+    const int mw = slot_pairs(n);
+    for (int m = 0; m < 64; m += U) {
+        if (m >= mw) {
+#pragma unroll
+            for (int u = 0; u < U; u++) put_planes(pw, 0u, 2 * (m + u), 2 * (m + u) + 1, lane);
+            continue;
+        }
+        unsigned c[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            c[u] = (unsigned)scode[64 * (m + u) + lane] | (unsigned)scode[64 * (m + u) + 32 + lane] << 16;
+#pragma unroll
+        for (int u = 0; u < U; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
+    }
+}
+
+// Steps 3 and 4 of the slow path, once the codes are in SC_CODE and the
+// element flags in SC_FL: the fill and raw masks (the parity Lorenzo
+// transform of the element bitmaps, in slot order), then slow_planes.
 // The masks by rows for rank 3 (lane x, a ballot per row of planes z and
 // z - 1, XORed with the row before and shifted by one: no divisions, two
-// byte loads per element instead of eight) were slower: coads and
+// byte loads per element instead of eight) were slower here: coads and
 // levitus -8 % compress (128 dependent rows of ballots against 80
-// independent rounds; PERF.md v23).
+// independent rounds; PERF.md v23: in the warp encoder, where a slow tile's
+// latency held every later tile). The row walk of clipped rank-3 tiles
+// (encode_rows3.cuh) builds its masks in the walk instead.
 // fr0: a flat tile's flat_r0 (FAST 4), whose masks take flat.cuh's corners.
 template <int FAST>
 __device__ __forceinline__ void slow_masks_planes(const Geo &g, int lz, int ly, int lx, unsigned NR, unsigned NF,
                                                   unsigned *pw, unsigned char *sc, int lane, unsigned fr0 = 0) {
-    constexpr int U = 4;
-    const unsigned short *scode = (const unsigned short *)(sc + SC_CODE);
     const unsigned char *sfl = sc + SC_FL;
     unsigned *smf = (unsigned *)(sc + SC_MF), *smr = (unsigned *)(sc + SC_MR);
     const int n = lz * ly * lx, P = ly * lx;
@@ -76,20 +97,7 @@ __device__ __forceinline__ void slow_masks_planes(const Geo &g, int lz, int ly, 
         }
     }
     __syncwarp();
-    const int mw = slot_pairs(n);
-    for (int m = 0; m < 64; m += U) {
-        if (m >= mw) {
-#pragma unroll
-            for (int u = 0; u < U; u++) put_planes(pw, 0u, 2 * (m + u), 2 * (m + u) + 1, lane);
-            continue;
-        }
-        unsigned c[U];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            c[u] = (unsigned)scode[64 * (m + u) + lane] | (unsigned)scode[64 * (m + u) + 32 + lane] << 16;
-#pragma unroll
-        for (int u = 0; u < U; u++) put_planes(pw, transpose32(c[u], lane), 2 * (m + u), 2 * (m + u) + 1, lane);
-    }
+    slow_planes(n, pw, sc, lane);
 }
 
 template <typename T, int FAST, int V>

@@ -30,11 +30,6 @@
 #include "walk_emu.h"
 
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-static inline float __double2float_rd(double d) {  // round toward -inf
-    float f = (float)d;
-    if ((double)f > d) f = nextafterf(f, -INFINITY);
-    return f;
-}
 
 #include "../device_common.cuh"
 #include "emu_geo.h"
