@@ -50,6 +50,16 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
     unsigned char *sc = scratch + ((unsigned long long)blockIdx.x * ENC_W + wib) * SC_BYTES;
     const double eb = prm->eb, step = prm->step, inv = prm->inv;
     const float ebf = __double2float_rd(eb);  // e <= eb for a float e exactly when e <= ebf
+    // the masks start zero for the row walk, which sets their bits as it goes
+    // (the slow path clears them itself); a tile that used them clears them
+    unsigned *const smf = (unsigned *)(sc + SC_MF), *const smr = (unsigned *)(sc + SC_MR);
+    auto clear_masks = [&]() {
+        for (int i = lane; i < 128; i += 32) {
+            smf[i] = 0;
+            smr[i] = 0;
+        }
+    };
+    clear_masks();
     for (;;) {
         unsigned long long j = 0;
         if (lane == 0) j = atomicAdd(ctr + 1, 1ull);  // ctr[0]: the bump pointer, ctr[1]: the ticket
@@ -65,7 +75,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
         // the row walk (encode_rows3.cuh); the slow path for holes in
         // fields without a fill value
         if (FAST != 3 || lx < ENC_ROWS3_MIN_LX ||
-            !enc_rows3<T, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, ebf, has_fill, fill_bits, pw, sc, lane, ts))
+            !(has_fill ? enc_rows3<T, 1, true>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, ebf, fill_bits, pw, sc, lane, ts)
+                       : enc_rows3<T, 1, false>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, ebf, 0ull, pw, sc, lane, ts)))
             enc_slow<T, FAST, 1>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         __syncwarp();
         const TileLayout L = tile_layout<T>(pw, sc, ts, lane);
@@ -82,6 +93,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
         if (fits)
             tile_write<T, 1, false>(TileStore<false>(false), side + off / 4, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                     false, lane);
+        __syncwarp();  // the write read the masks
+        if (ts.nfill | ts.nraw) clear_masks();
         if (lane == 0) {
             tsize[rel] = fits ? L.size : 0u;
             touts[rel] = ts.nraw;

@@ -46,6 +46,9 @@
 // f32 values take the f32 check (the f32 difference of x and x' is exact:
 // encode_rank3.cuh's quant_f32), which saves the f64 difference, its
 // compare and the f64 max per value.
+#ifndef ROWS3_KEEPQ
+#define ROWS3_KEEPQ 0  // A/B: the first pass keeps q and the kind in q's scratch for the walk
+#endif
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
 #endif
@@ -81,11 +84,12 @@ __device__ __forceinline__ unsigned rows_parity2(unsigned b, unsigned prev, int 
     return v ^ (v << 1 & ~rs);
 }
 
-template <typename T, int V>
+// CNT: the field has a fill value (the first pass runs); known at compile
+// time, so that each walk's registers are allocated for its own path.
+template <typename T, int V, bool CNT>
 __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &g, unsigned long long z0,
                                           unsigned long long y0, unsigned long long x0, int lz, int ly, int lx,
-                                          double inv, double step, double eb, float ebf, int has_fill,
-                                          unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
+                                          double inv, double step, double eb, float ebf, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
                                           TileSum &ts) {
     typedef typename std::conditional<sizeof(T) == 4, float, double>::type E;  // rows_quant's error
     const unsigned F = 0xffffffffu;
@@ -104,11 +108,12 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     // mwd[32 (z % 2) + i], raw at mwd[32 (z % 2) + 16 + i] for step i of the
     // plane (at most 16: ly <= 16 rows, R a step). Past the rows of q.
     unsigned *const mwd = pw + 16 * 32;
+    // (the masks, smf and smr, are zero: the caller clears them after each
+    // tile that used them, so that tiles without fill or raw values, most of
+    // a field without a fill value, pay no stores for them)
     for (int i = lane; i < 128; i += 32) {
         sesc[i] = 0;
         sraw[i] = 0;
-        smf[i] = 0;
-        smr[i] = 0;
     }
     for (int i = lane; i < 64; i += 32) mwd[i] = 0;
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
@@ -122,7 +127,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     // for the counts, the error and the placeholder, as enc_slow's step 1;
     // the walk then gives holes the placeholder. Without one, holes (NaN,
     // Inf, |s| >= 2^28) are rare: the walk returns at the first.
-    const bool counted = has_fill;
+    constexpr bool counted = CNT;
     if (counted) {
         unsigned nfill = 0, cnt = 0, nraw = 0;
         long long sum = 0;
@@ -138,8 +143,10 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     if (yb + u * R + s >= ly || !xin) continue;
+                    const int e = (z * ly + yb + u * R + s) * lx + x;
                     if (Bits<T>::of(v[u]) == fill_bits) {
                         nfill++;
+                        if (ROWS3_KEEPQ) sq[e] = 1;
                         continue;
                     }
                     bool hole, raw;
@@ -155,6 +162,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                         else
                             merr = er > merr ? er : merr;
                     }
+                    if (ROWS3_KEEPQ) sq[e] = hole ? 3 : (int)((unsigned)q << 2 | (raw ? 2u : 0u));
                 }
             }
         }
@@ -180,16 +188,29 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
 #pragma unroll 1
         for (int yb = 0; yb < ly; yb += 4 * R) {
             T v[4];
+            int kq[4];  // ROWS3_KEEPQ: the first pass's kind and q
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
+                if (yb + u * R + s < ly && xin) {
+                    if (ROWS3_KEEPQ && counted)
+                        kq[u] = sq[(z * ly + yb + u * R + s) * lx + x];
+                    else
+                        v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
+                }
             int q[4];
             bool raw[4], fill[4], hole = false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 q[u] = 0;
                 raw[u] = fill[u] = false;
-                if (yb + u * R + s < ly && xin) {
+                if (ROWS3_KEEPQ && counted) {
+                    if (yb + u * R + s < ly && xin) {
+                        const unsigned k = kq[u] & 3;
+                        fill[u] = k == 1;
+                        raw[u] = k >= 2;
+                        q[u] = k & 1 ? ph : kq[u] >> 2;
+                    }
+                } else if (yb + u * R + s < ly && xin) {
                     E er;
                     bool h;
                     q[u] = rows_quant(v[u], inv, step, eb, ebf, h, raw[u], er);
@@ -221,7 +242,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 const int d = (int)(w - wl);
                 // the masks: this step's flag words after the x and y
                 // steps, XORed with plane z - 1's
-                const unsigned bf = __ballot_sync(F, fill[u]), br = __ballot_sync(F, raw[u]);
+                const unsigned bf = counted ? __ballot_sync(F, fill[u]) : 0u, br = __ballot_sync(F, raw[u]);
                 on |= (bf ? 1u : 0u) | (br ? 2u : 0u);
                 unsigned mf = 0, mr = 0;
                 if (on & 1u) {
