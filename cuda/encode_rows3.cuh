@@ -46,9 +46,6 @@
 // f32 values take the f32 check (the f32 difference of x and x' is exact:
 // encode_rank3.cuh's quant_f32), which saves the f64 difference, its
 // compare and the f64 max per value.
-#ifndef ROWS3_KEEPQ
-#define ROWS3_KEEPQ 0  // A/B: the first pass keeps q and the kind in q's scratch for the walk
-#endif
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
 #endif
@@ -89,8 +86,8 @@ __device__ __forceinline__ unsigned rows_parity2(unsigned b, unsigned prev, int 
 template <typename T, int V, bool CNT>
 __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &g, unsigned long long z0,
                                           unsigned long long y0, unsigned long long x0, int lz, int ly, int lx,
-                                          double inv, double step, double eb, float ebf, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
-                                          TileSum &ts) {
+                                          double inv, double step, double eb, float ebf, unsigned long long fill_bits,
+                                          unsigned *pw, unsigned char *sc, int lane, TileSum &ts) {
     typedef typename std::conditional<sizeof(T) == 4, float, double>::type E;  // rows_quant's error
     const unsigned F = 0xffffffffu;
     int *sq = (int *)(sc + SC_Q);
@@ -119,7 +116,11 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
     const T *col = src + (z0 * g.ny + y0 + s) * g.nx + x0 + (xin ? x : 0);
-    const unsigned long long plane = g.ny * g.nx;
+    const unsigned long long plane = g.ny * g.nx, rstep = (unsigned long long)R * g.nx;  // rstep: u to u + 1
+    const int lyl = xin ? ly - s : 0;  // row yb + u R of a step is the lane's when yb + u R < lyl
+    // The slot (FORMAT.md section 3, sub-blocks 4 x 4 x 8) of the lane's
+    // column: its x part once a tile, the z part once a plane.
+    const int sk = x >> 3, sdx = x & 7, sex = min(8, lx - 8 * sk), sk8 = 8 * sk, lx4 = 4 * lx;
     unsigned nesc = 0, NR = 0, NF = 0;
     int origin = 0, ph = 0;
     E merr = 0;
@@ -135,18 +136,16 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         for (int z = 0; z < lz; z++) {
             const T *p = col + z * plane;
 #pragma unroll 1
-            for (int yb = 0; yb < ly; yb += 4 * R) {
+            for (int yb = 0; yb < ly; yb += 4 * R, p += 4 * rstep) {
                 T v[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
+                    if (yb + u * R < lyl) v[u] = p[u * rstep];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    if (yb + u * R + s >= ly || !xin) continue;
-                    const int e = (z * ly + yb + u * R + s) * lx + x;
+                    if (yb + u * R >= lyl) continue;
                     if (Bits<T>::of(v[u]) == fill_bits) {
                         nfill++;
-                        if (ROWS3_KEEPQ) sq[e] = 1;
                         continue;
                     }
                     bool hole, raw;
@@ -162,7 +161,6 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                         else
                             merr = er > merr ? er : merr;
                     }
-                    if (ROWS3_KEEPQ) sq[e] = hole ? 3 : (int)((unsigned)q << 2 | (raw ? 2u : 0u));
                 }
             }
         }
@@ -175,42 +173,33 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         ph = C ? (int)(sum / (long long)C) : 0;
     }
     unsigned nraw = 0;
-    unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
+    // bit 0: the fill mask, bit 1: the raw mask is built. With a fill value
+    // the first pass knows; without one, from the first raw value on (the
+    // words are 0 before).
+    unsigned on = counted ? (NF ? 1u : 0u) | (NR ? 2u : 0u) : 0u;
     unsigned *qz = pw + x;  // q of (z - 1, y, x) at qz[32 y]
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
         const T *p = col + z * plane;
+        const int si = z >> 2, sdz = z & 3, sez = min(4, lz - 4 * si), szb = si * 4 * ly * lx;  // the slot's z part
         unsigned tp = 0;            // t of (z, y - 1, x) for the step's first row
         unsigned fprev = 0, rprev = 0;  // the step before's flag words
         const unsigned *const mz = mwd + 32 * ((z - 1) & 1);  // plane z - 1's mask words
         unsigned *const mo = mwd + 32 * (z & 1);
         int i = 0;  // the plane's step
 #pragma unroll 1
-        for (int yb = 0; yb < ly; yb += 4 * R) {
+        for (int yb = 0; yb < ly; yb += 4 * R, p += 4 * rstep) {
             T v[4];
-            int kq[4];  // ROWS3_KEEPQ: the first pass's kind and q
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if (yb + u * R + s < ly && xin) {
-                    if (ROWS3_KEEPQ && counted)
-                        kq[u] = sq[(z * ly + yb + u * R + s) * lx + x];
-                    else
-                        v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
-                }
+                if (yb + u * R < lyl) v[u] = p[u * rstep];
             int q[4];
             bool raw[4], fill[4], hole = false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 q[u] = 0;
                 raw[u] = fill[u] = false;
-                if (ROWS3_KEEPQ && counted) {
-                    if (yb + u * R + s < ly && xin) {
-                        const unsigned k = kq[u] & 3;
-                        fill[u] = k == 1;
-                        raw[u] = k >= 2;
-                        q[u] = k & 1 ? ph : kq[u] >> 2;
-                    }
-                } else if (yb + u * R + s < ly && xin) {
+                if (yb + u * R < lyl) {
                     E er;
                     bool h;
                     q[u] = rows_quant(v[u], inv, step, eb, ebf, h, raw[u], er);
@@ -242,8 +231,9 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 const int d = (int)(w - wl);
                 // the masks: this step's flag words after the x and y
                 // steps, XORed with plane z - 1's
-                const unsigned bf = counted ? __ballot_sync(F, fill[u]) : 0u, br = __ballot_sync(F, raw[u]);
-                on |= (bf ? 1u : 0u) | (br ? 2u : 0u);
+                const unsigned bf = on & 1u ? __ballot_sync(F, fill[u]) : 0u,
+                               br = counted && !(on & 2u) ? 0u : __ballot_sync(F, raw[u]);
+                if (!counted && br) on = 2u;
                 unsigned mf = 0, mr = 0;
                 if (on & 1u) {
                     const unsigned p2 = rows_parity2(bf, fprev, W, rs);
@@ -275,7 +265,8 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                         sq[e] = d;
                         atomicOr(&sesc[e >> 5], 1u << (e & 31));
                     }
-                    const int sl = slot_std<3>(z, y, x, lz, ly, lx, g);
+                    const int sj = y >> 2, sdy = y & 3, sey = min(4, ly - 4 * sj);
+                    const int sl = szb + sez * (sj * lx4 + sey * sk8) + (sdz * sey + sdy) * sex + sdx;
                     scode[sl] = (unsigned short)c;
                     if ((mf >> lane) & 1u) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
                     if ((mr >> lane) & 1u) atomicOr(&smr[sl >> 5], 1u << (sl & 31));

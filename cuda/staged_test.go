@@ -14,7 +14,8 @@ import (
 // walk (encode_rank2.cuh; 16-byte and 4-byte staging, escapes, raw values),
 // the staged rank-3 walk of tiles with fill values (FILLP: a land region,
 // an all-fill tile; q parked between its passes, or at ABS 1e-4, where |q|
-// passes 32767, quantized twice) and the f32 rank-1 walk (v30:
+// passes 32767, quantized twice), the clipped kernel's row walk (rank 3,
+// with and without a fill value) and the f32 rank-1 walk (v30:
 // enc_flat32 without y/z neighbours; escapes, raw values, a last partial
 // tile), byte-identical to the CPU codec in both container versions.
 func TestWalksSmall(t *testing.T) {
@@ -54,6 +55,9 @@ func TestWalksSmall(t *testing.T) {
 			}
 			return wave(z, y, x)
 		}},
+		// clipped rank-3 tiles without a fill value (the clipped kernel's
+		// row walk: 4 rows of 32, 16 rows of 8 and 4 of 8; escapes, raw values)
+		{"rank-3 clipped", []uint64{8, 20, 40}, nil, func(z, y, x int) float64 { return spiky(wave(z, y, x), 150) }},
 		{"rank-3 land unaligned", []uint64{8, 16, 66}, &fill, func(z, y, x int) float64 {
 			if (x/5+y/3+z)%7 == 0 {
 				return fill
