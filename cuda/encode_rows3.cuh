@@ -116,11 +116,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
     const T *col = src + (z0 * g.ny + y0 + s) * g.nx + x0 + (xin ? x : 0);
-    const unsigned long long plane = g.ny * g.nx, rstep = (unsigned long long)R * g.nx;  // rstep: u to u + 1
-    const int lyl = xin ? ly - s : 0;  // row yb + u R of a step is the lane's when yb + u R < lyl
-    // The slot (FORMAT.md section 3, sub-blocks 4 x 4 x 8) of the lane's
-    // column: its x part once a tile, the z part once a plane.
-    const int sk = x >> 3, sdx = x & 7, sex = min(8, lx - 8 * sk), sk8 = 8 * sk, lx4 = 4 * lx;
+    const unsigned long long plane = g.ny * g.nx;
     unsigned nesc = 0, NR = 0, NF = 0;
     int origin = 0, ph = 0;
     E merr = 0;
@@ -136,14 +132,14 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         for (int z = 0; z < lz; z++) {
             const T *p = col + z * plane;
 #pragma unroll 1
-            for (int yb = 0; yb < ly; yb += 4 * R, p += 4 * rstep) {
+            for (int yb = 0; yb < ly; yb += 4 * R) {
                 T v[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (yb + u * R < lyl) v[u] = p[u * rstep];
+                    if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    if (yb + u * R >= lyl) continue;
+                    if (yb + u * R + s >= ly || !xin) continue;
                     if (Bits<T>::of(v[u]) == fill_bits) {
                         nfill++;
                         continue;
@@ -173,33 +169,29 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         ph = C ? (int)(sum / (long long)C) : 0;
     }
     unsigned nraw = 0;
-    // bit 0: the fill mask, bit 1: the raw mask is built. With a fill value
-    // the first pass knows; without one, from the first raw value on (the
-    // words are 0 before).
-    unsigned on = counted ? (NF ? 1u : 0u) | (NR ? 2u : 0u) : 0u;
+    unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
     unsigned *qz = pw + x;  // q of (z - 1, y, x) at qz[32 y]
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
         const T *p = col + z * plane;
-        const int si = z >> 2, sdz = z & 3, sez = min(4, lz - 4 * si), szb = si * 4 * ly * lx;  // the slot's z part
         unsigned tp = 0;            // t of (z, y - 1, x) for the step's first row
         unsigned fprev = 0, rprev = 0;  // the step before's flag words
         const unsigned *const mz = mwd + 32 * ((z - 1) & 1);  // plane z - 1's mask words
         unsigned *const mo = mwd + 32 * (z & 1);
         int i = 0;  // the plane's step
 #pragma unroll 1
-        for (int yb = 0; yb < ly; yb += 4 * R, p += 4 * rstep) {
+        for (int yb = 0; yb < ly; yb += 4 * R) {
             T v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if (yb + u * R < lyl) v[u] = p[u * rstep];
+                if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
             int q[4];
             bool raw[4], fill[4], hole = false;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 q[u] = 0;
                 raw[u] = fill[u] = false;
-                if (yb + u * R < lyl) {
+                if (yb + u * R + s < ly && xin) {
                     E er;
                     bool h;
                     q[u] = rows_quant(v[u], inv, step, eb, ebf, h, raw[u], er);
@@ -231,9 +223,8 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 const int d = (int)(w - wl);
                 // the masks: this step's flag words after the x and y
                 // steps, XORed with plane z - 1's
-                const unsigned bf = on & 1u ? __ballot_sync(F, fill[u]) : 0u,
-                               br = counted && !(on & 2u) ? 0u : __ballot_sync(F, raw[u]);
-                if (!counted && br) on = 2u;
+                const unsigned bf = counted ? __ballot_sync(F, fill[u]) : 0u, br = __ballot_sync(F, raw[u]);
+                on |= (bf ? 1u : 0u) | (br ? 2u : 0u);
                 unsigned mf = 0, mr = 0;
                 if (on & 1u) {
                     const unsigned p2 = rows_parity2(bf, fprev, W, rs);
@@ -265,8 +256,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                         sq[e] = d;
                         atomicOr(&sesc[e >> 5], 1u << (e & 31));
                     }
-                    const int sj = y >> 2, sdy = y & 3, sey = min(4, ly - 4 * sj);
-                    const int sl = szb + sez * (sj * lx4 + sey * sk8) + (sdz * sey + sdy) * sex + sdx;
+                    const int sl = slot_std<3>(z, y, x, lz, ly, lx, g);
                     scode[sl] = (unsigned short)c;
                     if ((mf >> lane) & 1u) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
                     if ((mr >> lane) & 1u) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
