@@ -28,8 +28,11 @@
 // stageIV's and adk's, which held the scanner as rank 3's did).
 #ifndef ENC_CLIPPED_MINB
 // Blocks per SM the register budget is cut for. The kernel runs only the
-// slow path and the tail (no staged walk), so 80 registers do
-// instead of the walks' 128: 24 warps per SM instead of 16.
+// row walk, the slow path and the tail (no staged walk), so 80 registers do
+// instead of the walks' 128: 24 warps per SM instead of 16. With v37's row
+// walk the f32 kernel spills 196 / 488 bytes there (nvcc 11.8); 2 blocks
+// (128 registers, no spills) against 3, on v37 call 2's walk (57db9c8):
+// coads 0.97x, era5 0.98-1.03x, plot3d_post 1.02-1.06x compress (PERF.md).
 #define ENC_CLIPPED_MINB 3
 #endif
 template <typename T, int FAST>
