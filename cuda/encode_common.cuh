@@ -89,6 +89,25 @@ struct TileSum {
     double merr;
 };
 
+// Quantize + check of one f32 value (FORMAT.md section 4) for the f32
+// walks (encode_rank3.cuh's quant_f32, the clipped row walk): s, q and x'
+// as in quant_q, but the check's difference is taken in f32: x - x' is
+// exact there (for |q| >= 2, x and x' are within a factor of 2 (Sterbenz);
+// for q = 0, x' = 0; for |q| = 1 no float x lies below x'/2 while s >= 0.5),
+// so e = |x - x'| equals the f64 difference and e <= eb holds exactly when
+// e <= ebf, the largest float <= eb. That saves a conversion, a double
+// subtraction and the double compare and max per value. Returns q; sets
+// hole for values without q (|s| >= 2^28, NaN, Inf; e is then meaningless).
+__device__ __forceinline__ int quant_e32(float x, double inv, double step, float &e, bool &hole) {
+    const double s = __dmul_rn((double)x, inv);
+    hole = !(fabs(s) < 268435456.0);
+    const double sr = __dadd_rn(s, 6755399441055744.0);
+    const double qd = __dsub_rn(sr, 6755399441055744.0);
+    const float rec = __double2float_rn(__dmul_rn(qd, step));
+    e = fabsf(__fsub_rn(x, rec));
+    return __double2loint(sr);
+}
+
 // Quantize + check of one value (FORMAT.md section 4), branch-free.
 // Returns true for a hole (fill, |s| >= 2^28, NaN, Inf: no q; only the
 // slow path handles those). raw: q is valid but the check failed, so the

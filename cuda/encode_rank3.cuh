@@ -37,27 +37,17 @@ __device__ __forceinline__ unsigned code16x2(int d0, int d1) {
     return ((p ^ m) + (m & 0x00010001u)) | (p & 0x80008000u);
 }
 
-// Quantize + check of one f32 value (FORMAT.md section 4) for the v9 walk.
-// s, q and x' as in quant_q, but the check's difference is taken in f32:
-// x - x' is exact there (for |q| >= 2, x and x' are within a factor of 2
-// (Sterbenz); for q = 0, x' = 0; for |q| = 1 no float x lies below x'/2
-// while s >= 0.5), so e = |x - x'| equals the f64 difference and
-// e <= eb holds exactly when e <= ebf, the largest float <= eb. That saves
-// a conversion, a double subtraction and the double max per value.
-// Returns q; sets hole for values without q (|s| >= 2^28, NaN, Inf) and
-// folds the check's |e| into em, a float max: per value one subtraction and
+// Quantize + check of one f32 value for the v9 walk (quant_e32), the
+// check's |e| folded into em, a float max: per value one subtraction and
 // one max (the raw test, e > ebf, and the largest e of the values that are
 // not raw are taken from em once per z-plane; v14 kept both per value, with
 // integer operations on the bits of e, 2 instructions more per value:
 // PERF.md v15). No NaN reaches em: the walk leaves on a hole first.
 __device__ __forceinline__ int quant_f32(float x, double inv, double step, float &em, bool &hole) {
-    const double s = __dmul_rn((double)x, inv);
-    hole = !(fabs(s) < 268435456.0);
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    const float rec = __double2float_rn(__dmul_rn(qd, step));
-    em = fmaxf(em, fabsf(__fsub_rn(x, rec)));
-    return __double2loint(sr);
+    float e;
+    const int q = quant_e32(x, inv, step, e, hole);
+    em = fmaxf(em, e);
+    return q;
 }
 
 // Quantize + check of a staged column's 16 values (quant_f32) into q, the

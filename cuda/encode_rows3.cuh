@@ -44,7 +44,7 @@
 // returns false at the first group of four rows with one, and the caller
 // runs enc_slow, which rewrites all of the scratch the rows wrote.
 // f32 values take the f32 check (the f32 difference of x and x' is exact:
-// encode_rank3.cuh's quant_f32), which saves the f64 difference, its
+// encode_common.cuh's quant_e32), which saves the f64 difference, its
 // compare and the f64 max per value.
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
@@ -53,16 +53,12 @@
 // Quantize + check of one value for the row walk: q; hole for a value
 // without q (|s| >= 2^28, NaN, Inf; the fill value is the caller's test);
 // raw when the check fails (meaningless for a hole); e the error. f32: the
-// difference in f32, exact (quant_f32), so e <= eb exactly when e <= ebf.
+// difference in f32, exact (quant_e32), so e <= eb exactly when e <= ebf.
 __device__ __forceinline__ int rows_quant(float x, double inv, double step, double eb, float ebf, bool &hole,
                                           bool &raw, float &e) {
-    const double s = __dmul_rn((double)x, inv);
-    hole = !(fabs(s) < 268435456.0);
-    const double sr = __dadd_rn(s, 6755399441055744.0);
-    const double qd = __dsub_rn(sr, 6755399441055744.0);
-    e = fabsf(__fsub_rn(x, __double2float_rn(__dmul_rn(qd, step))));
+    const int q = quant_e32(x, inv, step, e, hole);
     raw = !(e <= ebf);
-    return __double2loint(sr);
+    return q;
 }
 __device__ __forceinline__ int rows_quant(double x, double inv, double step, double eb, float ebf, bool &hole,
                                           bool &raw, double &e) {
