@@ -20,8 +20,10 @@
 // tile j is tile_order.cuh's dec_tile_of(nfull + j)), run the slow path and
 // the layout, append the tile to `side` (16-byte aligned, by an atomic bump
 // pointer), and leave its size, raw count and error in the job's tables and
-// its offset in `side` in tprefix (the warp encoder replaces it with the
-// tile's prefix); a tile that does not fit in `side` gets size 0 and is
+// its offset in `side` in soffs (a table of its own, not tprefix: an
+// optimistic warp kernel writes tile prefixes into tprefix as it goes, and
+// the kernel after it, should it redo the job, still needs the offsets); a
+// tile that does not fit in `side` gets size 0 and is
 // walked by the warp encoder in tile order as before. Version 1 only.
 // FAST: the standard tile shape's rank, 3 (the row walk, else the slow
 // path) or 2 (the slow path: 64 x 64 tiles clipped at a 2-D field's edges,
@@ -41,7 +43,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
                           unsigned long long fill_bits, unsigned long long tile0, unsigned long long nt, uint3 fl,
                           unsigned long long nfull, unsigned long long nclip, unsigned *side,
                           unsigned long long side_cap, unsigned long long *ctr, unsigned *tsize,
-                          unsigned long long *tprefix, unsigned *touts, double *terr, unsigned char *scratch) {
+                          unsigned long long *soffs, unsigned *touts, double *terr, unsigned char *scratch) {
 #ifndef ENC_CLIPPED_SMEM  // the host emulation (tools/encode_clipped_emu.cpp) names its own array
     extern __shared__ __align__(16) unsigned enc_smem[];
 #define ENC_CLIPPED_SMEM enc_smem
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_CLIPPED_MINB)
             tsize[rel] = fits ? L.size : 0u;
             touts[rel] = ts.nraw;
             terr[rel] = M;
-            tprefix[rel] = off;
+            soffs[rel] = off;
         }
         __syncwarp();  // pw and scratch are reused by the next tile
     }

@@ -40,6 +40,13 @@ static_assert(4 * (2 + 16 * 129 + 130 + HOT_RV_MAX) <= 12288, "a walked tile mus
 // 1's 16 planes: its hot walks leave tiles with more than 859 raw values.
 #define HOT_RV_MAX_V2 859
 static_assert(4 * (2 + 2081 + 130 + HOT_RV_MAX_V2) <= 12288, "a walked v2 tile must fit the park (SC_PARK_BYTES)");
+// The FILLP walk's tiles also hold a fill mask (up to 129 words): the fill
+// fields' optimistic kernel (HF 5) leaves tiles with more raw values than
+// these to the full kernel.
+#define HOT_RV_MAX_FILL (HOT_RV_MAX - 129)
+#define HOT_RV_MAX_FILL_V2 (HOT_RV_MAX_V2 - 129)
+static_assert(4 * (2 + 16 * 129 + 129 + 130 + HOT_RV_MAX_FILL) <= 12288, "a walked fill tile must fit the park");
+static_assert(4 * (2 + 2081 + 129 + 130 + HOT_RV_MAX_FILL_V2) <= 12288, "a walked v2 fill tile must fit the park");
 // The largest residual magnitude a code carries in container version V:
 // |d| above it is an escape (version 1: |d| >= 32768, code 0x8000; version
 // 2: |d| >= 32767, magnitude 32767). The walks code escapes as 0x8000 in

@@ -472,7 +472,12 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             fill_unpark(z, ph, big, q);
             int dmax, dmin;
             lorenzo(z, (int *)xcol + (z & 1) * STG_PLANE, q, dmax, dmin);
-            code_plane(z, __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin)));
+            const unsigned mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
+            if (HOT && mabs > esc_max(V)) {  // an escape: the optimistic kernel gives the job up
+                cp_async_wait<0>();
+                return false;
+            }
+            code_plane(z, mabs);
         }
     } else {
 #pragma unroll 1
@@ -491,7 +496,9 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             code_plane(z, mabs);
         }
     }
-    if (HOT && nraw > (V == 2 ? HOT_RV_MAX_V2 : HOT_RV_MAX)) return false;  // it would not fit the park
+    // it would not fit the park (with FILLP a fill mask beside the raw mask)
+    if (HOT && nraw > (FILLP ? (V == 2 ? HOT_RV_MAX_FILL_V2 : HOT_RV_MAX_FILL) : (V == 2 ? HOT_RV_MAX_V2 : HOT_RV_MAX)))
+        return false;
     ts.nesc = nesc;
     ts.nraw = nraw;
     if (FILLP) ts.nfill = nfill;

@@ -68,7 +68,10 @@
 // the full kernel, and each runs only if the ones before it gave the job
 // up: at the first tile its walk cannot take, a kernel sets its bit in
 // *abortf and stops (4: bit 0 for 16-bit codes, bit 1 for anything else;
-// 3: bit 1), and every kernel of the job gets abortf.
+// 3: bit 1), and every kernel of the job gets abortf. 5: the optimistic
+// kernel of fields with a fill value (the FILLP walk, hot; pre-coded
+// clipped tiles copied), before the full kernel HF 2; it gives up with
+// bit 1.
 // V: the container version written (1 or 2; encode_v2.cuh): a template
 // parameter, so that version 1's kernels hold no code of version 2's (and
 // their machine code is what it was before version 2).
@@ -85,21 +88,21 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                        unsigned *__restrict__ out, unsigned long long cap, unsigned long long *status,
                        unsigned *tsize, unsigned long long *tprefix, unsigned *touts, double *terr,
                        unsigned *ticket, unsigned *err, unsigned char *scratch, unsigned *abortf,
-                       const unsigned *__restrict__ pre) {
+                       const unsigned *__restrict__ pre, const unsigned long long *__restrict__ soffs) {
 #ifndef ENC_WARP_SMEM  // the host emulation (tools/encode_warp_emu.cpp) names its own array
     extern __shared__ __align__(16) unsigned enc_smem[];
 #define ENC_WARP_SMEM enc_smem
 #endif
-    const int has_fill = HF >= 3 ? 0 : HF ? HF - 1 : has_fill_arg;
+    const int has_fill = HF == 5 ? 1 : HF >= 3 ? 0 : HF ? HF - 1 : has_fill_arg;
     grid_wait();  // params, statuses and ticket from the kernels before (launch_dependent)
-    constexpr bool opt = (HF == 3 || HF == 4) && FAST == 3 && sizeof(T) == 4,
-                   opt8 = opt && HF == 4;
+    constexpr bool opt = (HF == 3 || HF == 4 || HF == 5) && FAST == 3 && sizeof(T) == 4,
+                   opt8 = opt && HF == 4, optf = opt && HF == 5;
     // the bits of *abortf that make this kernel stop (it sets them) and run
     constexpr unsigned quit_bits = opt8 ? 3u : 2u;
-    if ((opt || (FAST == 3 && HF < 2 && sizeof(T) == 4)) && abortf) {  // the kernels of an optimistic job
+    if ((opt || (FAST == 3 && HF < 3 && sizeof(T) == 4)) && abortf) {  // the kernels of an optimistic job
         const unsigned a = *(const volatile unsigned *)abortf;
-        if (!opt && !(a & 2u)) return;                      // an optimistic kernel did the job
-        if (opt && !opt8 && (!(a & 1u) || (a & 2u))) return;  // the narrow one did it, or it cannot
+        if (!opt && !(a & 2u)) return;                                // an optimistic kernel did the job
+        if (opt && !opt8 && !optf && (!(a & 1u) || (a & 2u))) return;  // the narrow one did it, or it cannot
     }
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     unsigned *pw = ENC_WARP_SMEM + wib * PW_WORDS;
@@ -247,10 +250,12 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         if (PC && (FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
             // pre-coded by encode_clipped_kernel (encode_clipped.cuh): its size,
             // raw count and error are in the tables, its bytes in pre at the
-            // offset tprefix holds. Publish the size, then park the bytes (or,
+            // offset soffs holds. Publish the size, then park the bytes (or,
             // too big to park, wait for the prefix and copy them out).
             const unsigned size = tsize[rel];
-            const unsigned long long soff = tprefix[rel];
+            // (the no-fill optimistic kernels take jobs of whole tiles only:
+            // never here, and their code as before soffs)
+            const unsigned long long soff = opt && !optf ? tprefix[rel] : soffs[rel];
             Parked P;
             if (scan) unpark_issue(P);
             publish_size(status, rel, size, lane);
@@ -272,6 +277,13 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                     pstate[3] = (unsigned)(tb >> 32);
                 }
             } else {
+                // too big to park: an optimistic kernel gives the job up (its
+                // scanner may stop before this tile's prefix, should another
+                // warp give up)
+                if (optf) {
+                    if (lane == 0) atomicOr(abortf, 2u);
+                    return;
+                }
                 const unsigned long long excl =
                     scan ? await_prefix(status, rel, size, lane) : lookback(status, rel, size, lane);
                 if (lane == 0) tprefix[rel] = excl;
@@ -291,6 +303,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = opt8 ? enc_fast3<false, true, true, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
+                       : optf ? enc_fast3<true, true, false, V, true>(src, g, base, inv, step, ebf, (unsigned)fill_bits,
+                                                                     pw, sq, sesc, sraw, lane, ts)
                        : hot ? enc_fast3<false, true, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : has_fill ? enc_fast3<true, false, false, V, true>(src, g, base, inv, step, ebf,
                                                                            (unsigned)fill_bits, pw, sq, sesc, sraw,
@@ -340,7 +354,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                     raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
             }
             // the FILLP walk's fill mask: the same transform as the raw mask's
-            if (staged && HF == 2 && ts.nfill)
+            if (staged && (HF == 2 || HF == 5) && ts.nfill)
                 raw_mask_rows3((const unsigned *)(sc + SC_FE), (unsigned *)(sc + SC_MF), lane);
         }
         __syncwarp();

@@ -35,7 +35,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		p          fz.Params
 	}
 	var fields []field
-	clean := false // no NaN: tiles the walks take whole (a NaN sends its tile to the slow path)
+	clean := false   // no NaN: tiles the walks take whole (a NaN sends its tile to the slow path)
+	mild := false    // no jumps of 80 (escapes at eb 1e-3): fill fields' tiles the optimistic kernel takes
+	lateNaN := false // one NaN, in the field's last full tile: the optimistic kernel gives up late
 	mk := func(d [3]int, fill bool) {
 		rank := 3
 		if d[0] == 0 && d[1] == 0 { // rank 1: tiles of 4096
@@ -56,8 +58,11 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 				s = math.NaN()
 			case fill && u < 60 && (x+2*y)%9 < 3:
 				s = fillv
-			case u < 3:
+			case u < 3 && !mild:
 				s += 80
+			}
+			if lateNaN && z == d[0]-1 && y == d[1]-1 && x == d[2]/32*32-1 {
+				s = math.NaN()
 			}
 			v[i] = float32(s)
 		}
@@ -72,6 +77,9 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 			p.Fill = &fillv
 		}
 		name := fmt.Sprintf("%v fill %v", d, fill)
+		if mild {
+			name += fmt.Sprintf(" mild, clean %v, late NaN %v", clean, lateNaN)
+		}
 		if rank == 4 || rank == 1 {
 			name = fmt.Sprintf("rank %d %s clean %v", rank, name, clean)
 		}
@@ -82,6 +90,16 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		mk(d, true)
 	}
 	mk([3]int{136, 64, 97}, true) // two chunks (emulating a tile costs: this one only with fill)
+	// fill fields the fill fields' optimistic kernel (HF 5) takes whole
+	// (no NaN, no escapes; whole tiles, or clipped tiles pre-coded), and
+	// one it gives up on at its last tile, after it has copied pre-coded
+	// tiles and written their prefixes
+	mild, clean = true, true
+	mk([3]int{16, 32, 64}, true)
+	mk([3]int{12, 33, 49}, true)
+	lateNaN = true
+	mk([3]int{24, 48, 100}, true)
+	mild, clean, lateNaN = false, false, false
 	// rank 2 (nz 0 here): clipped along y, x, both, and a field narrower
 	// than a tile, with the staged rank-2 walk for its full tiles
 	for _, d := range [][3]int{{0, 100, 150}, {0, 40, 300}, {0, 128, 200}} {
@@ -182,6 +200,17 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		// clean flat fields it can walk must have some, or this test would
 		// not see the walk
 		taken := u32()
+		// the fill fields' optimistic kernel runs for rank-3 fill jobs
+		// without clipped tiles or with them pre-coded, and must take the
+		// mild clean ones whole and give up on the others
+		optDone := u32()
+		if f := fields[rn.f]; f.rank == 3 && f.p.Fill != nil && (rn.pct || f.nz%8 == 0 && f.ny%16 == 0 && f.nx%32 == 0) {
+			if want := b2u(strings.Contains(f.name, "mild, clean true, late NaN false")); optDone != want {
+				t.Errorf("%s: the fill fields' optimistic kernel did the job: %d, expected %d", rn.describe, optDone, want)
+			}
+		} else if optDone != 0 {
+			t.Errorf("%s: the fill fields' optimistic kernel ran", rn.describe)
+		}
 		if f := fields[rn.f]; f.rank == 4 && strings.Contains(f.name, "clean true") && f.nx >= 32 && f.nx <= 64 &&
 			f.ny*f.nx >= 256 && f.ny*f.nx < 2048 && taken == 0 {
 			t.Errorf("%s: the flat walk took no tile", rn.describe)

@@ -82,9 +82,16 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 #include "mask_corners.cuh"   // a mask element's parity transform (the slow path)
 #include "encode_warp.cuh"    // the warp encoder (v6-v22) and its walks
 
+// The fill fields' optimistic kernel (encode_warp.cuh's HF 5) before the
+// full kernel; 0 leaves them to the full kernel alone (A/B).
+#ifndef ENC_FILL_OPT
+#define ENC_FILL_OPT 1
+#endif
+
 // The warp encoder instantiation for a dtype (1 f32, 2 f64) and fast path
 // (the rank of the standard tile shape, 0 none, 4 flat tiles: flat.cuh).
-// opt: 1 the optimistic kernel, 2 the one without the 16-bit coder.
+// opt: 1 the optimistic kernel, 2 the one without the 16-bit coder, 3 the
+// optimistic kernel of fields with a fill value (encode_warp.cuh's HF 5).
 // pc: the job has pre-coded clipped tiles (PCT; rank 2 has a kernel with
 // their copy and one without, encode_warp.cuh's PC).
 template <int V>
@@ -95,7 +102,10 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt,
         case 2: return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
         case 4: return (const void *)encode_warp_kernel<float, 4, 0, V>;
         case 3:
-            if (opt) return opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V> : (const void *)encode_warp_kernel<float, 3, 3, V>;
+            if (opt)
+                return opt == 3   ? (const void *)encode_warp_kernel<float, 3, 5, V>
+                       : opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V>
+                                  : (const void *)encode_warp_kernel<float, 3, 3, V>;
             return has_fill ? (const void *)encode_warp_kernel<float, 3, 2, V> : (const void *)encode_warp_kernel<float, 3, 1, V>;
         default: return (const void *)encode_warp_kernel<float, 0, 0, V>;
         }
@@ -291,7 +301,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             e = cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
             if (e == cudaSuccess && enc_kernel(dt, fast, 1, 0, v) != kv)
                 e = cudaFuncSetAttribute(enc_kernel(dt, fast, 1, 0, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
-            for (int o = 1; o <= 2 && e == cudaSuccess && dt == 1 && fast == 3; o++)
+            for (int o = 1; o <= 3 && e == cudaSuccess && dt == 1 && fast == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
         // rank 2's kernel with the copy of pre-coded tiles (version 1)
@@ -592,7 +602,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             const unsigned long long side_cap = c->pctcap;
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                             (void *)&tile0, (void *)&nt, (void *)&fl, (void *)&nfull, (void *)&nclip, (void *)&side,
-                            (void *)&side_cap, (void *)&c->pctctr, (void *)&c->tsize, (void *)&c->tprefix,
+                            (void *)&side_cap, (void *)&c->pctctr, (void *)&c->tsize, (void *)&c->toff,
                             (void *)&c->touts, (void *)&c->terr, (void *)&c->scratch};
             const void *kc = clipped_kernel(ki);
             CK(launch_dependent(kc, dim3((unsigned)nbc), dim3(ENC_W * 32), ENC_SMEM, st, args));
@@ -606,22 +616,28 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         // optimistic one cannot take (a value without q, an escape, too many
         // raw values) the full kernel does. A kernel whose job is done
         // returns at once. Statuses and tickets are apart per kernel, so
-        // none sees another's.
-        const bool opt = f->dtype == 1 && fast == 3 && !f->has_fill && g.nz % g.tz == 0 && g.ny % g.ty == 0 &&
-                         g.nx % g.tx == 0;
-        unsigned *abortf = opt ? c->ticket + 3 : nullptr;
+        // none sees another's. Fields with a fill value have one optimistic
+        // kernel (ENC_FILL_OPT; the FILLP walk without the slow path) for
+        // jobs whose clipped tiles are pre-coded (it copies them) or that
+        // have none.
+        const bool allfull = g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
+        const bool opt = f->dtype == 1 && fast == 3 && !f->has_fill && allfull;
+        const bool optf = ENC_FILL_OPT && f->dtype == 1 && fast == 3 && f->has_fill && (allfull || pct);
+        unsigned *abortf = opt || optf ? c->ticket + 3 : nullptr;
         auto launch = [&](const void *kern, unsigned long long *status, unsigned *ticket) {
             void *args[] = {(void *)&src, (void *)&g, (void *)&c->params, (void *)&f->has_fill, (void *)&f->fill_bits,
                             (void *)&tile0, (void *)&nt, (void *)&d_out, (void *)&out_cap, (void *)&status,
                             (void *)&c->tsize, (void *)&c->tprefix, (void *)&c->touts, (void *)&c->terr,
-                            (void *)&ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf, (void *)&pre};
+                            (void *)&ticket, (void *)&c->eerr, (void *)&c->scratch, (void *)&abortf, (void *)&pre,
+                            (void *)&c->toff};
             return launch_dependent(kern, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args);
         };
         for (int o = 2; opt && o >= 1; o--)  // the narrow kernel, then the optimistic one
             CK(launch(enc_kernel(1, 3, 0, o, f->version), c->status + (unsigned long long)o * c->max_tiles, c->ticket + o));
+        if (optf) CK(launch(enc_kernel(1, 3, 1, 3, f->version), c->status + c->max_tiles, c->ticket + 1));
         CK(launch(k, c->status, c->ticket));
-        status_opt = opt ? c->status + c->max_tiles : nullptr;
-        status_opt8 = opt ? c->status + 2 * c->max_tiles : nullptr;
+        status_opt = opt || optf ? c->status + c->max_tiles : nullptr;
+        status_opt8 = opt || optf ? c->status + 2 * c->max_tiles : nullptr;
     }
     CK(cudaGetLastError());
     // The result goes straight to h_res when the device can write it (pinned

@@ -98,7 +98,11 @@ __device__ void scan_sizes(unsigned long long *status, unsigned long long ntiles
 #pragma unroll
             for (int k = 0; k < K; k++)
                 if ((v[k] >> 62) == 0 && i0 + k < ntiles) v[k] = ld_vol(&status[i0 + k]);
-            if (abortf && (*(const volatile unsigned *)abortf & quit_bits)) return;
+            // one read for the warp, so that its lanes agree (a read per lane
+            // could straddle the give-up's write: the host emulation's threads
+            // did, and a lane left the warp)
+            if (abortf && __shfl_sync(0xffffffffu, lane ? 0u : *(const volatile unsigned *)abortf & quit_bits, 0))
+                return;
             continue;
         }
         unsigned s[K], tot = 0;  // a round's sizes sum to < 2^32

@@ -19,7 +19,8 @@ import (
 // holds (the full kernel then redoes it; cuda/PERF.md v19). These fields
 // take those kernels, and each case below puts such a tile first, in the
 // middle or last, so that the job is given up early, halfway or at its
-// end. The bytes must be the CPU's either way.
+// end; fields with a fill value take the fill fields' optimistic kernel the
+// same way. The bytes must be the CPU's either way.
 func TestOptimisticFallbackMatchCPU(t *testing.T) {
 	g := gpu(t)
 	dims := []uint64{64, 64, 128} // 8 x 4 x 4 = 128 full tiles
@@ -108,6 +109,55 @@ func TestOptimisticFallbackMatchCPU(t *testing.T) {
 			}
 		}
 	}
+	// Fields with a fill value take the fill fields' optimistic kernel
+	// first (the FILLP walk without the slow path; encode_warp.cuh's HF 5):
+	// whole tiles, and a field with clipped tiles (pre-coded by the clipped
+	// kernel; the optimistic kernel copies them and writes their prefixes,
+	// and a kernel after it that redoes the job must still find them), each
+	// with a land region of fill values; the same edits make it give the
+	// job up early, halfway or last (16-bit codes it takes itself).
+	fill := -1e10
+	for _, fd := range [][]uint64{dims, {64, 70, 140}} {
+		fny, fnx := int(fd[1]), int(fd[2])
+		for _, vr := range variants {
+			if vr.name == "wide" {
+				continue
+			}
+			for _, tile := range []int{0, 77, 127} {
+				if vr.name == "clean" && tile != 0 {
+					continue
+				}
+				base := smooth(vr.amp)
+				vr.edit(base, tile) // the edits' tiles lie in the first 64 x 64 x 128 values
+				v := make([]float32, nz*fny*fnx)
+				for z := 0; z < nz; z++ {
+					for y := 0; y < fny; y++ {
+						for x := 0; x < fnx; x++ {
+							dy, dx := float64(y-30), float64(x-95-z/4)
+							switch {
+							case dy*dy+dx*dx < 120: // land: rows 19-41, away from the edits
+								v[(z*fny+y)*fnx+x] = float32(fill)
+							case y < ny && x < nx:
+								v[(z*fny+y)*fnx+x] = base[idx(z, y, x)]
+							default:
+								v[(z*fny+y)*fnx+x] = float32(vr.amp * math.Sin(0.05*float64(x)+0.03*float64(y)))
+							}
+						}
+					}
+				}
+				raw := f32bytes(v)
+				for _, mode := range vr.modes {
+					for _, eb := range []float64{1e-2, 1e-4} {
+						p := fz.Params{DType: fz.Float32, Dims: fd, Mode: mode, Bound: eb, Fill: &fill}
+						for _, ver := range formatVersions {
+							check(t, g, fmt.Sprintf("fill %v: %s (amplitude %g) in tile %d %v %g v%d", fd, vr.name, vr.amp, tile, mode, eb, ver), raw, p, fz.WithFormatVersion(ver))
+							cases++
+						}
+					}
+				}
+			}
+		}
+	}
 	// A real field cut to whole tiles (96 of its 100 months), so that it
 	// takes the optimistic kernel too.
 	dir := os.Getenv("FZ_SHARED_DATA")
@@ -128,5 +178,5 @@ func TestOptimisticFallbackMatchCPU(t *testing.T) {
 	} else {
 		t.Logf("csm_b003 not found (%v): its cases skipped", err)
 	}
-	t.Logf("%d compressions of whole-tile f32 fields (the optimistic kernels, given up early, halfway, last or never) byte-identical to the CPU (container versions 1 and 2)", cases)
+	t.Logf("%d compressions of f32 rank-3 fields (the optimistic kernels, given up early, halfway, last or never) byte-identical to the CPU (container versions 1 and 2)", cases)
 }

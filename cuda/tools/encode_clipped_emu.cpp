@@ -11,7 +11,7 @@
 // nz 1), f64 inv, step, eb,
 // u64 side_cap} then the field's f32 values; the job is the whole field.
 // Output per record: u64 nfull, u64 nclip, u64 bytes used (the bump
-// pointer, at most side_cap), u64 the tiles the row walk took (enc_rows3), per tile u32 tsize (0xFFFFFFFF: not touched), u64 tprefix, u32
+// pointer, at most side_cap), u64 the tiles the row walk took (enc_rows3), per tile u32 tsize (0xFFFFFFFF: not touched), u64 the side offset (soffs), u32
 // touts, f64 terr, then the side buffer's first `used` bytes (only the
 // written tiles' bytes are compared; the rest is a pattern).
 #include <algorithm>
@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
         DevParams prm{};
         prm.inv = d[0], prm.step = d[1], prm.eb = d[2];
         std::vector<unsigned> side((cap + 15) / 4 + 4, 0xABABABABu), tsize(nt, 0xFFFFFFFFu), touts(nt, 0xFFFFFFFFu);
-        std::vector<unsigned long long> tprefix(nt, ~0ull);
+        std::vector<unsigned long long> soffs(nt, ~0ull);
         std::vector<double> terr(nt, -1.0);
         unsigned long long ctr[2] = {0, 0};
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
             threadIdx = uint3{(unsigned)lane, 0, 0};
             (rank == 3 ? encode_clipped_kernel<float, 3> : encode_clipped_kernel<float, 2>)(
                 v, g, &prm, (int)h[3], h[4], 0ull, nt, fl, nfull, nclip, side.data(), cap, ctr,
-                                         tsize.data(), tprefix.data(), touts.data(), terr.data(), scratch);
+                                         tsize.data(), soffs.data(), touts.data(), terr.data(), scratch);
         });
         delete bar;
         const unsigned long long used = std::min(ctr[0], cap);  // the bump pointer runs on past cap
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         fwrite(&rows3_taken, 8, 1, out);
         for (unsigned long long t = 0; t < nt; t++) {
             fwrite(&tsize[t], 4, 1, out);
-            fwrite(&tprefix[t], 8, 1, out);
+            fwrite(&soffs[t], 8, 1, out);
             fwrite(&touts[t], 4, 1, out);
             fwrite(&terr[t], 8, 1, out);
         }

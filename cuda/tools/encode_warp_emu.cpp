@@ -16,7 +16,8 @@
 // nt), whole chunks of 256 tiles as fzgpu.cu's jobs; nt = 0: the whole
 // field), rank (1, 2, 3, or 4: flat tiles), f64 inv, step, eb} then the f32
 // values. Output per record: u32 err
-// (the kernel's error flags), u32 the tiles enc_flat32 took whole (the flat walk, and the f32 rank-1 walk), per tile of the job u32 tsize, u64 tprefix,
+// (the kernel's error flags), u32 the tiles enc_flat32 took whole (the flat walk, and the f32 rank-1 walk), u32 1
+// if the fill fields' optimistic kernel (HF 5) did the job, per tile of the job u32 tsize, u64 tprefix,
 // u32 touts, f64 terr, then u64
 // bytes and the output buffer's first `bytes` bytes (the tiles at tprefix
 // plus the size tables' room before them; the tables themselves are
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
         late_landing = h[6] != 0;
         const unsigned long long cap = 4 * nt + nt * 42072ull;  // the tables' room + fzgpu_compress_bound
         std::vector<unsigned> obuf(cap / 4, 0xCDCDCDCDu), tsize(nt, 0), touts(nt, 0);
-        std::vector<unsigned long long> status(nt, 0), tprefix(nt, 0);
+        std::vector<unsigned long long> status(nt, 0), tprefix(nt, 0), soffs(nt, 0);
         std::vector<double> terr(nt, 0);
         unsigned ticket = 0, err = 0;
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
@@ -105,39 +106,56 @@ int main(int argc, char **argv) {
             run_block([&] {
                 (rank == 3 ? encode_clipped_kernel<float, 3> : encode_clipped_kernel<float, 2>)(
                     v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(), 4 * side.size(), ctr,
-                    tsize.data(), tprefix.data(), touts.data(), terr.data(), scratch);
+                    tsize.data(), soffs.data(), touts.data(), terr.data(), scratch);
             });
             pre = side.data();
+        }
+        // fzgpu.cu's dispatch: a rank-3 field with a fill value whose job has
+        // no clipped tiles or has them pre-coded runs the optimistic kernel
+        // (HF 5) first; the full kernel (HF 2) redoes the job if it gave up
+        // (bit 1 of abortf), else returns at once
+        const bool optf = rank == 3 && has_fill && ((g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0) || pre);
+        unsigned abortf = 0, opt_done = 0;
+        if (optf) {
+            std::vector<unsigned long long> ostatus(nt, 0);
+            unsigned oticket = 0;
+            run_block([&] {
+                encode_warp_kernel<float, 3, 5, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                                                   ostatus.data(), tsize.data(), tprefix.data(), touts.data(),
+                                                   terr.data(), &oticket, &err, scratch, &abortf, pre, soffs.data());
+            });
+            opt_done = !(abortf & 2u);
         }
         run_block([&] {
             if (rank == 1)
                 encode_warp_kernel<float, 1, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
-                                                   &ticket, &err, scratch, nullptr, nullptr);
+                                                   &ticket, &err, scratch, nullptr, nullptr, nullptr);
             else if (rank == 4)
                 encode_warp_kernel<float, 4, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
-                                                   &ticket, &err, scratch, nullptr, nullptr);
+                                                   &ticket, &err, scratch, nullptr, nullptr, nullptr);
             else if (rank == 2 && pre)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
                 encode_warp_kernel<float, 2, 0, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                       status.data(), tsize.data(), tprefix.data(), touts.data(),
-                                                      terr.data(), &ticket, &err, scratch, nullptr, pre);
+                                                      terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
             else if (rank == 2)
                 encode_warp_kernel<float, 2, 0, 1, 0>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                       status.data(), tsize.data(), tprefix.data(), touts.data(),
-                                                      terr.data(), &ticket, &err, scratch, nullptr, pre);
+                                                      terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
             else if (has_fill)
                 encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
-                                                   &ticket, &err, scratch, nullptr, pre);
+                                                   &ticket, &err, scratch, optf ? &abortf : nullptr, pre, soffs.data());
             else
                 encode_warp_kernel<float, 3, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
-                                                   &ticket, &err, scratch, nullptr, pre);
+                                                   &ticket, &err, scratch, nullptr, pre, soffs.data());
         });
         fwrite(&err, 4, 1, out);
         const unsigned taken = flat_taken.exchange(0);
         fwrite(&taken, 4, 1, out);
+        fwrite(&opt_done, 4, 1, out);
         unsigned long long end = 0;
         for (unsigned long long t = 0; t < nt; t++) {
             fwrite(&tsize[t], 4, 1, out);
