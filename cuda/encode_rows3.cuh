@@ -222,14 +222,24 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                 const unsigned bf = counted ? __ballot_sync(F, fill[u]) : 0u, br = __ballot_sync(F, raw[u]);
                 on |= (bf ? 1u : 0u) | (br ? 2u : 0u);
                 unsigned mf = 0, mr = 0;
+                // a step without flags in its word, the step before's and
+                // plane z - 1's word has mask words of 0 (one uniform test)
                 if (on & 1u) {
-                    const unsigned p2 = rows_parity2(bf, fprev, W, rs);
-                    mf = p2 ^ (z ? mz[i] : 0u);
+                    const unsigned mzf = z ? mz[i] : 0u;
+                    unsigned p2 = 0;
+                    if (bf | fprev | mzf) {
+                        p2 = rows_parity2(bf, fprev, W, rs);
+                        mf = p2 ^ mzf;
+                    }
                     if (lane == 0) mo[i] = p2;
                 }
                 if (on & 2u) {
-                    const unsigned p2 = rows_parity2(br, rprev, W, rs);
-                    mr = p2 ^ (z ? mz[16 + i] : 0u);
+                    const unsigned mzr = z ? mz[16 + i] : 0u;
+                    unsigned p2 = 0;
+                    if (br | rprev | mzr) {
+                        p2 = rows_parity2(br, rprev, W, rs);
+                        mr = p2 ^ mzr;
+                    }
                     if (lane == 0) mo[16 + i] = p2;
                 }
                 fprev = bf;
@@ -254,8 +264,10 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                     }
                     const int sl = slot_std<3>(z, y, x, lz, ly, lx, g);
                     scode[sl] = (unsigned short)c;
-                    if ((mf >> lane) & 1u) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
-                    if ((mr >> lane) & 1u) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
+                    if (mf | mr) {  // the same for every lane
+                        if ((mf >> lane) & 1u) atomicOr(&smf[sl >> 5], 1u << (sl & 31));
+                        if ((mr >> lane) & 1u) atomicOr(&smr[sl >> 5], 1u << (sl & 31));
+                    }
                 }
             }
         }
