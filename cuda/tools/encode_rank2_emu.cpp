@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     Field F;
     while (read_field(in, F)) {
         const unsigned gy = F.ny / 64, gx = (F.nx + 63) / 64, fgx = F.nx / 64;
-        const float ebf = eb_float(F.eb);
+        const float ebf = __double2float_rd(F.eb);
         Geo g{};
         g.ny = F.ny;
         g.nx = F.nx;

@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
     Field F;
     while (read_field(in, F)) {
         const unsigned gy = (F.ny + 15) / 16, gx = (F.nx + 31) / 32;
-        const float ebf = eb_float(F.eb);
+        const float ebf = __double2float_rd(F.eb);
         Geo g{};
         g.nz = F.nz;
         g.ny = F.ny;

@@ -327,14 +327,13 @@ static float *read_values(FILE *f, size_t n, const char *shape) {
     return v;
 }
 
-// The GPU's __double2float_rd: round toward -inf.
+// The GPU's __double2float_rd: round toward -inf (the walks' ebf, the
+// largest float <= eb, is __double2float_rd(eb)).
 static inline float __double2float_rd(double d) {
     float f = (float)d;
     if ((double)f > d) f = nextafterf(f, -INFINITY);
     return f;
 }
-// ebf: the largest float <= eb, as the GPU's __double2float_rd(eb).
-static float eb_float(double eb) { return __double2float_rd(eb); }
 
 // The buffers a walk writes besides its scratch: the block's whole staging
 // array (stage_buf()'s rows, the lanes' warp's in the middle) and the plane
