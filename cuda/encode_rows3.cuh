@@ -46,6 +46,9 @@
 // f32 values take the f32 check (the f32 difference of x and x' is exact:
 // encode_common.cuh's quant_e32), which saves the f64 difference, its
 // compare and the f64 max per value.
+#ifndef ROWS3_STG1
+#define ROWS3_STG1 0  // A/B: the first pass (fields with a fill value) stages its planes too
+#endif
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
 #endif
@@ -116,6 +119,28 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     unsigned nesc = 0, NR = 0, NF = 0;
     int origin = 0, ph = 0;
     E merr = 0;
+    // f32: the walk reads each z-plane of the box from the plane buffer, where
+    // cp.async staged it one plane ahead (two buffers of 16 x 32 words past
+    // qz and the mask words; row y at word 32 (y / R) + W (y % R), so a
+    // step's rows are 32 consecutive words, one per lane, and lane (s, x)
+    // copies the rows it reads). Read straight from global memory, the
+    // step's four loads waited each time for L2: ncu on era5 (v39 call 1),
+    // the loads 10 % of the kernel's instructions and the quantize that
+    // waits for them ~18 % of its stall samples (long scoreboard). f64
+    // values would not fit: they are read from global memory.
+    constexpr bool STG = sizeof(T) == 4;
+    const unsigned sbuf = STG ? (unsigned)__cvta_generic_to_shared(pw + 16 * 32 + 64) + 4u * lane : 0u;
+    const float *const vbuf = (const float *)(pw + 16 * 32 + 64) + lane;
+    const unsigned long long rstep = (unsigned long long)R * g.nx;  // a lane's rows in global memory
+    auto stage = [&](int z) {  // plane z into buffer z % 2, one commit group
+        if (xin) {
+            const T *p = col + z * plane;
+            unsigned d = sbuf + 4u * 512u * (z & 1);
+#pragma unroll 1
+            for (int y = s; y < ly; y += R, p += rstep, d += 128u) cp_async4(d, p);
+        }
+        cp_async_commit();
+    };
     // A field with a fill value (its tiles often hold some): first a pass
     // for the counts, the error and the placeholder, as enc_slow's step 1;
     // the walk then gives holes the placeholder. Without one, holes (NaN,
@@ -124,15 +149,27 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     if (counted) {
         unsigned nfill = 0, cnt = 0, nraw = 0;
         long long sum = 0;
+        constexpr bool STG1 = STG && ROWS3_STG1;
+        if constexpr (STG1) stage(0);
 #pragma unroll 1
         for (int z = 0; z < lz; z++) {
             const T *p = col + z * plane;
+            if constexpr (STG1) {
+                if (z + 1 < lz) {
+                    stage(z + 1);
+                    cp_async_wait<1>();
+                } else {
+                    cp_async_wait<0>();
+                }
+                __syncwarp();
+            }
 #pragma unroll 1
-            for (int yb = 0; yb < ly; yb += 4 * R) {
+            for (int yb = 0, k = 0; yb < ly; yb += 4 * R, k += 4) {
                 T v[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
+                    if (yb + u * R + s < ly && xin)
+                        v[u] = STG1 ? (T)vbuf[512 * (z & 1) + 32 * (k + u)] : p[(unsigned long long)(yb + u * R) * g.nx];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     if (yb + u * R + s >= ly || !xin) continue;
@@ -155,6 +192,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                     }
                 }
             }
+            if (STG1) __syncwarp();  // this buffer takes plane z + 2
         }
         NR = __reduce_add_sync(F, nraw);
         NF = __reduce_add_sync(F, nfill);
@@ -163,13 +201,24 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
         // holes take the placeholder: trunc(mean of the tile's q)
         ph = C ? (int)(sum / (long long)C) : 0;
+        if (STG1) __syncwarp();  // the walk stages its plane 0 over the pass's buffer 0
     }
     unsigned nraw = 0;
     unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
     unsigned *qz = pw + x;  // q of (z - 1, y, x) at qz[32 y]
+    if constexpr (STG) stage(0);
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
         const T *p = col + z * plane;
+        if constexpr (STG) {
+            if (z + 1 < lz) {
+                stage(z + 1);
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncwarp();
+        }
         unsigned tp = 0;            // t of (z, y - 1, x) for the step's first row
         unsigned fprev = 0, rprev = 0;  // the step before's flag words
         const unsigned *const mz = mwd + 32 * ((z - 1) & 1);  // plane z - 1's mask words
@@ -180,7 +229,8 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
             T v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
+                if (yb + u * R + s < ly && xin)  // (i = yb / R)
+                    v[u] = STG ? (T)vbuf[512 * (z & 1) + 32 * (i + u)] : p[(unsigned long long)(yb + u * R) * g.nx];
             int q[4];
             bool raw[4], fill[4], hole = false;
 #pragma unroll
@@ -201,7 +251,10 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                     }
                 }
             }
-            if (!counted && __any_sync(F, hole)) return false;
+            if (!counted && __any_sync(F, hole)) {
+                if (STG) cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
+                return false;
+            }
 #pragma unroll
             for (int u = 0; u < 4; u++, i++) {
                 if (yb + u * R >= ly) break;  // the same for every lane

@@ -42,6 +42,7 @@ int main(int argc, char **argv) {
     unsigned h[6];
     double d[3];
     unsigned long long cap;
+    unsigned record = 0;
     while (fread(h, 4, 6, in) == 6) {
         if (fread(d, 8, 3, in) != 3 || fread(&cap, 8, 1, in) != 1) return 2;
         const int rank = (int)h[5];  // 3, or 2 (nz 1)
@@ -58,6 +59,12 @@ int main(int argc, char **argv) {
         unsigned long long ctr[2] = {0, 0};
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
         rows3_taken = 0;
+        // the row walk stages f32 planes by cp.async in the warp's plane
+        // buffer; copies land at issue in even records and only at their
+        // wait in odd ones (a read before the wait then sees stale bytes)
+        arena = (unsigned char *)enc_smem_host;
+        arena_bytes = sizeof enc_smem_host;
+        late_landing = record++ & 1;
         bar = new std::barrier<>(32);
         run_warp([&](int lane) {
             blockIdx = uint3{0, 0, 0};
@@ -65,6 +72,10 @@ int main(int argc, char **argv) {
             (rank == 3 ? encode_clipped_kernel<float, 3> : encode_clipped_kernel<float, 2>)(
                 v, g, &prm, (int)h[3], h[4], 0ull, nt, fl, nfull, nclip, side.data(), cap, ctr,
                                          tsize.data(), soffs.data(), touts.data(), terr.data(), scratch);
+            if (const int n = pending_copies()) {
+                fprintf(stderr, "lane %d: %d cp.async groups left pending at the kernel's end\n", lane, n);
+                abort();
+            }
         });
         delete bar;
         const unsigned long long used = std::min(ctr[0], cap);  // the bump pointer runs on past cap
