@@ -46,9 +46,6 @@
 // f32 values take the f32 check (the f32 difference of x and x' is exact:
 // encode_common.cuh's quant_e32), which saves the f64 difference, its
 // compare and the f64 max per value.
-#ifndef ROWS3_STG1
-#define ROWS3_STG1 0  // A/B: the first pass (fields with a fill value) stages its planes too
-#endif
 #ifndef ENC_ROWS3_MIN_LX
 #define ENC_ROWS3_MIN_LX 1  // the narrowest box it takes; 33: none (A/B)
 #endif
@@ -127,7 +124,9 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     // step's four loads waited each time for L2: ncu on era5 (v39 call 1),
     // the loads 10 % of the kernel's instructions and the quantize that
     // waits for them ~18 % of its stall samples (long scoreboard). f64
-    // values would not fit: they are read from global memory.
+    // values would not fit: they are read from global memory. H200 (v39
+    // call 2, against the loads): compress coads 1.09x, era5 1.03-1.04x,
+    // levitus and plot3d_post 1.01x.
     constexpr bool STG = sizeof(T) == 4;
     const unsigned sbuf = STG ? (unsigned)__cvta_generic_to_shared(pw + 16 * 32 + 64) + 4u * lane : 0u;
     const float *const vbuf = (const float *)(pw + 16 * 32 + 64) + lane;
@@ -149,27 +148,17 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
     if (counted) {
         unsigned nfill = 0, cnt = 0, nraw = 0;
         long long sum = 0;
-        constexpr bool STG1 = STG && ROWS3_STG1;
-        if constexpr (STG1) stage(0);
+        // (read from global memory: staged as the walk is, the pass gained
+        // nothing on coads, 0.99x against the walk's staging alone; v39 call 2)
 #pragma unroll 1
         for (int z = 0; z < lz; z++) {
             const T *p = col + z * plane;
-            if constexpr (STG1) {
-                if (z + 1 < lz) {
-                    stage(z + 1);
-                    cp_async_wait<1>();
-                } else {
-                    cp_async_wait<0>();
-                }
-                __syncwarp();
-            }
 #pragma unroll 1
-            for (int yb = 0, k = 0; yb < ly; yb += 4 * R, k += 4) {
+            for (int yb = 0; yb < ly; yb += 4 * R) {
                 T v[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++)
-                    if (yb + u * R + s < ly && xin)
-                        v[u] = STG1 ? (T)vbuf[512 * (z & 1) + 32 * (k + u)] : p[(unsigned long long)(yb + u * R) * g.nx];
+                    if (yb + u * R + s < ly && xin) v[u] = p[(unsigned long long)(yb + u * R) * g.nx];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     if (yb + u * R + s >= ly || !xin) continue;
@@ -192,7 +181,6 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                     }
                 }
             }
-            if (STG1) __syncwarp();  // this buffer takes plane z + 2
         }
         NR = __reduce_add_sync(F, nraw);
         NF = __reduce_add_sync(F, nfill);
@@ -201,7 +189,6 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
         // holes take the placeholder: trunc(mean of the tile's q)
         ph = C ? (int)(sum / (long long)C) : 0;
-        if (STG1) __syncwarp();  // the walk stages its plane 0 over the pass's buffer 0
     }
     unsigned nraw = 0;
     unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
