@@ -103,11 +103,23 @@ int main(int argc, char **argv) {
                                      nclip = nt - nfull;
             side.assign(nt * 42072ull / 4 + 16, 0);
             unsigned long long ctr[2] = {0, 0};
+            // the clipped kernel's row walk stages its planes in the warps'
+            // plane buffers: the arena is the kernel's shared array meanwhile
+            unsigned char *const warp_arena = arena;
+            const size_t warp_arena_bytes = arena_bytes;
+            arena = (unsigned char *)enc_smem_host;
+            arena_bytes = 4 * ENC_W * PW_WORDS;
             run_block([&] {
                 (rank == 3 ? encode_clipped_kernel<float, 3> : encode_clipped_kernel<float, 2>)(
                     v, g, &prm, has_fill, fill_bits, tile0, nt, fl, nfull, nclip, side.data(), 4 * side.size(), ctr,
                     tsize.data(), soffs.data(), touts.data(), terr.data(), scratch);
+                if (const int n = pending_copies()) {
+                    fprintf(stderr, "thread %u: %d cp.async groups left pending by the clipped kernel\n", threadIdx.x, n);
+                    abort();
+                }
             });
+            arena = warp_arena;
+            arena_bytes = warp_arena_bytes;
             pre = side.data();
         }
         // fzgpu.cu's dispatch: a rank-3 field with a fill value whose job has
