@@ -25,6 +25,9 @@
 // v6 (enc_fast3_v6, still used for f64, whose staging would not fit two
 // blocks per SM) walks the tile in slot order with two shuffles and a vote
 // per value and loads 32-byte row pieces into registers.
+#ifndef FILLP_HOT_BIG
+#define FILLP_HOT_BIG 0  // A/B: the fill fields' optimistic kernel gives a job up at a |q| > 32767
+#endif
 #define STG_ROW 40              // words per staged row (32 values + 8 of padding: banks)
 #define STG_PLANE (16 * STG_ROW)
 
@@ -465,6 +468,10 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         const int ph = cnt ? (int)(sum / (long long)cnt) : 0;
         if (pho) *pho = ph;
         big = __any_sync(F, big);
+#if FILLP_HOT_BIG
+        if (HOT && big) return false;  // the optimistic kernel gives the job up (nothing is staged now)
+        big = !HOT && big;
+#endif
         if (big) Stager(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
