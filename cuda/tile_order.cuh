@@ -23,9 +23,6 @@
 // tools/tile_order_emu.cpp on the host (TestTileOrderEmulated checks that
 // the order is a permutation of every job's tiles, full ones first).
 #pragma once
-#ifndef TILE_ORDER_CLOSED
-#define TILE_ORDER_CLOSED 0  // A/B: clipped tile j found directly, not by a binary search
-#endif
 #ifndef TILE_ORDER_FN
 #define TILE_ORDER_FN __device__ __forceinline__  // the host emulation: inline
 #endif
@@ -44,10 +41,13 @@ TILE_ORDER_FN unsigned long long full_before(const Geo &g, unsigned long long t,
 }
 
 // The tile (field index) that warp rel of the job of tiles [tile0, tile0 +
-// nt) decodes; fl = (fz, fy, fx), each at least 1, g.tiles < 2^32. Full
-// tile k of the job is found directly; clipped tile j by a binary search
-// over the count of clipped tiles before t (t - full_before(t)): about
-// log2(nt) steps of two 32-bit quotients each, small beside a tile's walk.
+// nt) decodes (and encode_clipped_kernel's warp codes, rel = nfull + j);
+// fl = (fz, fy, fx), g.tiles < 2^32. Full tile k of the job and clipped
+// tile j are both found directly, with 32-bit quotients. (Until v38 clipped
+// tile j came from a binary search over the count of clipped tiles before
+// t, t - full_before(t): log2(nt) steps of two quotients, 5.9 % of the
+// clipped kernel's instructions on era5; direct, era5 and plot3d_post
+// compress 6-8 % faster, the fill fields' decompress 2-3 %: H200, v39 call 3.)
 TILE_ORDER_FN unsigned long long dec_tile_of(const Geo &g, unsigned long long tile0, unsigned long long nt,
                                      unsigned long long rel, uint3 fl) {
     const unsigned fz = fl.x, fy = fl.y, fx = fl.z;
@@ -58,30 +58,18 @@ TILE_ORDER_FN unsigned long long dec_tile_of(const Geo &g, unsigned long long ti
         const unsigned iz = k / fyx, r = k - iz * fyx, iy = r / fx, ix = r - iy * fx;
         return ((unsigned long long)iz * g.gy + iy) * g.gx + ix;
     }
-#if TILE_ORDER_CLOSED
-    // Clipped tile c of the field (c0 + j), directly: a z-layer of full
-    // tiles (iz < fz) holds cl = gy gx - fy fx clipped tiles, in tile order
-    // (iy, fx) for iy < fy where gx = fx + 1 (dx = 1), then the gx tiles of
-    // row fy where gy = fy + 1 (a dimension has at most one clipped tile);
-    // the layer iz = fz, where nz is not a multiple of tz, is clipped
-    // whole. 32-bit quotients: g.tiles < 2^32.
-    {
-        const unsigned gx = (unsigned)g.gx, gy = (unsigned)g.gy, dx = gx - fx, cl = gy * gx - fy * fx;
-        const unsigned c = (unsigned)(tile0 - f0 + (rel - nf));
-        if (c < fz * cl) {
-            const unsigned iz = c / cl, r = c - iz * cl;
-            const bool col = r < fy * dx;  // in column fx of a row iy < fy
-            return ((unsigned long long)iz * gy + (col ? r : fy)) * gx + (col ? fx : r - fy * dx);
-        }
-        return (unsigned long long)fz * gy * gx + (c - fz * cl);
+    // Clipped tile c of the field (the clipped tiles before tile0, then j):
+    // a z-layer of full tiles (iz < fz) holds cl = gy gx - fy fx clipped
+    // tiles, in tile order (iy, fx) for iy < fy where gx = fx + 1 (dx = 1),
+    // then the gx tiles of row fy where gy = fy + 1 (a dimension has at most
+    // one clipped tile); the layer iz = fz, where nz is not a multiple of
+    // tz, is clipped whole.
+    const unsigned gx = (unsigned)g.gx, gy = (unsigned)g.gy, dx = gx - fx, cl = gy * gx - fy * fx;
+    const unsigned c = (unsigned)(tile0 - f0 + (rel - nf));
+    if (c < fz * cl) {
+        const unsigned iz = c / cl, r = c - iz * cl;
+        const bool col = r < fy * dx;  // in column fx of a row iy < fy
+        return ((unsigned long long)iz * gy + (col ? r : fy)) * gx + (col ? fx : r - fy * dx);
     }
-#endif
-    const unsigned long long j = rel - nf, c0 = tile0 - f0;  // clipped tiles before tile0
-    unsigned long long lo = tile0, hi = tile0 + nt - 1;
-    while (lo < hi) {  // the first t whose clipped tiles up to t number j + 1
-        const unsigned long long mid = (lo + hi) >> 1;
-        if (mid + 1 - full_before(g, mid + 1, fz, fy, fx) - c0 > j) hi = mid;
-        else lo = mid + 1;
-    }
-    return lo;
+    return (unsigned long long)fz * gy * gx + (c - fz * cl);
 }
