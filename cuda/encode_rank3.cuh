@@ -471,7 +471,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // levitus's compress up 6-10 % and coads's 4-6 % (H200, v39 call 3;
         // the bench's bounds have no such tile: instruction fetch).
         if (HOT && big) return false;
-        big = !HOT && big;
+        big = !HOT && big;  // false in the optimistic kernel at compile time: no second staging compiled in
         if (big) Stager(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
