@@ -97,9 +97,12 @@ __device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, uns
         iy = r - r2 * gy;
         iz = r2;
     } else {
-        ix = t % g.gx;
-        iy = (t / g.gx) % g.gy;
-        iz = t / (g.gx * g.gy);
+        // two 64-bit divisions (each a subroutine call) rather than four:
+        // this branch sits cold in every kernel's tile loop (TestTileBoxEmulated)
+        const unsigned long long q = t / g.gx;
+        iz = q / g.gy;
+        ix = t - q * g.gx;
+        iy = q - iz * g.gy;
     }
     z0 = iz * g.tz;
     y0 = iy * g.ty;

@@ -35,15 +35,16 @@
 // the rank-3 walk's Stager (same copies, same buffer layout), whose step
 // from one load to the next is set per segment: segment s + 1 starts 32
 // values right of segment s (s even) or 16 rows down and 32 values left
-// (s odd).
-struct Stager2 : Stager {
+// (s odd). AL16: as Stager's.
+template <bool AL16 = false>
+struct Stager2 : Stager<AL16> {
     unsigned long long down;
     __device__ __forceinline__ Stager2(const float *src, const Geo &g, unsigned long long base, float *stg, int lane)
-        : Stager(src, g, base, stg, lane), down(16 * g.nx - 32) {}
+        : Stager<AL16>(src, g, base, stg, lane), down(16 * g.nx - 32) {}
     // segment s into buffer b (one commit group)
     __device__ __forceinline__ void load(int b, int s) {
-        plane = (s & 1) ? down : 32;
-        Stager::load(b);
+        this->plane = (s & 1) ? down : 32;
+        Stager<AL16>::load(b);
     }
 };
 
@@ -85,14 +86,15 @@ __device__ __forceinline__ void put_narrow2(const int *sb, unsigned *pw, int s, 
     for (int r = 0; r < R; r++) o[C * r] = x[r];
 }
 
-template <int V>
+// AL16: every row of the tile is 16-byte aligned (Stager).
+template <int V, bool AL16 = false>
 __device__ __forceinline__ bool enc_fast2s(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                            double inv, double step, float ebf, int has_fill, unsigned fill32,
                                            unsigned *pw, int *sq, unsigned *sesc, unsigned *sraw, int lane,
                                            TileSum &ts) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
-    Stager2 st(src, g, base, stg, lane);
+    Stager2<AL16> st(src, g, base, stg, lane);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                                // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of a (row group, column group)

@@ -78,6 +78,11 @@ __device__ __forceinline__ float *stage_buf() {
 // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
 // lane l column l of every row. Each plane advances one pointer by
 // `plane` (the rank-2 walk's Stager2 sets that step per segment).
+// AL16: the caller knows every row is 16-byte aligned (encode_warp.cuh's
+// AL16 kernels, dispatched so by fzgpu.cu), so the 4-byte path is not
+// compiled in: its 16 unrolled copies sat in the hot loop, cold, and cost
+// instruction fetch (PERF.md v40).
+template <bool AL16 = false>
 struct Stager {
     const float *gz;
     unsigned long long rstep, plane;
@@ -86,7 +91,7 @@ struct Stager {
     __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
         const unsigned long long nx = g.nx;
         plane = g.ny * g.nx;
-        al16 = (nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0;
+        al16 = AL16 || ((nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0);
         gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
         rstep = al16 ? 4 * nx : nx;
         scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
@@ -185,14 +190,15 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 // walk, summed q: a fifth of the kernel's instructions and a third of its
 // stalls on levitus.) pho: where the placeholder goes once known (the host
 // emulation's; the kernel passes none).
-template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false>
+// AL16: every row of the tile is 16-byte aligned (Stager).
+template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false, bool AL16 = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
                                           int *pho = nullptr) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
-    Stager st(src, g, base, stg, lane);
+    Stager<AL16> st(src, g, base, stg, lane);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
@@ -375,7 +381,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // the second pass for the rare tile that needs it
             const int b = z & 1;
             if (z < 7) {
-                Stager s2(src, g, base, stg, lane);
+                Stager<AL16> s2(src, g, base, stg, lane);
                 s2.gz += (unsigned long long)(z + 1) * s2.plane;
                 s2.load(b ^ 1);
                 cp_async_wait<1>();
@@ -472,7 +478,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // the bench's bounds have no such tile: instruction fetch).
         if (HOT && big) return false;
         big = !HOT && big;  // false in the optimistic kernel at compile time: no second staging compiled in
-        if (big) Stager(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
+        if (big) Stager<AL16>(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
             int q[16];

@@ -81,7 +81,16 @@
 // in the f32 rank-2 kernel the copy path raised nvcc 11.8's spills from
 // 40 / 52 to 132 / 152 bytes, and hst (no clipped tiles) compressed 4-6 %
 // slower after v25 (PERF.md v25).
-template <typename T, int FAST, int HF = 0, int V = 1, int PC = (FAST == 3)>
+// AL16: every full tile's rows are 16-byte aligned (src and nx % 4 == 0;
+// fzgpu.cu dispatches so), and the staged walk stages them without
+// Stager's 4-byte copies, cold code in its loop that costs instruction
+// fetch (PERF.md v40): the fill fields' optimistic kernel (HF 5; levitus
+// compress +4-7 %, coads +2-4 %) and f32 rank 2 (hst +1 %, version 2
+// +2-3 %) come with it and without (a device-resident snapshot may start
+// at any multiple of its element size). The smooth field's optimistic
+// kernels (HF 3, 4) were measured 1-2 % slower with it (v40 calls 1-3)
+// and have it not.
+template <typename T, int FAST, int HF = 0, int V = 1, int PC = (FAST == 3), bool AL16 = false>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
@@ -295,6 +304,14 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             rel = scan ? (unsigned long long)__shfl_sync(0xffffffffu, tk, 0) - 1 : take();
             continue;
         }
+        // the optimistic kernels walk full tiles only: a clipped one not
+        // pre-coded gives the job up here, so that no code for clipped
+        // tiles (the prefetch, 123 instructions, nvcc 11.8) sits in their
+        // loop, cold (instruction fetch: PERF.md item 3)
+        if (opt && !full) {
+            if (lane == 0) atomicOr(abortf, 2u);
+            return;
+        }
         const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
         if (!(staged || staged2) || !full) prefetch_tile(src, g, base, lz, ly, lx, lane);
         TileSum ts;
@@ -303,8 +320,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = opt8 ? enc_fast3<false, true, true, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : optf ? enc_fast3<true, true, false, V, true>(src, g, base, inv, step, ebf, (unsigned)fill_bits,
-                                                                     pw, sq, sesc, sraw, lane, ts)
+                       : optf ? enc_fast3<true, true, false, V, true, AL16>(src, g, base, inv, step, ebf,
+                                                                           (unsigned)fill_bits, pw, sq, sesc, sraw, lane, ts)
                        : hot ? enc_fast3<false, true, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
                        : has_fill ? enc_fast3<true, false, false, V, true>(src, g, base, inv, step, ebf,
                                                                            (unsigned)fill_bits, pw, sq, sesc, sraw,
@@ -314,8 +331,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full) {
             if constexpr (staged2)
-                done = enc_fast2s<V>(src, g, base, inv, step, ebf, has_fill, (unsigned)fill_bits, pw, sq, sesc, sraw,
-                                     lane, ts);
+                done = enc_fast2s<V, AL16>(src, g, base, inv, step, ebf, has_fill, (unsigned)fill_bits, pw, sq, sesc,
+                                           sraw, lane, ts);
             else
                 done = enc_fast2<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         }

@@ -183,7 +183,7 @@ func TestAdversarialEscapeEdgesMatchCPU(t *testing.T) {
 						if !short && (si == 0 || si == 2 || si == 4) { // full tiles: streamed too
 							checkStreamed(t, s, name+", streamed", Source{Bytes: fraw}, p, want, wst, opts...)
 							checkDeviceSource(t, s, name+", device-resident", fraw, p, want, wst, opts...)
-							cases += 2
+							cases += 3
 						}
 					}
 					for ver, want := range map[int]int{1: set.esc1, 2: set.esc2} {
@@ -200,20 +200,27 @@ func TestAdversarialEscapeEdgesMatchCPU(t *testing.T) {
 }
 
 // checkDeviceSource compresses raw from device memory (a GPU-resident
-// snapshot, Source.Device) through s and requires the CPU's bytes.
+// snapshot, Source.Device) through s and requires the CPU's bytes: at the
+// start of an allocation, and one element into one, as a producer's
+// offset may put it (rows not 16-byte aligned: fzgpu.cu then dispatches
+// the kernels that stage rows by 4-byte copies, not the AL16 ones).
 func checkDeviceSource(t *testing.T, s *Streamer, name string, raw []byte, p fz.Params, want []byte, wst fz.Stats, opts ...fz.Option) {
 	t.Helper()
 	l := s.lib
-	var d uintptr
-	if err := l.cerr(l.malloc(s.dev, uint64(len(raw)), &d), "allocate"); err != nil {
-		t.Fatal(err)
+	for _, off := range []uint64{0, uint64(p.DType.Size())} {
+		var d uintptr
+		if err := l.cerr(l.malloc(s.dev, off+uint64(len(raw)), &d), "allocate"); err != nil {
+			t.Fatal(err)
+		}
+		defer l.free(s.dev, d)
+		at := d + uintptr(off)
+		if err := l.cerr(l.copyH2D(s.dev, at, unsafe.Pointer(unsafe.SliceData(raw)), uint64(len(raw)), 1, 0), "copy to GPU"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.cerr(l.streamSync(s.dev, 0), "copy to GPU"); err != nil {
+			t.Fatal(err)
+		}
+		checkStreamed(t, s, fmt.Sprintf("%s at byte %d of its allocation", name, off),
+			Source{Device: at, DeviceBytes: uint64(len(raw))}, p, want, wst, opts...)
 	}
-	defer l.free(s.dev, d)
-	if err := l.cerr(l.copyH2D(s.dev, d, unsafe.Pointer(unsafe.SliceData(raw)), uint64(len(raw)), 1, 0), "copy to GPU"); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.cerr(l.streamSync(s.dev, 0), "copy to GPU"); err != nil {
-		t.Fatal(err)
-	}
-	checkStreamed(t, s, name, Source{Device: d, DeviceBytes: uint64(len(raw))}, p, want, wst, opts...)
 }

@@ -93,15 +93,22 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 // opt: 1 the optimistic kernel, 2 the one without the 16-bit coder, 3 the
 // optimistic kernel of fields with a fill value (encode_warp.cuh's HF 5).
 // pc: the job has pre-coded clipped tiles (PCT; rank 2 has a kernel with
-// their copy and one without, encode_warp.cuh's PC).
+// their copy and one without, encode_warp.cuh's PC). al16: every full
+// tile's rows are 16-byte aligned: the fill fields' optimistic kernel and
+// f32 rank 2's without the 4-byte copies (encode_warp.cuh's AL16).
 template <int V>
-static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt, int pc) {
+static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt, int pc, bool al16) {
     if (dtype == 1) {
         switch (fast) {
         case 1: return (const void *)encode_warp_kernel<float, 1, 0, V>;
-        case 2: return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
+        case 2:
+            if (al16)
+                return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1, true>
+                          : (const void *)encode_warp_kernel<float, 2, 0, V, 0, true>;
+            return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
         case 4: return (const void *)encode_warp_kernel<float, 4, 0, V>;
         case 3:
+            if (opt == 3 && al16) return (const void *)encode_warp_kernel<float, 3, 5, V, 1, true>;
             if (opt)
                 return opt == 3   ? (const void *)encode_warp_kernel<float, 3, 5, V>
                        : opt == 2 ? (const void *)encode_warp_kernel<float, 3, 4, V>
@@ -120,8 +127,9 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt,
 }
 // ver: the container version the kernel writes (1 or 2; version 2 has no
 // pre-coded tiles).
-static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1, int pc = 0) {
-    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt, 0) : enc_kernel_v<1>(dtype, fast, has_fill, opt, pc);
+static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1, int pc = 0,
+                              bool al16 = false) {
+    return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt, 0, al16) : enc_kernel_v<1>(dtype, fast, has_fill, opt, pc, al16);
 }
 
 // encode_clipped_kernel (PCT) number 2 * (f64) + (rank 2).
@@ -303,10 +311,14 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
                 e = cudaFuncSetAttribute(enc_kernel(dt, fast, 1, 0, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
             for (int o = 1; o <= 3 && e == cudaSuccess && dt == 1 && fast == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            // the AL16 kernels: the fill fields' optimistic one, f32 rank 2's
+            if (e == cudaSuccess && dt == 1 && (fast == 3 || fast == 2))
+                e = cudaFuncSetAttribute(enc_kernel(1, fast, 0, fast == 3 ? 3 : 0, v, 0, true),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
         // rank 2's kernel with the copy of pre-coded tiles (version 1)
-        if (e == cudaSuccess && fast == 2)
-            e = cudaFuncSetAttribute(enc_kernel(dt, 2, 0, 0, 1, 1), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+        for (int a = 0; a < 1 + (dt == 1) && e == cudaSuccess && fast == 2; a++)
+            e = cudaFuncSetAttribute(enc_kernel(dt, 2, 0, 0, 1, 1, a), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         if (e == cudaSuccess) e = resident_blocks(k, sms, max_tiles, &c->enc_blocks[i]);
         if (c->enc_blocks[i] > slots) slots = c->enc_blocks[i];
     }
@@ -577,8 +589,10 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         unsigned long long nb = (nt + ENC_W - 1) / ENC_W;
         const unsigned long long cap_b = c->enc_blocks[(f->dtype == 2 ? ENC_FASTS : 0) + fast];
         if (nb > cap_b) nb = cap_b;
-        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct);
         const void *src = d_src;
+        // every full tile's rows 16-byte aligned (x0 is a multiple of 32)
+        const bool rows16 = ((uintptr_t)src & 15) == 0 && g.nx % 4 == 0;
+        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct, rows16);
         const unsigned *pre = nullptr;
         if (pct) {
             // room for the clipped tiles at ratio 2, plus 1 KiB each (masks,
@@ -619,7 +633,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         // none sees another's. Fields with a fill value have one optimistic
         // kernel (ENC_FILL_OPT; the FILLP walk without the slow path) for
         // jobs whose clipped tiles are pre-coded (it copies them) or that
-        // have none.
+        // have none; it comes with and without AL16 (rows16).
         const bool allfull = g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
         const bool opt = f->dtype == 1 && fast == 3 && !f->has_fill && allfull;
         const bool optf = ENC_FILL_OPT && f->dtype == 1 && fast == 3 && f->has_fill && (allfull || pct);
@@ -634,7 +648,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         };
         for (int o = 2; opt && o >= 1; o--)  // the narrow kernel, then the optimistic one
             CK(launch(enc_kernel(1, 3, 0, o, f->version), c->status + (unsigned long long)o * c->max_tiles, c->ticket + o));
-        if (optf) CK(launch(enc_kernel(1, 3, 1, 3, f->version), c->status + c->max_tiles, c->ticket + 1));
+        if (optf) CK(launch(enc_kernel(1, 3, 1, 3, f->version, 0, rows16), c->status + c->max_tiles, c->ticket + 1));
         CK(launch(k, c->status, c->ticket));
         status_opt = opt || optf ? c->status + c->max_tiles : nullptr;
         status_opt8 = opt || optf ? c->status + 2 * c->max_tiles : nullptr;

@@ -42,7 +42,8 @@
 //   {u32 ny, u32 nx, u32 V (1 or 2), u32 has_fill, u32 fill_bits, f64 inv,
 //    f64 step, f64 eb} then ny * nx float32 values, row-major.
 // Each full 64 x 64 tile (ty, tx) (base ty * 64 * nx + tx * 64; clipped
-// tiles are skipped) is walked by enc_fast2s<V> with ebf = the largest
+// tiles are skipped) is walked by enc_fast2s<V> (AL16 where its rows are
+// 16-byte aligned, as fzgpu.cu dispatches) with ebf = the largest
 // float <= eb, as the GPU's __double2float_rd(eb).
 // Output (stdout, or the file argv[2]): per full tile, in tile order:
 //   u32 tile (ty * gx + tx, gx = ceil(nx / 64)), u32 done (1 or 0), and
@@ -124,12 +125,15 @@ int main(int argc, char **argv) {
                     bool rets[32];
                     TileSum tss[32];
                     int pending[32];
+                    // as fzgpu.cu dispatches: without the 4-byte copies (AL16)
+                    // where every row of the tile is 16-byte aligned
+                    const bool rows16 = ((uintptr_t)(F.v + base) & 15) == 0 && g.nx % 4 == 0;
                     run_warp([&](int l) {
                             TileSum ts{};
-                            const bool r = F.V == 1 ? enc_fast2s<1>(F.v, g, base, F.inv, F.step, ebf, (int)F.has_fill,
-                                                                   F.fill_bits, pw, sq.data(), sesc.data(), sraw.data(), l, ts)
-                                                    : enc_fast2s<2>(F.v, g, base, F.inv, F.step, ebf, (int)F.has_fill,
-                                                                   F.fill_bits, pw, sq.data(), sesc.data(), sraw.data(), l, ts);
+                            auto walk = F.V == 1 ? (rows16 ? enc_fast2s<1, true> : enc_fast2s<1>)
+                                                 : (rows16 ? enc_fast2s<2, true> : enc_fast2s<2>);
+                            const bool r = walk(F.v, g, base, F.inv, F.step, ebf, (int)F.has_fill, F.fill_bits, pw,
+                                                sq.data(), sesc.data(), sraw.data(), l, ts);
                             rets[l] = r;
                             tss[l] = ts;
                             pending[l] = pending_copies();

@@ -125,16 +125,19 @@ int main(int argc, char **argv) {
         // fzgpu.cu's dispatch: a rank-3 field with a fill value whose job has
         // no clipped tiles or has them pre-coded runs the optimistic kernel
         // (HF 5) first; the full kernel (HF 2) redoes the job if it gave up
-        // (bit 1 of abortf), else returns at once
+        // (bit 1 of abortf), else returns at once. Where every full tile's
+        // rows are 16-byte aligned the optimistic kernel and rank 2's are
+        // the AL16 ones (no 4-byte copies).
         const bool optf = rank == 3 && has_fill && ((g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0) || pre);
+        const bool rows16 = ((uintptr_t)v & 15) == 0 && g.nx % 4 == 0;
         unsigned abortf = 0, opt_done = 0;
         if (optf) {
             std::vector<unsigned long long> ostatus(nt, 0);
             unsigned oticket = 0;
             run_block([&] {
-                encode_warp_kernel<float, 3, 5, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
-                                                   ostatus.data(), tsize.data(), tprefix.data(), touts.data(),
-                                                   terr.data(), &oticket, &err, scratch, &abortf, pre, soffs.data());
+                (rows16 ? encode_warp_kernel<float, 3, 5, 1, 1, true> : encode_warp_kernel<float, 3, 5, 1>)(
+                    v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, ostatus.data(), tsize.data(),
+                    tprefix.data(), touts.data(), terr.data(), &oticket, &err, scratch, &abortf, pre, soffs.data());
             });
             opt_done = !(abortf & 2u);
         }
@@ -147,14 +150,11 @@ int main(int argc, char **argv) {
                 encode_warp_kernel<float, 4, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, nullptr, nullptr, nullptr);
-            else if (rank == 2 && pre)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
-                encode_warp_kernel<float, 2, 0, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
-                                                      status.data(), tsize.data(), tprefix.data(), touts.data(),
-                                                      terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
-            else if (rank == 2)
-                encode_warp_kernel<float, 2, 0, 1, 0>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
-                                                      status.data(), tsize.data(), tprefix.data(), touts.data(),
-                                                      terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
+            else if (rank == 2)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
+                (pre ? (rows16 ? encode_warp_kernel<float, 2, 0, 1, 1, true> : encode_warp_kernel<float, 2, 0, 1, 1>)
+                     : (rows16 ? encode_warp_kernel<float, 2, 0, 1, 0, true> : encode_warp_kernel<float, 2, 0, 1, 0>))(
+                    v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, status.data(), tsize.data(),
+                    tprefix.data(), touts.data(), terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
             else if (has_fill)
                 encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
