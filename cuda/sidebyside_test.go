@@ -12,16 +12,22 @@ import (
 
 // TestReadmeSideBySideTable checks that the README's side-by-side table with
 // the peers (#30) is what tools/sidebyside.py makes of the bench JSON and
-// peers file in bench/ (the one call the table cites): a table edited by hand,
-// or data replaced without the table, fails here. It also checks that the
-// script refuses a run the JSON lacks, saying which runs it has.
+// peers file in bench/ (the one call the table cites; bench/ holds one JSON,
+// the latest round's, with the earlier runs the docs still cite): a table
+// edited by hand, or data replaced without the table, fails here. It also
+// checks that the script refuses a run the JSON lacks, saying which runs it
+// has.
 func TestReadmeSideBySideTable(t *testing.T) {
 	nativetest.Tools(t, "python3")
 	peers, _ := filepath.Glob("bench/h200-v*-peers.txt")
 	if len(peers) != 1 {
 		t.Fatalf("bench/ holds %d peers files (%v), expected the latest call's only", len(peers), peers)
 	}
-	runs := strings.TrimSuffix(peers[0], "-peers.txt") + ".json"
+	jsons, _ := filepath.Glob("bench/h200-v*.json")
+	if len(jsons) != 1 {
+		t.Fatalf("bench/ holds %d bench JSON files (%v), expected the latest round's only (earlier rounds' are in git)", len(jsons), jsons)
+	}
+	runs := jsons[0]
 	out, err := exec.Command("python3", "tools/sidebyside.py", peers[0], runs).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sidebyside.py %s %s: %v\n%s", peers[0], runs, err, out)
