@@ -27,6 +27,8 @@
 #            better of each pair) and B / A. With C_FLAGS set, a third build C
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
 #            (A, B, C, A, B, C) and C / A printed too; the tests are B's.
+#            V2_FIELDS: then the same sides on those fields in container
+#            version 2 (bench-v2-*.json), a second table.
 #   profile  ncu per kernel (--clock-control none): time, thread-instructions,
 #            registers, grid, occupancy and DRAM bytes of every kernel of a
 #            compress and a decompress, for each of FIELDS x RELS (default
@@ -101,29 +103,21 @@ if [ "$mode" = ab ]; then
     for tool in racecheck memcheck; do FZ_CUDA_LIB=$lb sanitize $tool 'WalksSmall|V2DecodeMatches' $tool-b.log 200; done
   fi
   runs=""; for k in 1 2; do for x in $sides; do runs="$runs $x$k"; done; done
-  for run in $runs; do
-    l=/tmp/ab/${run:0:1}/cuda/build/libfzgpu.so
-    FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$FIELDS" --tiling "${TILING:-boxes}" \
-      --format-version "${VERSION:-1}" \
-      --json "$OUT/bench-$run.json" >"$OUT/bench-$run.log" 2>&1 || { echo "bench $run failed"; tail -5 "$OUT/bench-$run.log"; exit 1; }
-  done
-  python3 - "$OUT" $sides <<'PY'
-import json, sys
-o, sides = sys.argv[1], sys.argv[2:]
-runs = {s + k: json.load(open(f"{o}/bench-{s}{k}.json"))["cases"] for s in sides for k in "12"}
-others = sides[1:]
-head = f"{'field':<36} {'rel':>7}  {'A comp':>8}" + "".join(f" {x.upper() + ' comp':>8} {x.upper() + '/A':>5}" for x in others)
-head += f"  {'A dec':>8}" + "".join(f" {x.upper() + ' dec':>8} {x.upper() + '/A':>5}" for x in others) + "  viol"
-print(head)
-for i, c in enumerate(runs["a1"]):
-    best = lambda s, k: max(runs[s + "1"][i][k], runs[s + "2"][i][k]) / 1e9
-    line = f"{c['field'][:36]:<36} {c['rel']:>7g}"
-    for k in ("compress_bytes_per_s", "decompress_bytes_per_s"):
-        a = best("a", k)
-        line += f"  {a:8.1f}" + "".join(f" {best(x, k):8.1f} {best(x, k) / a:5.2f}" for x in others)
-    v = sum(runs[r][i]["bound_violations"] for r in runs)
-    print(line + f"  {v}")
-PY
+  # bench_sides PREFIX VERSION FIELDS: every run of $runs into $OUT/PREFIX-RUN.json
+  bench_sides() {
+    for run in $runs; do
+      l=/tmp/ab/${run:0:1}/cuda/build/libfzgpu.so
+      FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$3" \
+        --tiling "${TILING:-boxes}" --format-version "$2" --json "$OUT/$1-$run.json" >"$OUT/$1-$run.log" 2>&1 ||
+        { echo "bench $1 $run failed"; tail -5 "$OUT/$1-$run.log"; return 1; }
+    done
+    python3 cuda/tools/ab_table.py "$OUT" "$1" $sides
+  }
+  bench_sides bench "${VERSION:-1}" "$FIELDS" || exit 1
+  if [ -n "${V2_FIELDS:-}" ]; then
+    echo "container version 2:"
+    bench_sides bench-v2 2 "$V2_FIELDS" || exit 1
+  fi
   exit 0
 fi
 if [ "$mode" = source ]; then
