@@ -28,7 +28,10 @@
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
 #            (A, B, C, A, B, C) and C / A printed too; the tests are B's.
 #            V2_FIELDS: then the same sides on those fields in container
-#            version 2 (bench-v2-*.json), a second table.
+#            version 2 (bench-v2-*.json), a second table. B_REV / C_REV
+#            (given to `prepare`): B's / C's cuda/ tree from that revision
+#            instead of the working tree's (e.g. two branches against main,
+#            with BASE=main).
 #   profile  ncu per kernel (--clock-control none): time, thread-instructions,
 #            registers, grid, occupancy and DRAM bytes of every kernel of a
 #            compress and a decompress, for each of FIELDS x RELS (default
@@ -71,6 +74,10 @@ if [ "$mode" = prepare ]; then
   rm -rf "$R/data" "$R/peers" "$R/data.tar.xz"
   tar -C ../shared -cJf "$R/data.tar.xz" data && cp -r ../shared/peers "$R/peers" || exit 1
   git archive "${BASE:-HEAD}" cuda | gzip > "$R/base.tgz" || exit 1  # mode ab's A
+  # mode ab's B and C from revisions (else the working tree's cuda/)
+  rm -f "$R/b.tgz" "$R/c.tgz"
+  if [ -n "${B_REV:-}" ]; then git archive "$B_REV" cuda | gzip > "$R/b.tgz" || exit 1; fi
+  if [ -n "${C_REV:-}" ]; then git archive "$C_REV" cuda | gzip > "$R/c.tgz" || exit 1; fi
   chmod -R u+w "$R"
   du -sh "$R"
   exit 0
@@ -83,12 +90,14 @@ if [ "$mode" = ab ]; then
   # both libraries at once, sm_90 only (the H100/H200's; half the build time)
   nv='-O3 -std=c++17 -fmad=false -Xcompiler -fPIC -cudart static -Xptxas -v $(GENCODE)'
   gen="-gencode arch=compute_90,code=sm_90"
-  sides="a b"; [ -n "${C_FLAGS:-}" ] && sides="a b c"
-  rm -rf /tmp/ab && mkdir -p /tmp/ab/a /tmp/ab/b /tmp/ab/c && tar -xzf "$R/base.tgz" -C /tmp/ab/a && cp -r cuda /tmp/ab/b/ &&
-    cp -r cuda /tmp/ab/c/ || exit 1
+  sides="a b"; if [ -n "${C_FLAGS:-}" ] || [ -f "$R/c.tgz" ]; then sides="a b c"; fi
+  rm -rf /tmp/ab && mkdir -p /tmp/ab/a /tmp/ab/b /tmp/ab/c && tar -xzf "$R/base.tgz" -C /tmp/ab/a || exit 1
+  for x in b c; do  # B_REV / C_REV's tree where prepare packed one, else the working tree's
+    if [ -f "$R/$x.tgz" ]; then tar -xzf "$R/$x.tgz" -C /tmp/ab/$x || exit 1; else cp -r cuda /tmp/ab/$x/ || exit 1; fi
+  done
   make -C /tmp/ab/a/cuda GENCODE="$gen" NVFLAGS="$nv ${A_FLAGS:-}" >"$OUT/build-a.log" 2>&1 &
   make -C /tmp/ab/b/cuda GENCODE="$gen" NVFLAGS="$nv ${B_FLAGS:-}" >"$OUT/build-b.log" 2>&1 &
-  [ -n "${C_FLAGS:-}" ] && make -C /tmp/ab/c/cuda GENCODE="$gen" NVFLAGS="$nv $C_FLAGS" >"$OUT/build-c.log" 2>&1 &
+  [ "$sides" = "a b c" ] && make -C /tmp/ab/c/cuda GENCODE="$gen" NVFLAGS="$nv ${C_FLAGS:-}" >"$OUT/build-c.log" 2>&1 &
   wait
   la=/tmp/ab/a/cuda/build/libfzgpu.so lb=/tmp/ab/b/cuda/build/libfzgpu.so lc=/tmp/ab/c/cuda/build/libfzgpu.so
   for x in $sides; do [ -f "/tmp/ab/$x/cuda/build/libfzgpu.so" ] || { tail -30 "$OUT"/build-*.log; exit 1; }; done
