@@ -60,10 +60,12 @@ struct Geo {
     unsigned long long mfnx, mfP;
 };
 
-// n / d for n < 2^32 by the magic m of Geo. m = 0: d is 1 (a rank-1 or -2
-// field's gy, gz), or d >= 2^32, which the callers' 32-bit paths never see.
+// n / d for n < 2^32 (every caller's contract) by the magic m of Geo.
+// m = 0: d is 1 (a rank-1 or -2 field's gy, gz), or d >= 2^32 > n, so the
+// quotient is n or 0 and no 64-bit division (a subroutine call, cold code
+// in every tile loop: PERF.md item 3) is compiled in.
 __device__ __forceinline__ unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long m) {
-    return m ? __umul64hi(n, m) : d == 1 ? n : n / d;
+    return m ? __umul64hi(n, m) : d == 1 ? n : 0ull;
 }
 
 struct DevParams {
@@ -83,11 +85,14 @@ struct JobAcc {
 #define ST_INC (2ull << 62)
 #define ST_VAL ((1ull << 62) - 1)
 
+// T32: the caller runs only for fields below 2^32 tiles (the optimistic
+// kernels: fzgpu.cu), so the 64-bit branch is not compiled in.
+template <bool T32 = false>
 __device__ __forceinline__ void tile_box(const Geo &g, unsigned long long t, unsigned long long &z0,
                                          unsigned long long &y0, unsigned long long &x0, int &lz, int &ly,
                                          int &lx) {
     unsigned long long ix, iy, iz;
-    if (g.tiles <= 0xFFFFFFFFull) {
+    if (T32 || g.tiles <= 0xFFFFFFFFull) {
         // 32-bit quotients by Geo's magic multipliers (a 64-bit division is
         // a subroutine); every field below 2^32 tiles (16 PiB of f32) takes
         // this branch

@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         const unsigned long long t = tile0 + rel;
         unsigned long long z0, y0, x0;
         int lz, ly, lx;
-        tile_box(g, t, z0, y0, x0, lz, ly, lx);
+        tile_box<optf>(g, t, z0, y0, x0, lz, ly, lx);
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
         if (PC && (FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
             // pre-coded by encode_clipped_kernel (encode_clipped.cuh): its size,
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 for (unsigned i = lane; i < (size + 15) >> 4; i += 32) p4[i] = __ldcs(s4 + i);
                 __syncwarp();
                 if (lane == 0) {
-                    const unsigned long long tb = tables_before(g, t, tile0);
+                    const unsigned long long tb = tables_before<optf>(g, t, tile0);
                     pstate[0] = (unsigned)rel;
                     pstate[1] = size;
                     pstate[2] = (unsigned)tb;
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 const unsigned long long excl =
                     scan ? await_prefix(status, rel, size, lane) : lookback(status, rel, size, lane);
                 if (lane == 0) tprefix[rel] = excl;
-                unsigned *o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, size, lane);
+                unsigned *o = tile_out(out, cap, err, tables_before<optf>(g, t, tile0), excl, size, lane);
                 if (o)
                     for (unsigned i = lane; i < size / 4; i += 32) o[i] = __ldcs(pre + soff / 4 + i);
             }
@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 const unsigned long long excl =
                     scan ? await_prefix(status, rel, L.size, lane) : lookback(status, rel, L.size, lane);
                 if (lane == 0) tprefix[rel] = excl;
-                o = tile_out(out, cap, err, tables_before(g, t, tile0), excl, L.size, lane);
+                o = tile_out(out, cap, err, tables_before<optf>(g, t, tile0), excl, L.size, lane);
             }
             if (o)
                 tile_write<T, FAST == 3 ? 1 : 4, false>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             if (parks) {
                 __syncwarp();
                 if (lane == 0) {
-                    const unsigned long long tb = tables_before(g, t, tile0);
+                    const unsigned long long tb = tables_before<optf>(g, t, tile0);
                     pstate[0] = (unsigned)rel;
                     pstate[1] = L.size;
                     pstate[2] = (unsigned)tb;

@@ -104,10 +104,11 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
 
 // Bytes before the tiles of tile t's chunk that are not tiles: the size
 // tables of its chunk and the chunks before it (chunk c's tiles follow its
-// size table).
+// size table). T32: as tile_box's.
+template <bool T32 = false>
 __device__ __forceinline__ unsigned long long tables_before(const Geo &g, unsigned long long t,
                                                             unsigned long long tile0) {
-    const unsigned long long chunk = t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
+    const unsigned long long chunk = T32 || t <= 0xFFFFFFFFull ? div_m(t, g.per_chunk, g.mpc) : t / g.per_chunk;
     return 4 * (min((chunk + 1) * g.per_chunk, g.tiles) - tile0);
 }
 

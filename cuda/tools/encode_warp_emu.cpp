@@ -128,7 +128,8 @@ int main(int argc, char **argv) {
         // (bit 1 of abortf), else returns at once. Where every full tile's
         // rows are 16-byte aligned the optimistic kernel and rank 2's are
         // the AL16 ones (no 4-byte copies).
-        const bool optf = rank == 3 && has_fill && ((g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0) || pre);
+        const bool optf = rank == 3 && has_fill && ((g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0) || pre) &&
+                          g.tiles <= 0xFFFFFFFFull;
         const bool rows16 = ((uintptr_t)v & 15) == 0 && g.nx % 4 == 0;
         unsigned abortf = 0, opt_done = 0;
         if (optf) {

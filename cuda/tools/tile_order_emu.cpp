@@ -28,7 +28,7 @@ static inline unsigned long long __umul64hi(unsigned long long a, unsigned long 
 }
 // device_common.cuh's
 static inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long m) {
-    return m ? __umul64hi(n, m) : d == 1 ? n : n / d;
+    return m ? __umul64hi(n, m) : d == 1 ? n : 0ull;
 }
 #define TILE_ORDER_FN static inline
 #include "../tile_order.cuh"
