@@ -45,12 +45,19 @@
 #            first of FIELDS at REL (default 1e-2), VERSION (default 1), SIZE
 #            (default 256MiB); the export (source.csv.gz) and its sums by line
 #            (tools/ncu_source.py, source.txt) in $OUT.
+# What comes back from a device call is at most 8 files, so every mode but
+# prepare works in a scratch folder and leaves in $OUT only its summaries
+# (device.txt, ab.txt, peers.txt, peers-raw.txt, sidebyside.md, bench.json,
+# ncu-sum.txt, source.txt: whichever the mode wrote) and all.tgz, every file it
+# wrote (logs, each run's JSON), also when a step fails (a call killed at its
+# time limit brings back nothing of it: give steps their own timeouts). v38
+# and v41 lost a compare's peers file to that limit (11 files).
 # TILING (ab, profile, source): the bench's --tiling (boxes, flat or auto; default boxes).
 # VERSION (ab, source): the container version the bench writes (default 1; profile takes VERSIONS).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
 #   R=.devrun bash cuda/tools/device_verify.sh prepare   (on the Go machine)
-# Logs and JSON go to $OUT.
+# Summaries and all.tgz (logs and JSON) go to $OUT (above).
 set -u
 R=${R:-.devrun}
 OUT=${OUT:-/tmp/out}
@@ -83,6 +90,14 @@ if [ "$mode" = prepare ]; then
   exit 0
 fi
 
+FINAL=$OUT OUT=$(mktemp -d /tmp/device_verify.XXXXXX)
+finish() {
+  for f in device.txt ab.txt peers.txt peers-raw.txt sidebyside.md bench.json ncu-sum.txt source.txt; do
+    [ -f "$OUT/$f" ] && cp "$OUT/$f" "$FINAL/"
+  done
+  tar -czf "$FINAL/all.tgz" -C "$OUT" .
+}
+trap finish EXIT
 for f in "$R"/*.gz; do [ -e "$f" ] && gunzip -f "$f" && chmod +x "${f%.gz}"; done
 [ -f "$R/data.tar.xz" ] && [ ! -d "$R/data" ] && tar -C "$R" -xJf "$R/data.tar.xz"
 lib=$PWD/cuda/build/libfzgpu.so
@@ -120,11 +135,11 @@ if [ "$mode" = ab ]; then
         --tiling "${TILING:-boxes}" --format-version "$2" --json "$OUT/$1-$run.json" >"$OUT/$1-$run.log" 2>&1 ||
         { echo "bench $1 $run failed"; tail -5 "$OUT/$1-$run.log"; return 1; }
     done
-    python3 cuda/tools/ab_table.py "$OUT" "$1" $sides
+    python3 cuda/tools/ab_table.py "$OUT" "$1" $sides | tee -a "$OUT/ab.txt"
   }
   bench_sides bench "${VERSION:-1}" "$FIELDS" || exit 1
   if [ -n "${V2_FIELDS:-}" ]; then
-    echo "container version 2:"
+    echo "container version 2:" | tee -a "$OUT/ab.txt"
     bench_sides bench-v2 2 "$V2_FIELDS" || exit 1
   fi
   exit 0
