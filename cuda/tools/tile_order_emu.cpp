@@ -1,8 +1,7 @@
 // tile_order_emu: cuda/tile_order.cuh run on the host (TestTileOrderEmulated
 // in cuda/tileorder_test.go builds and drives it), so the warp decoder's
-// tile order is checked on machines without a GPU. Geo holds the fields the
-// header reads, filled as fzgpu.cu's make_geo fills them, and div_m is
-// device_common.cuh's (the GPU tests run the real one on every decode).
+// tile order is checked on machines without a GPU. Geo and div_m are
+// device_common.cuh's own, Geo filled as fzgpu.cu's make_geo fills it.
 //
 // Input (stdin, or the file argv[1]): records {u64 nz, ny, nx, tz, ty, tx,
 // tile0, nt}, the last two a
@@ -11,26 +10,11 @@
 // tiles come first, and that each group keeps tile order; it then writes
 // the record's u64 count of full tiles in the job, or exits 1 naming what
 // failed.
-#include <cstdint>
-#include <cstdio>
-#include <vector>
+#define EMU_WITH_DEVICE_COMMON  // walk_emu.h leaves Geo to it
+#include "walk_emu.h"
 
-struct uint3 {
-    unsigned x, y, z;
-};
-struct Geo {
-    unsigned long long nz, ny, nx, gz, gy, gx, tiles;
-    int tz, ty, tx;
-    unsigned long long mgx, mgy;
-};
-static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
-}
-// device_common.cuh's
-static inline unsigned long long div_m(unsigned long long n, unsigned long long d, unsigned long long m) {
-    return m ? __umul64hi(n, m) : d == 1 ? n : 0ull;
-}
-#define TILE_ORDER_FN static inline
+#include "../device_common.cuh"
+#include "emu_geo.h"
 #include "../tile_order.cuh"
 
 int main(int argc, char **argv) {
@@ -40,16 +24,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     unsigned long long r[8];
-    auto magic = [](unsigned long long d) -> unsigned long long {  // make_geo's
-        return d >= 2 && d <= 0xFFFFFFFFull ? ~0ull / d + (~0ull % d == d - 1 ? 2 : 1) : 0ull;
-    };
     while (fread(r, 8, 8, stdin) == 8) {
         Geo g{};
         g.nz = r[0], g.ny = r[1], g.nx = r[2];
         g.tz = (int)r[3], g.ty = (int)r[4], g.tx = (int)r[5];
         g.gz = (g.nz + g.tz - 1) / g.tz, g.gy = (g.ny + g.ty - 1) / g.ty, g.gx = (g.nx + g.tx - 1) / g.tx;
         g.tiles = g.gz * g.gy * g.gx;
-        g.mgx = magic(g.gx), g.mgy = magic(g.gy);
+        g.mgx = emu_magic(g.gx), g.mgy = emu_magic(g.gy);
         const unsigned long long tile0 = r[6], nt = r[7];
         const uint3 fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
         if (!fl.x || !fl.y || !fl.z || g.tiles > 0xFFFFFFFFull || tile0 + nt > g.tiles || nt == 0) {
