@@ -8,7 +8,8 @@ with eb = REL (max - min) over the values that are not fill, fill values taking 
 Lorenzo, sign-magnitude codes, bit planes and the fill mask zero-block coded) on each field stacked along z to
 4 Mi values, as the bench tiles them. For every clipped tile it counts the bytes of its planes and fill mask twice:
 with today's packed slots, and coded as a full tile whose cells outside the field repeat the nearest inside cell's q
-and fill flag (so their residuals and mask bits are 0). Escapes and raw values are left out (the same either way);
+and fill flag (so their residuals and mask bits are 0; FORMAT.md §3.2 as branch `padded` writes it repeats the
+values, which differs only where holes or raw values lie at an edge). Escapes and raw values are left out;
 full tiles count the same in both. Prints, per field and REL, the clipped tiles' bytes padded / packed and the
 whole field's ratio both ways. The model's packed ratios are within 2 % of the README's CPU-codec ratios on
 coads and within ~7 % on era5, 9-12 % below them on levitus: it is for comparing the two codings, not for ratios.
