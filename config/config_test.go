@@ -242,13 +242,13 @@ func TestTiling(t *testing.T) {
 			t.Errorf("tiling %q from %q, want flat from %q", s.Tiling, s.Source("tiling"), src)
 		}
 	})
-	for _, v := range []string{"boxes", "flat", "auto", "BOXES", " auto", "", "box", "flat-tiles", "0", "1", "2", "cubes"} {
+	for _, v := range []string{"boxes", "flat", "auto", "padded", "BOXES", " auto", " Padded", "", "box", "flat-tiles", "pad", "0", "1", "2", "3", "cubes"} {
 		got, err := ParseTiling(v)
 		ct, cerr := fz.ParseTiling(v)
 		if (err == nil) != (cerr == nil) || (err == nil && got != ct.String()) {
 			t.Errorf("tiling %q: config says %q, %v; the codec %v, %v", v, got, err, ct, cerr)
 		}
-		if err != nil && !strings.Contains(err.Error(), "boxes (the default), flat or auto") {
+		if err != nil && !strings.Contains(err.Error(), "boxes (the default), flat, auto or padded") {
 			t.Errorf("ParseTiling(%q): %v", v, err)
 		}
 	}

@@ -220,14 +220,14 @@ func formatVersion(f func(*Settings) *int) parser {
 
 // Tilings says which tilings a writer may be asked for, for messages (as
 // fz.Tilings).
-const Tilings = "boxes (the default), flat or auto"
+const Tilings = "boxes (the default), flat, auto or padded"
 
-// ParseTiling parses a tile geometry to write: boxes, flat or auto
-// (docs/FORMAT.md §3, §3.1), case-insensitive, as fz.ParseTiling. The
+// ParseTiling parses a tile geometry to write: boxes, flat, auto or padded
+// (docs/FORMAT.md §3, §3.1, §3.2), case-insensitive, as fz.ParseTiling. The
 // CLI's --tiling and serve's tiling share it.
 func ParseTiling(v string) (string, error) {
 	switch l := strings.ToLower(strings.TrimSpace(v)); l {
-	case "boxes", "flat", "auto":
+	case "boxes", "flat", "auto", "padded":
 		return l, nil
 	}
 	return "", fmt.Errorf("expected a tiling: %s", Tilings)

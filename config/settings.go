@@ -39,7 +39,8 @@ type Settings struct {
 	// with version-2 support only).
 	FormatVersion int
 	// Tiling is the tile geometry the codec writes: boxes (the default),
-	// flat or auto (docs/FORMAT.md §3.1; fz.ParseTiling reads it).
+	// flat, auto or padded (docs/FORMAT.md §3.1, §3.2; fz.ParseTiling
+	// reads it).
 	Tiling string
 	// GPUs lists device ordinals for --backend gpu: one compression lane
 	// per device. Empty: device 0.

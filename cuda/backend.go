@@ -175,9 +175,13 @@ func makeField(dt fz.DType, g fz.Geometry) field {
 
 // onGPU says whether the kernels take a field of geometry g: flat tiles
 // (docs/FORMAT.md 3.1) only with planes of fewer than 2^24 values (the
-// kernels' in-tile arithmetic is 32-bit: cuda/flat.cuh); the CPU codec
-// writes and reads the same bytes for the others.
+// kernels' in-tile arithmetic is 32-bit: cuda/flat.cuh), and not padded box
+// tiles (3.2: no kernel codes them yet); the CPU codec writes and reads the
+// same bytes for the others.
 func onGPU(g fz.Geometry) bool {
+	if g.Padded {
+		return false
+	}
 	return !g.Flat || (g.NY <= 1<<24 && g.NX <= 1<<24 && g.NY*g.NX < 1<<24)
 }
 

@@ -74,12 +74,15 @@ type Geometry struct {
 	// 1×1×4096, Block 1×1×128, and Lorenzo keeps the 3-D neighbours of the
 	// folded shape NZ×NY×NX inside the run.
 	Flat bool
+	// Padded: box tiles whose clipped tiles are coded as full ones (header
+	// flags bit 2, docs/FORMAT.md §3.2).
+	Padded bool
 }
 
 func geometryOf(l *layout) Geometry {
 	return Geometry{Elements: l.n, NZ: l.nz, NY: l.ny, NX: l.nx,
 		Tile: [3]int{l.tz, l.ty, l.tx}, Block: [3]int{l.bz, l.by, l.bx},
-		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks, Flat: l.flat}
+		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks, Flat: l.flat, Padded: l.padded}
 }
 
 // PlanGeometry is the geometry the encoder uses for a field of these dims
@@ -113,7 +116,11 @@ func planLayout(dims []uint64, tilesPerChunk uint64, t Tiling) (*layout, error) 
 	if t == TilingFlat || (t == TilingAuto && flatWanted(dims)) {
 		return newFlatLayout(dims, tilesPerChunk)
 	}
-	return newLayout(dims, defaultShape(rank), tilesPerChunk)
+	l, err := newLayout(dims, defaultShape(rank), tilesPerChunk)
+	if err == nil {
+		l.padded = t == TilingPadded
+	}
+	return l, err
 }
 
 // Geometry is the geometry a header describes.
@@ -159,7 +166,7 @@ func NewHeader(p Params, g Geometry, absEB, step, lo, hi float64, haveRange bool
 		Version: DefaultVersion, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, AbsEB: absEB, Step: step, Tile: g.Tile, Block: g.Block,
 		TilesPerChunk: uint32(g.TilesPerChunk), RangeMin: notComputed, RangeMax: notComputed,
-		Flat: g.Flat, Chunks: make([]Chunk, g.Chunks),
+		Flat: g.Flat, Padded: g.Padded, Chunks: make([]Chunk, g.Chunks),
 	}
 	if haveRange {
 		h.RangeMin, h.RangeMax = lo, hi

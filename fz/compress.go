@@ -81,7 +81,7 @@ func compressTyped[T float](ctx context.Context, src []T, p Params, o options) (
 	h := &Header{
 		Version: version, DType: p.DType, Mode: p.Mode, Dims: append([]uint64(nil), p.Dims...),
 		Bound: p.Bound, Tile: [3]int{l.tz, l.ty, l.tx}, Block: [3]int{l.bz, l.by, l.bx}, TilesPerChunk: uint32(o.tilesPerChunk),
-		RangeMin: notComputed, RangeMax: notComputed, Flat: l.flat,
+		RangeMin: notComputed, RangeMax: notComputed, Flat: l.flat, Padded: l.padded,
 		Chunks: make([]Chunk, l.chunks),
 	}
 	qz := &quantizer{}

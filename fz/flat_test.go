@@ -463,7 +463,11 @@ func TestFlatHeader(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "flat tiles") {
 		t.Fatalf("bit 1 with tile 1x2x2048: %v", err)
 	}
-	for _, bit := range []byte{1 << 2, 1 << 3, 1 << 7} {
+	// Bit 2 (padded box tiles, §3.2) is known, but not beside bit 1.
+	if err := mutate(flat, func(b []byte) { b[11] |= flagPaddedTiles }); err == nil || !strings.Contains(err.Error(), "both set") {
+		t.Fatalf("bits 1 and 2: %v", err)
+	}
+	for _, bit := range []byte{1 << 3, 1 << 7} {
 		for _, blob := range [][]byte{box, flat} {
 			if err := mutate(blob, func(b []byte) { b[11] |= bit }); err == nil || !strings.Contains(err.Error(), "unknown bits") {
 				t.Fatalf("flags bit %#x: %v", bit, err)
@@ -543,7 +547,7 @@ func TestTilingOptions(t *testing.T) {
 	for _, c := range []struct {
 		s string
 		t Tiling
-	}{{"boxes", TilingBoxes}, {"flat", TilingFlat}, {"auto", TilingAuto}, {"FLAT", TilingFlat}, {" auto ", TilingAuto}} {
+	}{{"boxes", TilingBoxes}, {"flat", TilingFlat}, {"auto", TilingAuto}, {"FLAT", TilingFlat}, {" auto ", TilingAuto}, {"padded", TilingPadded}} {
 		got, err := ParseTiling(c.s)
 		if err != nil || got != c.t {
 			t.Errorf("ParseTiling(%q) = %v, %v", c.s, got, err)
@@ -553,7 +557,7 @@ func TestTilingOptions(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"", "box", "flat-tiles", "1", "Auto2"} {
-		if _, err := ParseTiling(s); err == nil || !strings.Contains(err.Error(), "boxes (the default), flat or auto") {
+		if _, err := ParseTiling(s); err == nil || !strings.Contains(err.Error(), "boxes (the default), flat, auto or padded") {
 			t.Errorf("ParseTiling(%q): %v", s, err)
 		}
 	}
@@ -567,7 +571,7 @@ func TestTilingOptions(t *testing.T) {
 		t.Errorf("SettingsOf default: %v", s.Tiling)
 	}
 	p := Params{DType: Float32, Dims: []uint64{4}, Mode: Abs, Bound: 1}
-	for _, bad := range []Tiling{-1, 3, 99} {
+	for _, bad := range []Tiling{-1, 4, 99} {
 		_, _, err := Compress(context.Background(), make([]byte, 16), p, WithTiling(bad))
 		if err == nil || !strings.Contains(err.Error(), "tiling") {
 			t.Errorf("Compress with tiling %d: %v", bad, err)

@@ -62,7 +62,11 @@ const (
 	// folded field (docs/FORMAT.md §3.1), tile shape 1×1×4096, sub-block
 	// 1×1×128.
 	flagFlatTiles = 1 << 1
-	knownFlags    = flagHasFill | flagFlatTiles
+	// flagPaddedTiles: a clipped box tile is coded as a full one whose
+	// cells outside the field repeat the nearest cell inside
+	// (docs/FORMAT.md §3.2); box tiles only.
+	flagPaddedTiles = 1 << 2
+	knownFlags      = flagHasFill | flagFlatTiles | flagPaddedTiles
 )
 
 // Fixed part of the header, before the dims.

@@ -21,7 +21,7 @@ type goldenCase struct {
 	Mode  string   `json:"mode"`
 	Bound float64  `json:"bound"`
 	Fill  *float64 `json:"fill,omitempty"`
-	// Tiling is the tiling written ("flat"; empty: boxes).
+	// Tiling is the tiling written ("flat" or "padded"; empty: boxes).
 	Tiling string `json:"tiling,omitempty"`
 }
 
@@ -114,6 +114,10 @@ func goldenInputs() map[string][]byte {
 		}
 	}
 	in["flatescapes"] = asBytes(g)
+	// Padded box tiles (§3.2): flat3d's field, clipped along z (10 = 8 + 2),
+	// y (21 = 16 + 5) and x (37 = 32 + 5), its land corner, NaN and spikes
+	// at the edges repeated into the padding.
+	in["padded3d"] = in["flat3d"]
 	return in
 }
 
@@ -125,6 +129,7 @@ var goldenCases = []goldenCase{
 	{"residuals", "f32", []uint64{5000}, "abs", 0.5, nil, ""},
 	{"flat3d", "f32", []uint64{10, 21, 37}, "rel", 1e-3, ptr(-1e34), "flat"},
 	{"flatescapes", "f64", []uint64{3, 40, 50}, "abs", 0.5, nil, "flat"},
+	{"padded3d", "f32", []uint64{10, 21, 37}, "rel", 1e-3, ptr(-1e34), "padded"},
 }
 
 // goldenVersions are the container versions with golden files: version v
@@ -203,8 +208,8 @@ func goldenCheck(t *testing.T, dir string, c goldenCase, p Params, raw []byte, v
 			t.Errorf("%s: compressed bytes differ from %s (%d vs %d bytes): the format or the encoder changed; if deliberate, run go test ./fz -run Golden -update and say so in docs/FORMAT.md", c.Name, path, len(blob), len(want))
 		}
 		// The committed container decodes within the bound.
-		if h := verifyGolden(t, p.DType, raw, want, st.AbsEB, c.Fill); int(h.Version) != ver || h.Flat != (tiling == TilingFlat) {
-			t.Errorf("%s: version %d flat %v, want %d %v", path, h.Version, h.Flat, ver, tiling == TilingFlat)
+		if h := verifyGolden(t, p.DType, raw, want, st.AbsEB, c.Fill); int(h.Version) != ver || h.Flat != (tiling == TilingFlat) || h.Padded != (tiling == TilingPadded) {
+			t.Errorf("%s: version %d flat %v padded %v, want %d %v %v", path, h.Version, h.Flat, h.Padded, ver, tiling == TilingFlat, tiling == TilingPadded)
 		}
 	}
 }

@@ -44,7 +44,11 @@ type Header struct {
 	TilesPerChunk uint32
 	// Flat is flags bit 1: tiles are runs of 4096 consecutive values
 	// (docs/FORMAT.md §3.1); Tile is then 1×1×4096 and Block 1×1×128.
-	Flat   bool
+	Flat bool
+	// Padded is flags bit 2: a clipped box tile is coded as a full one
+	// whose cells outside the field repeat the nearest cell inside
+	// (docs/FORMAT.md §3.2); never with Flat.
+	Padded bool
 	Chunks []Chunk
 	// HeaderSize is the byte count of header plus chunk index; chunk
 	// payloads start there.
@@ -70,7 +74,11 @@ func (h *Header) CompressedSize() uint64 {
 }
 
 func (h *Header) layout() (*layout, error) {
-	return newLayoutOf(h.Dims, shape{h.Tile, h.Block}, uint64(h.TilesPerChunk), h.Flat)
+	l, err := newLayoutOf(h.Dims, shape{h.Tile, h.Block}, uint64(h.TilesPerChunk), h.Flat)
+	if err == nil {
+		l.padded = h.Padded
+	}
+	return l, err
 }
 
 func fixedSize(ndim int) int { return headerFixed + 8*ndim + 4 }
@@ -92,6 +100,9 @@ func (h *Header) appendHeader(dst []byte) []byte {
 	}
 	if h.Flat {
 		b[11] |= flagFlatTiles
+	}
+	if h.Padded {
+		b[11] |= flagPaddedTiles
 	}
 	le.PutUint16(b[12:], uint16(h.Tile[0]))
 	le.PutUint16(b[14:], uint16(h.Tile[1]))
@@ -186,6 +197,12 @@ func ReadHeader(b []byte) (*Header, error) {
 			return nil, formatErr("header flags bit 1 (flat tiles) needs tile shape 1x1x%d and sub-block 1x1x%d, the header has %dx%dx%d and %dx%dx%d",
 				TileElems, 8*BlockBytes, h.Tile[0], h.Tile[1], h.Tile[2], h.Block[0], h.Block[1], h.Block[2])
 		}
+	}
+	if flags&flagPaddedTiles != 0 {
+		if h.Flat {
+			return nil, formatErr("header flags bits 1 (flat tiles) and 2 (padded box tiles) are both set; a file has one or neither")
+		}
+		h.Padded = true
 	}
 	if le.Uint32(b[28:]) != 0 {
 		return nil, formatErr("header reserved field at byte 28 is not zero")

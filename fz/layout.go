@@ -20,6 +20,10 @@ type layout struct {
 	// gz, gy, gx are 1, 1, tiles. tileBox and nextTileDelta are for box
 	// tiles only.
 	flat bool
+	// padded: a clipped box tile is coded as a full one whose cells outside
+	// the field repeat the nearest cell inside (header flags bit 2,
+	// docs/FORMAT.md §3.2): tileCodes and decodeTileTail.
+	padded bool
 }
 
 // foldDims drops dimensions of extent 1 and folds all leading dimensions
@@ -166,6 +170,15 @@ func (l *layout) tileLen(t uint64) int {
 	}
 	_, _, _, lz, ly, lx := l.tileBox(t)
 	return lz * ly * lx
+}
+
+// tileSlots is the number of code slots tile t uses: its values, or all
+// 4096 for a padded tile (§3.2), which is coded as a full one.
+func (l *layout) tileSlots(t uint64) int {
+	if l.padded {
+		return TileElems
+	}
+	return l.tileLen(t)
 }
 
 // tileSpan returns the flat indices [first, end) from tile t's first

@@ -94,10 +94,18 @@ const (
 	// ny·nx ≤ 2048 whose box tiles would leave at least a quarter of the
 	// values in clipped tiles, and boxes otherwise.
 	TilingAuto
+	// TilingPadded cuts the field into boxes as TilingBoxes does, and codes
+	// each clipped tile (at the field's far edges) as a full one whose
+	// cells outside the field repeat the nearest cell inside (header flags
+	// bit 2): one walk for every tile in a GPU codec, for a ratio that is
+	// the same where the field's extents leave whole sub-blocks at its
+	// edges and up to ~14 % lower where they leave thin ones (docs/FORMAT.md
+	// §3.2). Files with it need a reader of this version.
+	TilingPadded
 )
 
 // Tilings lists the names ParseTiling accepts, for messages.
-const Tilings = "boxes (the default), flat or auto"
+const Tilings = "boxes (the default), flat, auto or padded"
 
 // String is the name ParseTiling accepts.
 func (t Tiling) String() string {
@@ -108,11 +116,13 @@ func (t Tiling) String() string {
 		return "flat"
 	case TilingAuto:
 		return "auto"
+	case TilingPadded:
+		return "padded"
 	}
 	return fmt.Sprintf("Tiling(%d)", int(t))
 }
 
-// ParseTiling parses "boxes", "flat" or "auto" (case-insensitive).
+// ParseTiling parses "boxes", "flat", "auto" or "padded" (case-insensitive).
 func ParseTiling(s string) (Tiling, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "boxes":
@@ -121,18 +131,20 @@ func ParseTiling(s string) (Tiling, error) {
 		return TilingFlat, nil
 	case "auto":
 		return TilingAuto, nil
+	case "padded":
+		return TilingPadded, nil
 	}
 	return 0, fmt.Errorf("fz: tiling %q: expected %s", s, Tilings)
 }
 
 func (t Tiling) check() error {
 	switch t {
-	case TilingBoxes, TilingFlat, TilingAuto:
+	case TilingBoxes, TilingFlat, TilingAuto, TilingPadded:
 		return nil
 	}
-	return fmt.Errorf("fz: tiling %d is not supported: expected %d (boxes), %d (flat) or %d (auto)", int(t), TilingBoxes, TilingFlat, TilingAuto)
+	return fmt.Errorf("fz: tiling %d is not supported: expected %d (boxes), %d (flat), %d (auto) or %d (padded)", int(t), TilingBoxes, TilingFlat, TilingAuto, TilingPadded)
 }
 
 // WithTiling sets the tile geometry Compress writes (default TilingBoxes).
-// Compress rejects values other than the three constants.
+// Compress rejects values other than the four constants.
 func WithTiling(t Tiling) Option { return func(o *options) { o.tiling = t } }

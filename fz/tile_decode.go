@@ -84,6 +84,13 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 	} else {
 		z0, y0, x0, lz, ly, lx = l.tileBox(t)
 	}
+	// A padded tile (§3.2) is decoded as the full tile; pb says which part
+	// of it is written.
+	var pb *paddedBox
+	if l.padded && !l.flat && lz*ly*lx < TileElems {
+		pb = &paddedBox{lz: lz, ly: ly, lx: lx, ty: l.ty, tx: l.tx}
+		lz, ly, lx = l.tz, l.ty, l.tx
+	}
 	n := lz * ly * lx
 	lo, hi := s.lo[:], s.hi[:]
 	var err error
@@ -124,6 +131,18 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 	// Undo Lorenzo and dequantize into place.
 	var zero T
 	switch {
+	case pb != nil:
+		lorenzoInverse(q, lz, ly, lx)
+		for z := 0; z < pb.lz; z++ {
+			for y := 0; y < pb.ly; y++ {
+				off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0 - base
+				row := dst[off : off+uint64(pb.lx)]
+				qr := q[(z*ly+y)*lx:]
+				for x := range row {
+					row[x] = reconstruct[T](qr[x], step)
+				}
+			}
+		}
 	case l.flat:
 		flatLorenzoInverse(q, &fr)
 		row := dst[fr.first-base : fr.first-base+uint64(n)]
@@ -161,6 +180,13 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 	put := func(p int, v T) {
 		if l.flat {
 			dst[fr.first+uint64(p)-base] = v
+			return
+		}
+		if pb != nil { // cells outside the field are written nowhere
+			z, y, x, ok := pb.inside(p)
+			if ok {
+				dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)-base] = v
+			}
 			return
 		}
 		z, rem := p/(ly*lx), p%(ly*lx)

@@ -10,7 +10,7 @@ import (
 // decodeTile does for version 1. Every field of src is untrusted; the
 // rejects are docs/FORMAT.md §7's, so every tile has exactly one encoding.
 func decodeTileV2[T float](s *tileScratch, src []byte, dst []T, base uint64, l *layout, t uint64, step float64, fill T) error {
-	n := l.tileLen(t)
+	n := l.tileSlots(t)
 	r := reader{b: src}
 	word0, err := r.u32("tile header")
 	if err != nil {

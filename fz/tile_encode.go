@@ -23,11 +23,12 @@ type tileScratch struct {
 	edgeMap   [TileElems]uint16
 	edgeKey   [3]int
 	edgeOwner *layout
-	edgeRuns  bool             // edgeMap passes runsOf8
-	exc       [excWords]uint64 // elements the quantize kernel left to scalar code
-	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
-	brow      [TileElems]int32 // decoder's running x,y-sums of one row
-	flatD     [TileElems]int32 // encoder's residuals of a flat tile
+	edgeRuns  bool                // edgeMap passes runsOf8
+	exc       [excWords]uint64    // elements the quantize kernel left to scalar code
+	zeroRow   [TileElems]int32    // stays zero: the neighbours outside a tile
+	brow      [TileElems]int32    // decoder's running x,y-sums of one row
+	flatD     [TileElems]int32    // encoder's residuals of a flat tile
+	padv      [TileElems * 8]byte // encoder's values of a padded tile (padValues)
 }
 
 // tileStats accumulate per worker.
@@ -102,8 +103,18 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 
 	// 1. Pre-quantize, re-checking every value exactly as the decoder
 	// reconstructs it.
-	sum := quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
-	st.outliers += uint64(len(s.raw))
+	var sum int64
+	if l.padded && n < TileElems { // §3.2: the full tile of the field padded by its edge values
+		pb := paddedBox{lz: lz, ly: ly, lx: lx, ty: l.ty, tx: l.tx}
+		pv := padValues(s, src, l, z0, y0, x0, lz, ly, lx)
+		lz, ly, lx, n = l.tz, l.ty, l.tx, TileElems
+		q = s.q[:n]
+		sum = quantizeSpan(s, st, pv, 0, uint64(lx), uint64(ly*lx), lz, ly, lx, qz, 0)
+		st.outliers += pb.rawInside(s.raw)
+	} else {
+		sum = quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
+		st.outliers += uint64(len(s.raw))
+	}
 	fillHoles(s, q, sum)
 
 	// 2+3. Lorenzo residuals (zero outside the tile), fused with the

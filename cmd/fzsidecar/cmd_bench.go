@@ -21,7 +21,7 @@ func init() {
 }
 
 func runBench(ctx context.Context, args []string) error {
-	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--fields P1,P2] [--json FILE] [--format-version 1|2] [--tiling boxes|flat|auto] [--file RAW --dims AxBxC [--dtype f32] [--fill V]]")
+	fs := newFlags("bench", "bench --backend gpu [--size 1GiB] [--reps 20] [--data DIR] [--rel 1e-2,1e-3,1e-4] [--fields P1,P2] [--json FILE] [--format-version 1|2] [--tiling boxes|flat|auto|padded] [--file RAW --dims AxBxC [--dtype f32] [--fill V]]")
 	be := fs.String("backend", "gpu", "backend to measure (only gpu is supported)")
 	size := fs.String("size", "1GiB", "bytes per field (real fields are tiled up to this)")
 	reps := fs.Int("reps", 20, "timed runs per measurement; the median is reported")

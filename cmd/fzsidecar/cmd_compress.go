@@ -20,7 +20,7 @@ func init() {
 const progressOver = 64 << 20
 
 func runCompress(ctx context.Context, args []string) error {
-	fs := newFlags("compress", "compress --dtype f32 --dims 100x500x500 [--mode rel] --eb 1e-3 [--fill V] [--backend auto|cpu|gpu] [--format-version 1|2] [--tiling boxes|flat|auto] -o OUT.fz IN")
+	fs := newFlags("compress", "compress --dtype f32 --dims 100x500x500 [--mode rel] --eb 1e-3 [--fill V] [--backend auto|cpu|gpu] [--format-version 1|2] [--tiling boxes|flat|auto|padded] -o OUT.fz IN")
 	var ff fieldFlags
 	ff.register(fs)
 	eb := fs.String("eb", "", "error bound (absolute, or relative to the value range with --mode rel) (required)")
@@ -76,8 +76,8 @@ func runCompress(ctx context.Context, args []string) error {
 	}
 	slog.Debug("compressed", "backend", bname)
 	tiles := "boxes"
-	if h, err := fz.ReadHeader(blob); err == nil && h.Flat {
-		tiles = "flat"
+	if h, err := fz.ReadHeader(blob); err == nil {
+		tiles = tilingName(h)
 	}
 	fmt.Fprintf(os.Stderr, "%s: %d -> %d bytes, ratio %.3f, abs eb %s, max error %s, %d raw values, backend %s, %s tiles, format version %d\n",
 		pos[0], st.RawBytes, st.CompressedBytes, st.Ratio(), strconv.FormatFloat(st.AbsEB, 'g', 6, 64),

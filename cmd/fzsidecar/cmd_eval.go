@@ -46,7 +46,7 @@ type evalRow struct {
 }
 
 func runEval(ctx context.Context, args []string) error {
-	fs := newFlags("eval", "eval --dtype f32 --dims D [--mode rel] --eb 1e-2,1e-3,1e-4 [--fill V] [--json] [--backend auto|cpu|gpu] [--format-version 1|2] [--tiling boxes|flat|auto] FILE...\n       fzsidecar eval --synthetic 256x256x256 [--eb ...]   (a generated smooth float32 field)")
+	fs := newFlags("eval", "eval --dtype f32 --dims D [--mode rel] --eb 1e-2,1e-3,1e-4 [--fill V] [--json] [--backend auto|cpu|gpu] [--format-version 1|2] [--tiling boxes|flat|auto|padded] FILE...\n       fzsidecar eval --synthetic 256x256x256 [--eb ...]   (a generated smooth float32 field)")
 	var ff fieldFlags
 	ff.register(fs)
 	ebs := fs.String("eb", "1e-2,1e-3,1e-4", "error bounds, comma-separated")
@@ -242,10 +242,13 @@ func jsonSafe(r evalRow) evalRow {
 	return r
 }
 
-// tilingName is the tiling a container has: flat or boxes.
+// tilingName is the tiling a container has: flat, padded or boxes.
 func tilingName(h *fz.Header) string {
-	if h.Flat {
+	switch {
+	case h.Flat:
 		return "flat"
+	case h.Padded:
+		return "padded"
 	}
 	return "boxes"
 }

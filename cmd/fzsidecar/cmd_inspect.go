@@ -32,7 +32,7 @@ type inspectReport struct {
 	FillBits        string        `json:"fill_bits,omitempty"` // hex, in dtype
 	RangeMin        *float64      `json:"range_min,omitempty"`
 	RangeMax        *float64      `json:"range_max,omitempty"`
-	Tiling          string        `json:"tiling"` // boxes, or flat (flags bit 1, docs/FORMAT.md §3.1)
+	Tiling          string        `json:"tiling"` // boxes, flat (flags bit 1, docs/FORMAT.md §3.1) or padded (bit 2, §3.2)
 	Tile            [3]int        `json:"tile"`
 	Block           [3]int        `json:"sub_block"`
 	TilesPerChunk   uint32        `json:"tiles_per_chunk"`
@@ -157,7 +157,11 @@ func runInspect(ctx context.Context, args []string) error {
 		if h.Flat {
 			fmt.Fprintf(w, "tiles            flat: runs of %d consecutive values (flags bit 1), sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0]*r.Tile[1]*r.Tile[2], r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
 		} else {
-			fmt.Fprintf(w, "tiles            %dx%dx%d, sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0], r.Tile[1], r.Tile[2], r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
+			padded := ""
+			if h.Padded {
+				padded = " (padded: clipped tiles coded as full ones, flags bit 2)"
+			}
+			fmt.Fprintf(w, "tiles            %dx%dx%d%s, sub-blocks %dx%dx%d, %d tiles per chunk\n", r.Tile[0], r.Tile[1], r.Tile[2], padded, r.Block[0], r.Block[1], r.Block[2], r.TilesPerChunk)
 		}
 		fmt.Fprintf(w, "chunks           %d\n", r.Chunks)
 		fmt.Fprintf(w, "size             %d -> %d bytes, ratio %.3f, %.3f bits/value\n", r.RawBytes, r.CompressedBytes, r.Ratio, r.BitsPerValue)

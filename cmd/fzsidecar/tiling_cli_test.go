@@ -19,7 +19,7 @@ import (
 )
 
 // The accepted values, as every message about --tiling says them.
-const wantTilings = "boxes (the default), flat or auto"
+const wantTilings = "boxes (the default), flat, auto or padded"
 
 // compress --tiling writes the tiles asked for (none: boxes; auto on the
 // 10×30×50 test field, 73 % of whose values lie in clipped box tiles:
