@@ -91,6 +91,23 @@ func TestFlatRoundTrip(t *testing.T) {
 
 func flatRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ver int) {
 	t.Helper()
+	h, _, _, _, _ := tiledRoundTrip[T](t, r, dims, kind, ver, TilingFlat)
+	n, _ := NumElements(dims)
+	if !h.Flat || h.Padded || h.Tile != [3]int{1, 1, 4096} || h.Block != [3]int{1, 1, 128} || int(h.Version) != ver {
+		t.Fatalf("%s: header flat %v padded %v tile %v block %v version %d", FormatDims(dims), h.Flat, h.Padded, h.Tile, h.Block, h.Version)
+	}
+	if g, _ := h.Geometry(); g.Tiles != ceilDiv(n, TileElems) || !g.Flat {
+		t.Fatalf("%s: geometry %+v", FormatDims(dims), g)
+	}
+}
+
+// tiledRoundTrip compresses a flatField of kind with tiling and checks
+// what every tiling must hold: the strict bound, bytes that do not depend on
+// the worker count or the vector path, a container that checks clean, and
+// regions that decode as the whole does. It returns the header, the
+// container, the values, their parameters and the tiles per chunk used.
+func tiledRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ver int, tiling Tiling) (*Header, []byte, []T, Params, int) {
+	t.Helper()
 	n, _ := NumElements(dims)
 	v := make([]T, n)
 	flatField(r, v, kind)
@@ -107,20 +124,14 @@ func flatRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ver
 		p.Fill = ptr(-1e34)
 	}
 	tpc := []int{1, 3, 256}[r.IntN(3)]
-	opts := []Option{WithTiling(TilingFlat), WithFormatVersion(ver), WithTilesPerChunk(tpc)}
+	opts := []Option{WithTiling(tiling), WithFormatVersion(ver), WithTilesPerChunk(tpc)}
 	blob, st := compressT(t, v, p, append(opts, WithWorkers(8))...)
 	h := verify(t, v, blob, st.AbsEB, p.Fill)
-	if !h.Flat || h.Tile != [3]int{1, 1, 4096} || h.Block != [3]int{1, 1, 128} || int(h.Version) != ver {
-		t.Fatalf("%s: header flat %v tile %v block %v version %d", FormatDims(dims), h.Flat, h.Tile, h.Block, h.Version)
-	}
-	if g, _ := h.Geometry(); g.Tiles != ceilDiv(n, TileElems) || !g.Flat {
-		t.Fatalf("%s: geometry %+v", FormatDims(dims), g)
-	}
 	if st.MaxAbsErr > st.AbsEB {
 		t.Fatalf("%s: max error %g above the bound %g", FormatDims(dims), st.MaxAbsErr, st.AbsEB)
 	}
 	if blob1, _ := compressT(t, v, p, append(opts, WithWorkers(1))...); !bytes.Equal(blob, blob1) {
-		t.Fatalf("%s kind %d v%d: bytes depend on the worker count", FormatDims(dims), kind, ver)
+		t.Fatalf("%s %v kind %d v%d: bytes depend on the worker count", FormatDims(dims), tiling, kind, ver)
 	}
 	if haveAVX2 {
 		useSIMD = false
@@ -129,10 +140,10 @@ func flatRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ver
 		useSIMD = true
 		_, out, err := Decompress(context.Background(), blob)
 		if !bytes.Equal(blob, blobGo) {
-			t.Fatalf("%s kind %d v%d: the pure-Go path writes other bytes", FormatDims(dims), kind, ver)
+			t.Fatalf("%s %v kind %d v%d: the pure-Go path writes other bytes", FormatDims(dims), tiling, kind, ver)
 		}
 		if err != nil || errGo != nil || !bytes.Equal(out, outGo) {
-			t.Fatalf("%s kind %d v%d: the pure-Go path decodes otherwise (%v, %v)", FormatDims(dims), kind, ver, err, errGo)
+			t.Fatalf("%s %v kind %d v%d: the pure-Go path decodes otherwise (%v, %v)", FormatDims(dims), tiling, kind, ver, err, errGo)
 		}
 	}
 	// The whole container checks clean, and every region decodes to what
@@ -154,6 +165,7 @@ func flatRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ver
 			t.Fatalf("%s: region %d:%d: %v", FormatDims(dims), lo, hi, err)
 		}
 	}
+	return h, blob, v, p, tpc
 }
 
 // naiveFlatQ quantizes tile [first, first+n) of v as docs/FORMAT.md §4

@@ -2,7 +2,6 @@ package fz
 
 import (
 	"bytes"
-	"context"
 	"math/rand/v2"
 	"testing"
 )
@@ -24,8 +23,8 @@ var paddedShapes = [][]uint64{
 
 // TestPaddedRoundTrip: padded tiles (TilingPadded, §3.2) round-trip within
 // the strict bound in both versions and both dtypes, with holes, escapes,
-// raw values and fill masks at the edges; bytes do not depend on the worker
-// count or the vector path; regions decode as the whole does.
+// raw values and fill masks at the edges (tiledRoundTrip's checks), and
+// their full tiles are box tiling's.
 func TestPaddedRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(71, 72))
 	for si, dims := range paddedShapes {
@@ -43,54 +42,14 @@ func TestPaddedRoundTrip(t *testing.T) {
 
 func paddedRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ver int) {
 	t.Helper()
-	n, _ := NumElements(dims)
-	v := make([]T, n)
-	flatField(r, v, kind)
-	dt := Float32
-	if _, ok := any(v).([]float64); ok {
-		dt = Float64
-	}
-	p := Params{DType: dt, Dims: dims, Mode: Abs, Bound: 1e-3}
-	if kind == 2 || kind == 3 || kind == 5 {
-		p.Mode, p.Bound = Rel, 1e-5
-	}
-	if kind != 0 {
-		p.Fill = ptr(-1e34)
-	}
-	tpc := []int{1, 3, 256}[r.IntN(3)]
-	opts := []Option{WithTiling(TilingPadded), WithFormatVersion(ver), WithTilesPerChunk(tpc)}
-	blob, st := compressT(t, v, p, append(opts, WithWorkers(8))...)
-	h := verify(t, v, blob, st.AbsEB, p.Fill)
+	h, blob, v, p, tpc := tiledRoundTrip[T](t, r, dims, kind, ver, TilingPadded)
 	if !h.Padded || h.Flat || blob[11]&flagPaddedTiles == 0 || int(h.Version) != ver {
 		t.Fatalf("%s: header padded %v flat %v flags %#x version %d", FormatDims(dims), h.Padded, h.Flat, blob[11], h.Version)
 	}
 	if g, _ := h.Geometry(); !g.Padded || g.Flat {
 		t.Fatalf("%s: geometry %+v", FormatDims(dims), g)
 	}
-	if st.MaxAbsErr > st.AbsEB {
-		t.Fatalf("%s: max error %g above the bound %g", FormatDims(dims), st.MaxAbsErr, st.AbsEB)
-	}
-	if blob1, _ := compressT(t, v, p, append(opts, WithWorkers(1))...); !bytes.Equal(blob, blob1) {
-		t.Fatalf("%s kind %d v%d: bytes depend on the worker count", FormatDims(dims), kind, ver)
-	}
-	if haveAVX2 {
-		useSIMD = false
-		blobGo, _ := compressT(t, v, p, opts...)
-		_, outGo, errGo := Decompress(context.Background(), blob)
-		useSIMD = true
-		_, out, err := Decompress(context.Background(), blob)
-		if !bytes.Equal(blob, blobGo) {
-			t.Fatalf("%s kind %d v%d: the pure-Go path writes other bytes", FormatDims(dims), kind, ver)
-		}
-		if err != nil || errGo != nil || !bytes.Equal(out, outGo) {
-			t.Fatalf("%s kind %d v%d: the pure-Go path decodes otherwise (%v, %v)", FormatDims(dims), kind, ver, err, errGo)
-		}
-	}
-	if bad, err := CheckContainer(context.Background(), h, blob, 2); err != nil || len(bad) != 0 {
-		t.Fatalf("%s: CheckContainer: %v %v", FormatDims(dims), bad, err)
-	}
-	// Every tile of a padded container is a full tile's coding: the full
-	// tiles are box tiling's bytes, and the others decode with n = 4096.
+	// The full tiles are box tiling's bytes.
 	box, _ := compressT(t, v, p, WithFormatVersion(ver), WithTilesPerChunk(tpc))
 	hb, _ := ReadHeader(box)
 	tp, tb := containerTiles(t, h, blob), containerTiles(t, hb, box)
@@ -98,20 +57,6 @@ func paddedRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, v
 	for i := range tp {
 		if _, _, _, lz, ly, lx := l.tileBox(uint64(i)); lz*ly*lx == TileElems && !bytes.Equal(tp[i], tb[i]) {
 			t.Fatalf("%s kind %d v%d: full tile %d differs from box tiling's", FormatDims(dims), kind, ver, i)
-		}
-	}
-	_, full, _ := Decompress(context.Background(), blob)
-	sz := uint64(dt.Size())
-	per := n / dims[0] * sz
-	for k := 0; k < 3 && n > 0; k++ {
-		lo := uint64(r.IntN(int(dims[0])))
-		hi := lo + 1 + uint64(r.IntN(int(dims[0]-lo)))
-		got, err := DecodeRegion(context.Background(), h, Region{lo, hi}, func(c int) ([]byte, error) {
-			ch := h.Chunks[c]
-			return blob[ch.Offset : ch.Offset+ch.Size], nil
-		})
-		if err != nil || !bytes.Equal(got, full[lo*per:hi*per]) {
-			t.Fatalf("%s: region %d:%d: %v", FormatDims(dims), lo, hi, err)
 		}
 	}
 }
