@@ -164,8 +164,13 @@ func (b *Backend) result() result { return *(*result)(b.res) }
 
 func makeField(dt fz.DType, g fz.Geometry) field {
 	f := field{dtype: uint32(dt), nz: g.NZ, ny: g.NY, nx: g.NX, tilesPerChunk: uint32(g.TilesPerChunk), version: 1}
-	if g.Flat {
+	switch {
+	case g.Flat:
 		f.tiling = 1
+	case g.Padded && hasClippedTiles(g):
+		// without a clipped tile, padded tiles are box tiles byte for byte,
+		// and the box kernels take them
+		f.tiling = 2
 	}
 	for i := 0; i < 3; i++ {
 		f.tile[i], f.block[i] = uint32(g.Tile[i]), uint32(g.Block[i])
@@ -173,16 +178,23 @@ func makeField(dt fz.DType, g fz.Geometry) field {
 	return f
 }
 
-// onGPU says whether the kernels take a field of geometry g: flat tiles
-// (docs/FORMAT.md 3.1) only with planes of fewer than 2^24 values (the
-// kernels' in-tile arithmetic is 32-bit: cuda/flat.cuh), and not padded box
-// tiles (3.2: no kernel codes them yet); the CPU codec writes and reads the
-// same bytes for the others.
-func onGPU(g fz.Geometry) bool {
-	if g.Padded {
-		return false
+// onGPU says whether the kernels take a field of dtype dt and geometry g:
+// flat tiles (docs/FORMAT.md 3.1) only with planes of fewer than 2^24
+// values (the kernels' in-tile arithmetic is 32-bit: cuda/flat.cuh), padded
+// box tiles (3.2) with clipped tiles only for f32 in rank-3 tiles (the
+// padded kernels are the staged f32 rank-3 walks: cuda/encode_rank3.cuh);
+// the CPU codec writes and reads the same bytes for the others.
+func onGPU(dt fz.DType, g fz.Geometry) bool {
+	if g.Padded && hasClippedTiles(g) {
+		return dt == fz.Float32 && g.Tile == [3]int{8, 16, 32} && g.Block == [3]int{4, 4, 8}
 	}
 	return !g.Flat || (g.NY <= 1<<24 && g.NX <= 1<<24 && g.NY*g.NX < 1<<24)
+}
+
+// hasClippedTiles says whether a box-tiled field has a tile clipped by its
+// far edges.
+func hasClippedTiles(g fz.Geometry) bool {
+	return g.NZ%uint64(g.Tile[0]) != 0 || g.NY%uint64(g.Tile[1]) != 0 || g.NX%uint64(g.Tile[2]) != 0
 }
 
 // compressField is the field the kernels compress for p: its geometry, the
@@ -233,7 +245,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	if g.Elements == 0 || !onGPU(g) {
+	if g.Elements == 0 || !onGPU(p.DType, g) {
 		return fz.CPU().Compress(ctx, src, p, opts...)
 	}
 	b.mu.Lock()
@@ -431,7 +443,7 @@ func (b *Backend) DecompressTo(ctx context.Context, blob, dst []byte, opts ...fz
 	if err != nil {
 		return nil, err
 	}
-	if !onGPU(g) {
+	if !onGPU(h.DType, g) {
 		return fz.CPU().DecompressTo(ctx, blob, dst, opts...)
 	}
 	set := fz.SettingsOf(opts...)

@@ -343,8 +343,8 @@ func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, re
 	if err != nil {
 		return BenchCase{}, err
 	}
-	if !onGPU(g) {
-		return BenchCase{}, fmt.Errorf("%s: flat tiles with planes of 2^24 values or more are the CPU codec's", name)
+	if !onGPU(dt, g) {
+		return BenchCase{}, fmt.Errorf("%s: the CPU codec's geometry (flat tiles with planes of 2^24 values or more, or padded tiles outside f32 rank 3)", name)
 	}
 	if g.Tiles > b.maxTiles {
 		if err := b.ensureCtx(g.Tiles); err != nil {

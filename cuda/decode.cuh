@@ -123,6 +123,13 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
     unsigned long long z0, y0, x0;
     int lz, ly, lx;
     tile_box(g, t, z0, y0, x0, lz, ly, lx);
+    // a padded field's tile (FORMAT.md 3.2) is coded whole; only its box is stored
+    const Box3 box{lz, ly, lx};
+    if (g.padded) {
+        lz = g.tz;
+        ly = g.ty;
+        lx = g.tx;
+    }
     const int n = lz * ly * lx, P = ly * lx;
     const unsigned long long base = (z0 * g.ny + y0) * g.nx + x0;
     const unsigned nw = sz / 4;
@@ -351,7 +358,8 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
                     unsigned long long b;
                     if (sizeof(T) == 4) b = p[s.rawv_at + rr];
                     else b = (unsigned long long)p[s.rawv_at + 2 * rr] | (unsigned long long)p[s.rawv_at + 2 * rr + 1] << 32;
-                    dst[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x] = Bits<T>::from(b);
+                    if (z < box.lz && y < box.ly && x < box.lx)
+                        dst[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x] = Bits<T>::from(b);
                     rr++;
                 }
             }
@@ -419,7 +427,11 @@ __device__ __forceinline__ void decode_tile(const Geo &g, const unsigned char *_
             unsigned char f = s.fl[e];
             if (f & 4) continue;
             unsigned long long gi;
-            if (n == TILE) {
+            if (g.padded) {  // coded whole: the box's elements only
+                const int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;
+                if (z >= box.lz || y >= box.ly || x >= box.lx) continue;
+                gi = ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x;
+            } else if (n == TILE) {
                 gi = base + eoff[e];
             } else {
                 int z = e / P, r = e - z * P, y = r / lx, x = r - y * lx;

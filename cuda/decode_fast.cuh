@@ -115,10 +115,13 @@ __device__ __forceinline__ void few_codes(const unsigned *tb, unsigned &o, unsig
 // by broadcast only in z-planes that hold a raw value. (In the kernels of
 // fields without a fill value, whose masks are raw masks, the branch
 // raised nvcc 11.8's spills from 0 to 96 bytes: COLS is off there.)
-template <typename T, bool M, bool COLS = false>
+// PAD: a padded field's tile (FORMAT.md 3.2), decoded whole; only its box
+// (inside the field) is stored.
+template <typename T, bool M, bool COLS = false, bool PAD = false>
 __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                           unsigned long long base, double step, T *__restrict__ dst, int *pb,
-                                          int lane, const TileMasks &mk, T fill, bool few) {
+                                          int lane, const TileMasks &mk, T fill, bool few,
+                                          Box3 box = Box3{8, 16, 32}) {
     const unsigned F = 0xffffffffu;
     const int dy = lane >> 3, dx = lane & 7, hsel = (lane >> 4) * 16;
     const int ry = lane >> 1, rh = lane & 1;
@@ -241,7 +244,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
                 const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
-            out[(unsigned long long)y * g.nx] = val;
+            if (!PAD || (z < box.lz && y < box.ly && lane < box.lx)) out[(unsigned long long)y * g.nx] = val;
         }
         __syncwarp();
     }

@@ -60,11 +60,13 @@ __device__ __forceinline__ unsigned slot_bit(const unsigned *m, int s) { return 
 // residuals into the plane buffer (zero outside the box, where the prefix
 // sums then carry nothing into the box); (B) and (C) as in dec_fast3,
 // storing only the box.
-template <typename T, bool X>
+// PAD: a padded field's tile (FORMAT.md 3.2): lz x ly x lx is the whole
+// tile, coded as such; only box (inside the field) is stored.
+template <typename T, bool X, bool PAD = false>
 __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsigned pat, int origin, const Geo &g,
                                          unsigned long long base, double step, T *__restrict__ dst, int *pb,
                                          unsigned *sw, int lane, const TileMasks &mk, T fill, int lz, int ly,
-                                         int lx) {
+                                         int lx, Box3 box = Box3{8, 16, 32}) {
     const unsigned F = 0xffffffffu;
     unsigned short *cb = (unsigned short *)sw;
     const int k8 = lane & ~7, dx = lane & 7, ex = min(8, lx - k8);
@@ -149,7 +151,7 @@ __device__ __forceinline__ bool dec_gen3(const unsigned *tb, unsigned bm, unsign
                 const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
-            if (xin) out[(unsigned long long)y * g.nx] = val;
+            if (PAD ? z < box.lz && y < box.ly && lane < box.lx : xin) out[(unsigned long long)y * g.nx] = val;
         }
         __syncwarp();
     }

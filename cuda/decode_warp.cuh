@@ -159,7 +159,11 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
 #ifndef DEC_MASKS_ALL_PCT
 #define DEC_MASKS_ALL_PCT 20  // 101: never (A/B)
 #endif
-template <typename T, int R, bool FK>
+//
+// PAD: the field has padded box tiles (FORMAT.md 3.2; f32 rank 3 only,
+// fzgpu.cu): every tile is coded whole and takes the full-tile walks, which
+// store only the tile's box. The box kernels do not compile that code in.
+template <typename T, int R, bool FK, bool PAD = false>
 __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
@@ -180,6 +184,12 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
     unsigned long long z0, y0, x0;
     int lz, ly, lx;
     tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+    const Box3 box{lz, ly, lx};  // PAD: what of the whole tile is stored
+    if (PAD) {
+        lz = g.tz;
+        ly = g.ty;
+        lx = g.tx;
+    }
     const int n = lz * ly * lx;
     const unsigned nw = sz / 4;
     const unsigned *gp = (const unsigned *)(blob + toff[rel]);
@@ -268,11 +278,14 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
         if (R == 3) {
             if (staged)
                 ok = allm || (w0 >> 17) & 3
-                         ? dec_fast3<T, true, FK>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few)
-                         : dec_fast3<T, false>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few);
+                         ? dec_fast3<T, true, FK, PAD>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few, box)
+                         : dec_fast3<T, false, false, PAD>(sw, bm, pat, origin, g, base, step, dst, pb, lane, mk, fill, few,
+                                                           box);
             else
-                ok = allm || flags ? dec_gen3<T, true>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx)
-                       : dec_gen3<T, false>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx);
+                ok = allm || flags ? dec_gen3<T, true, PAD>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill,
+                                                           lz, ly, lx, box)
+                       : dec_gen3<T, false, PAD>(tb, bm, pat, origin, g, base, step, dst, pb, sw, lane, mk, fill, lz, ly, lx,
+                                                 box);
         } else if (R == 2) {
             if (staged)
                 ok = allm || (w0 >> 17) & 3

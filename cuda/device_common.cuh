@@ -58,7 +58,27 @@ struct Geo {
     int flat;
     unsigned fnx, fP;
     unsigned long long mfnx, mfP;
+    // Padded box tiles (FORMAT.md 3.2, f32 rank 3 only: make_geo): a
+    // clipped tile is coded as the full tile of the field extended past its
+    // far edges by repeating the nearest value inside, so the full-tile
+    // walks take every tile, their loads clamped to the field (pad_off) and
+    // the decoders' stores kept to the box.
+    int padded;
 };
+
+// A tile's extent inside the field (tile_box's lz, ly, lx).
+struct Box3 {
+    int lz, ly, lx;
+};
+
+// Field offset of element (z, y, x) of the tile at (z0, y0, x0) of a
+// padded field: the nearest value inside (FORMAT.md 3.2), for a tile
+// coded as full whatever its box.
+__device__ __forceinline__ unsigned long long pad_off(const Geo &g, unsigned long long z0, unsigned long long y0,
+                                                      unsigned long long x0, int z, int y, int x) {
+    const unsigned long long zz = min(z0 + z, g.nz - 1), yy = min(y0 + y, g.ny - 1), xx = min(x0 + x, g.nx - 1);
+    return (zz * g.ny + yy) * g.nx + xx;
+}
 
 // n / d for n < 2^32 (every caller's contract) by the magic m of Geo.
 // m = 0: d is 1 (a rank-1 or -2 field's gy, gz), or d >= 2^32 > n, so the

@@ -82,24 +82,54 @@ __device__ __forceinline__ float *stage_buf() {
 // AL16 kernels, dispatched so by fzgpu.cu), so the 4-byte path is not
 // compiled in: its 16 unrolled copies sat in the hot loop, cold, and cost
 // instruction fetch (PERF.md v40).
-template <bool AL16 = false>
+// PAD (padded tiles, FORMAT.md 3.2): a clipped tile (box lz x ly x lx
+// short of 8 x 16 x 32) is staged whole by 4-byte copies from the nearest
+// value inside: lane l's column min(l, lx - 1), row min(y, ly - 1), plane
+// min(z, lz - 1); full tiles stage as above. Only the padded kernels
+// compile that path in.
+template <bool AL16 = false, bool PAD = false>
 struct Stager {
     const float *gz;
     unsigned long long rstep, plane;
     unsigned scp;
     bool al16;
-    __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane) {
+    // PAD: the tile is clipped; the lane's clamped column, the next plane,
+    // the box's last plane and row, the row length, the 4-byte copies' address
+    bool clip;
+    const float *cx;
+    int zi, zl, yl;
+    unsigned long long nxp;
+    unsigned scp4;
+    __device__ __forceinline__ Stager(const float *src, const Geo &g, unsigned long long base, float *stg, int lane,
+                                      int lz = 8, int ly = 16, int lx = 32) {
         const unsigned long long nx = g.nx;
         plane = g.ny * g.nx;
         al16 = AL16 || ((nx & 3) == 0 && (((unsigned long long)(src + base)) & 15) == 0);
         gz = src + base + (al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane);
         rstep = al16 ? 4 * nx : nx;
         scp = (unsigned)__cvta_generic_to_shared(stg) + 4u * (al16 ? STG_ROW * (lane >> 3) + 4 * (lane & 7) : lane);
+        if (PAD) {
+            clip = lz < 8 || ly < 16 || lx < 32;
+            cx = src + base + min(lane, lx - 1);
+            zi = 0;
+            zl = lz - 1;
+            yl = ly - 1;
+            nxp = nx;
+            scp4 = (unsigned)__cvta_generic_to_shared(stg) + 4u * lane;
+        }
+    }
+    // The next plane to load is z (a fresh stager: the FILLP walk's second
+    // staging of one plane).
+    __device__ __forceinline__ void seek(int z) {
+        gz += (unsigned long long)z * plane;
+        if (PAD) zi = z;
     }
     // The bits of value (z, y, lane) of the tile from global memory (rare:
     // raw values), after plane z's residuals replaced it in the buffer;
     // planes up to min(z + 1, 7) have been loaded.
     __device__ __forceinline__ unsigned bits(int z, int y, int lane) const {
+        if (PAD && clip)
+            return __float_as_uint(cx[(unsigned long long)min(z, zl) * plane + (unsigned long long)min(y, yl) * nxp]);
         const unsigned long long nx = al16 ? rstep >> 2 : rstep;
         const unsigned long long lo = al16 ? (unsigned long long)(lane >> 3) * nx + 4 * (lane & 7) : lane;
         const float *p = gz - (z < 7 ? 2 : 1) * plane - lo + y * nx + lane;
@@ -107,6 +137,15 @@ struct Stager {
     }
     // the next plane into buffer b (one commit group)
     __device__ __forceinline__ void load(int b) {
+        if (PAD && clip) {
+            const float *p = cx + (unsigned long long)min(zi, zl) * plane;
+            zi++;
+            const unsigned d = scp4 + 4u * STG_PLANE * b;
+#pragma unroll
+            for (int y = 0; y < 16; y++) cp_async4(d + 4u * STG_ROW * y, p + (unsigned long long)min(y, yl) * nxp);
+            cp_async_commit();
+            return;
+        }
         const float *p = gz;
         gz += plane;
         const unsigned d = scp + 4u * STG_PLANE * b;
@@ -191,14 +230,16 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 // stalls on levitus.) pho: where the placeholder goes once known (the host
 // emulation's; the kernel passes none).
 // AL16: every row of the tile is 16-byte aligned (Stager).
-template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false, bool AL16 = false>
+// PAD: a padded field's tile (Stager's PAD), box its extent in the field.
+template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false, bool AL16 = false,
+          bool PAD = false>
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
-                                          int *pho = nullptr) {
+                                          int *pho = nullptr, Box3 box = Box3{8, 16, 32}) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
-    Stager<AL16> st(src, g, base, stg, lane);
+    Stager<AL16, PAD> st(src, g, base, stg, lane, box.lz, box.ly, box.lx);
     const int dy = lane >> 3, dx = lane & 7;
     float *const xcol = stg + lane;                  // value (y, lane): xcol[STG_ROW * y]
     const int *const slot = (const int *)stg + STG_ROW * dy + dx;  // slot (dy, dx) of word pair (j, k)
@@ -381,8 +422,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // the second pass for the rare tile that needs it
             const int b = z & 1;
             if (z < 7) {
-                Stager<AL16> s2(src, g, base, stg, lane);
-                s2.gz += (unsigned long long)(z + 1) * s2.plane;
+                Stager<AL16, PAD> s2(src, g, base, stg, lane, box.lz, box.ly, box.lx);
+                s2.seek(z + 1);
                 s2.load(b ^ 1);
                 cp_async_wait<1>();
             } else {
@@ -478,7 +519,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         // the bench's bounds have no such tile: instruction fetch).
         if (HOT && big) return false;
         big = !HOT && big;  // false in the optimistic kernel at compile time: no second staging compiled in
-        if (big) Stager<AL16>(src, g, base, stg, lane).load(0);  // the second pass stages the tile again
+        if (big) Stager<AL16, PAD>(src, g, base, stg, lane, box.lz, box.ly, box.lx).load(0);  // the second pass stages the tile again
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
             int q[16];

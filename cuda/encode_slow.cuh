@@ -100,7 +100,9 @@ __device__ __forceinline__ void slow_masks_planes(const Geo &g, int lz, int ly, 
     slow_planes(n, pw, sc, lane);
 }
 
-template <typename T, int FAST, int V>
+// PAD: a padded field's tile, coded whole (lz x ly x lx the full tile):
+// values outside the field repeat the nearest inside (pad_off).
+template <typename T, int FAST, int V, bool PAD = false>
 __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long long z0, unsigned long long y0,
                          unsigned long long x0, int lz, int ly, int lx, double inv, double step, double eb,
                          int has_fill, unsigned long long fill_bits, unsigned *pw, unsigned char *sc, int lane,
@@ -131,7 +133,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
             const int e = e0 + 32 * u + lane;
             if (e < n) {
                 const int z = div12(e, mP), r = e - z * P, y = div12(r, mX), x = r - y * lx;
-                v[u] = src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x];
+                v[u] = src[PAD ? pad_off(g, z0, y0, x0, z, y, x) : ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x];
             }
         }
 #pragma unroll

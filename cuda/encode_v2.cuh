@@ -213,7 +213,7 @@ __device__ __forceinline__ void v2_compact(const unsigned *pw, unsigned char *co
 // Writes a version-2 tile's bytes. Plane rows 0..15 of pw are overwritten
 // (signs merged in row 15, then tables there; units compacted in rows
 // 0..14): every walk rewrites the planes it leaves for each tile.
-template <typename T, int LU, bool WALKED, typename ST>
+template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayoutV2 &L, const TileSum &ts,
                                            unsigned *pw, const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
@@ -303,6 +303,6 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
             if (i1 < Wt) st(o + U + i1, v1);
         }
     }
-    tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
+    tile_write_tail<T, LU, WALKED, PAD>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
                                    lx, listed, lane);
 }

@@ -90,7 +90,12 @@
 // at any multiple of its element size). The smooth field's optimistic
 // kernels (HF 3, 4) were measured 1-2 % slower with it (v40 calls 1-3)
 // and have it not.
-template <typename T, int FAST, int HF = 0, int V = 1, int PC = (FAST == 3), bool AL16 = false>
+// PAD: the job's field has padded box tiles (FORMAT.md 3.2; f32 rank 3
+// only, fzgpu.cu): every tile is coded as a full one, the clipped ones by
+// the same walks with their loads clamped to the field (Stager's PAD,
+// pad_off), so no tile takes the slow path for being clipped and none is
+// pre-coded. The box kernels do not compile that code in.
+template <typename T, int FAST, int HF = 0, int V = 1, int PC = (FAST == 3), bool AL16 = false, bool PAD = false>
 __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
     encode_warp_kernel(const T *__restrict__ src, Geo g, const DevParams *__restrict__ prm, int has_fill_arg,
                        unsigned long long fill_bits, unsigned long long tile0, unsigned long long ntiles,
@@ -255,8 +260,15 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         unsigned long long z0, y0, x0;
         int lz, ly, lx;
         tile_box<optf>(g, t, z0, y0, x0, lz, ly, lx);
+        // PAD: the tile's box, for the clamped staging; coded as a full tile
+        const Box3 box{lz, ly, lx};
+        if (PAD) {
+            lz = g.tz;
+            ly = g.ty;
+            lx = g.tx;
+        }
         const bool full = lz == g.tz && ly == g.ty && lx == g.tx;
-        if (PC && (FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
+        if (!PAD && PC && (FAST == 3 || FAST == 2) && V == 1 && pre && !full && tsize[rel]) {
             // pre-coded by encode_clipped_kernel (encode_clipped.cuh): its size,
             // raw count and error are in the tables, its bytes in pre at the
             // offset soffs holds. Publish the size, then park the bytes (or,
@@ -319,14 +331,18 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         bool done = false;
         if (FAST == 3 && full) {
             if constexpr (staged)
-                done = opt8 ? enc_fast3<false, true, true, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : optf ? enc_fast3<true, true, false, V, true, AL16>(src, g, base, inv, step, ebf,
-                                                                           (unsigned)fill_bits, pw, sq, sesc, sraw, lane, ts)
-                       : hot ? enc_fast3<false, true, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts)
-                       : has_fill ? enc_fast3<true, false, false, V, true>(src, g, base, inv, step, ebf,
+                done = opt8 ? enc_fast3<false, true, true, V, false, false, PAD>(src, g, base, inv, step, ebf, 0, pw, sq,
+                                                                                 sesc, sraw, lane, ts, nullptr, box)
+                       : optf ? enc_fast3<true, true, false, V, true, AL16, PAD>(src, g, base, inv, step, ebf,
+                                                                           (unsigned)fill_bits, pw, sq, sesc, sraw, lane, ts,
+                                                                           nullptr, box)
+                       : hot ? enc_fast3<false, true, false, V, false, false, PAD>(src, g, base, inv, step, ebf, 0, pw, sq,
+                                                                                   sesc, sraw, lane, ts, nullptr, box)
+                       : has_fill ? enc_fast3<true, false, false, V, true, false, PAD>(src, g, base, inv, step, ebf,
                                                                            (unsigned)fill_bits, pw, sq, sesc, sraw,
-                                                                           lane, ts)
-                                : enc_fast3<false, false, false, V>(src, g, base, inv, step, ebf, 0, pw, sq, sesc, sraw, lane, ts);
+                                                                           lane, ts, nullptr, box)
+                                : enc_fast3<false, false, false, V, false, false, PAD>(src, g, base, inv, step, ebf, 0, pw,
+                                                                                       sq, sesc, sraw, lane, ts, nullptr, box);
             else
                 done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full) {
@@ -360,7 +376,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             return;
         }
         if (!done)
-            enc_slow<T, FAST, V>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
+            enc_slow<T, FAST, V, PAD>(src, g, z0, y0, x0, lz, ly, lx, inv, step, eb, has_fill, fill_bits, pw, sc, lane, ts);
         else {
             if (ts.nraw) {
                 if (FAST == 3)  // the fast paths take full tiles only
@@ -405,7 +421,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 tk = take_async();
             }
             if (hot && done) {
-                tile_write<T, 1, true>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
+                tile_write<T, 1, true, PAD>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
             } else {
             if (!parks) {  // the scanner: too big to park (rare), so the warp waits here
                 const unsigned long long excl =
@@ -414,7 +430,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 o = tile_out(out, cap, err, tables_before<optf>(g, t, tile0), excl, L.size, lane);
             }
             if (o)
-                tile_write<T, FAST == 3 ? 1 : 4, false>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
+                tile_write<T, FAST == 3 ? 1 : 4, false, PAD>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
                                                  staged && done, lane);
             }
             if (parks) {

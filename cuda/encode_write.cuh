@@ -130,7 +130,9 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
 // versions. WALKED: a tile of a hot walk (enc_fast3's HOT: no escapes, its
 // raw values listed), for which the escape list and the raw fallback are
 // not compiled.
-template <typename T, int LU, bool WALKED, typename ST>
+// PAD: a padded field's tile, coded whole (raw values outside the field
+// repeat the nearest inside: pad_off).
+template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsigned esc_at, unsigned fill_at,
                                                 unsigned raw_at, unsigned fbm, unsigned rbm, const TileSum &ts,
                                                 const unsigned char *sc, const T *src, const Geo &g,
@@ -159,7 +161,8 @@ __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsig
         put_listed<LU>(o + rv + 1, (const unsigned *)(sc + SC_RAW), sizeof(T) / 4, lane, [&](int e, unsigned *dst) {
             // listed: a full 8 x 16 x 32 tile (shifts, not divisions)
             const int z = listed ? e >> 9 : e / P, r = e - z * P, y = listed ? r >> 5 : r / lx, x = r - y * lx;
-            const unsigned long long b = Bits<T>::of(src[((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
+            const unsigned long long b =
+                Bits<T>::of(src[PAD ? pad_off(g, z0, y0, x0, z, y, x) : ((z0 + z) * g.ny + y0 + y) * g.nx + x0 + x]);
             st(dst, (unsigned)b);
             if (sizeof(T) == 8) st(dst + 1, (unsigned)(b >> 32));
         });
@@ -167,7 +170,7 @@ __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsig
 }
 
 // Writes the tile's bytes (FORMAT.md section 5), container version 1.
-template <typename T, int LU, bool WALKED, typename ST>
+template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
@@ -182,6 +185,6 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         const unsigned bm = __shfl_sync(0xffffffffu, L.my_bm, p), pat = __shfl_sync(0xffffffffu, L.my_at, p);
         put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
     }
-    tile_write_tail<T, LU, WALKED>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
+    tile_write_tail<T, LU, WALKED, PAD>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
                                    lx, listed, lane);
 }

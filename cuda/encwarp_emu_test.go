@@ -16,7 +16,9 @@ import (
 // (encode_warp_kernel, f32 ranks 1-3 and flat tiles: the walks, the FILLP walk, the slow path, the
 // tail, the scanner warp and the L2 park) on the host with one block of
 // ENC_W warps of 32 threads (tools/encode_warp_emu.cpp, ASan/UBSan), with and
-// without pre-coded clipped tiles (PCT: encode_clipped_kernel first), with
+// without pre-coded clipped tiles (PCT: encode_clipped_kernel first), and
+// rank 3 with padded tiles (docs/FORMAT.md 3.2: the PAD kernels, every
+// clipped tile walked whole with its loads clamped to the field), with
 // cp.async copies landing at issue and when waited for. Every tile it writes,
 // at its prefix plus the size tables' room, must be the CPU codec's tile,
 // with its size, raw count and error in the tables, the prefixes the sums of
@@ -184,9 +186,15 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		}
 	}
 	le := binary.LittleEndian
+	// how clipped tiles are coded: in the kernel, pre-coded (PCT), padded
+	const (
+		modeBox = iota
+		modePCT
+		modePadded
+	)
 	type run struct {
 		f             int
-		pct           bool
+		mode          int
 		late          bool
 		cf            *v1Field
 		tile0, ntiles int
@@ -195,11 +203,15 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	var runs []run
 	var in bytes.Buffer
 	cfs := make([]v1Field, len(fields))
+	pcfs := make([]v1Field, len(fields)) // rank 3: the CPU codec's padded tiles
 	for i, f := range fields {
 		if f.rank == 4 {
 			cfs[i] = compressV1(t, f.name, f.v, f.p, fz.WithTiling(fz.TilingFlat))
 		} else {
 			cfs[i] = compressV1(t, f.name, f.v, f.p)
+		}
+		if f.rank == 3 {
+			pcfs[i] = compressV1(t, f.name, f.v, f.p, fz.WithTiling(fz.TilingPadded))
 		}
 		// jobs: the whole field, and for fields of several chunks each
 		// chunk of 256 tiles as a job of its own (tile0 > 0)
@@ -208,20 +220,24 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		if nt > 256 {
 			jobs = append(jobs, [2]int{0, 256}, [2]int{256, nt - 256})
 		}
-		for _, pct := range []bool{false, true} {
-			if pct && (f.rank == 4 || f.rank == 1) {
-				continue // no clipped tiles to pre-code
+		for mode, name := range []string{"boxes", "pct", "padded"} {
+			if mode == modePCT && (f.rank == 4 || f.rank == 1) || mode == modePadded && f.rank != 3 {
+				continue // no clipped tiles to pre-code; padded kernels for rank 3 only
+			}
+			cf := &cfs[i]
+			if mode == modePadded {
+				cf = &pcfs[i]
 			}
 			for _, jb := range jobs {
-				late := (i+b2i(pct)+jb[0])%2 == 1
-				runs = append(runs, run{i, pct, late, &cfs[i], jb[0], jb[1],
-					fmt.Sprintf("%s pct %v late %v job %d+%d", f.name, pct, late, jb[0], jb[1])})
-				for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cfs[i].hasFill), cfs[i].fillBits,
-					b2u(pct), b2u(late), uint32(jb[0]), uint32(jb[1]), uint32(f.rank)} {
+				late := (i+mode+jb[0])%2 == 1
+				runs = append(runs, run{i, mode, late, cf, jb[0], jb[1],
+					fmt.Sprintf("%s %s late %v job %d+%d", f.name, name, late, jb[0], jb[1])})
+				for _, u := range []uint32{uint32(f.nz), uint32(f.ny), uint32(f.nx), b2u(cf.hasFill), cf.fillBits,
+					uint32(mode), b2u(late), uint32(jb[0]), uint32(jb[1]), uint32(f.rank)} {
 					in.Write(le.AppendUint32(nil, u))
 				}
 				var hd [24]byte
-				cfs[i].putSteps(hd[:])
+				cf.putSteps(hd[:])
 				in.Write(hd[:])
 				in.Write(f32bytes(f.v))
 			}
@@ -241,7 +257,7 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 		// without clipped tiles or with them pre-coded, and must take the
 		// mild clean ones whole and give up on the others
 		optDone := u32()
-		if f := fields[rn.f]; f.rank == 3 && f.p.Fill != nil && (rn.pct || f.nz%8 == 0 && f.ny%16 == 0 && f.nx%32 == 0) {
+		if f := fields[rn.f]; f.rank == 3 && f.p.Fill != nil && (rn.mode != modeBox || f.nz%8 == 0 && f.ny%16 == 0 && f.nx%32 == 0) {
 			if want := b2u(f.optWhole); optDone != want {
 				t.Errorf("%s: the fill fields' optimistic kernel did the job: %d, expected %d", rn.describe, optDone, want)
 			}
@@ -304,11 +320,4 @@ func TestEncodeWarpKernelEmulated(t *testing.T) {
 	if !t.Failed() {
 		t.Logf("%d runs of the kernel: every tile the CPU codec's", len(runs))
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

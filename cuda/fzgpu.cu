@@ -125,10 +125,23 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt,
     default: return (const void *)encode_warp_kernel<double, 0, 0, V>;
     }
 }
+// The padded kernels (encode_warp.cuh's PAD; make_geo takes padded
+// tiles for f32 rank 3 only): the same choices, no pre-coded tiles.
+template <int V>
+static const void *enc_kernel_pad(int has_fill, int opt, bool al16) {
+    if (opt == 3)
+        return al16 ? (const void *)encode_warp_kernel<float, 3, 5, V, 1, true, true>
+                    : (const void *)encode_warp_kernel<float, 3, 5, V, 1, false, true>;
+    if (opt == 2) return (const void *)encode_warp_kernel<float, 3, 4, V, 1, false, true>;
+    if (opt == 1) return (const void *)encode_warp_kernel<float, 3, 3, V, 1, false, true>;
+    return has_fill ? (const void *)encode_warp_kernel<float, 3, 2, V, 1, false, true>
+                    : (const void *)encode_warp_kernel<float, 3, 1, V, 1, false, true>;
+}
 // ver: the container version the kernel writes (1 or 2; version 2 has no
-// pre-coded tiles).
+// pre-coded tiles). pad: the padded kernels (dtype 1, fast 3 only).
 static const void *enc_kernel(unsigned dtype, int fast, int has_fill, int opt = 0, unsigned ver = 1, int pc = 0,
-                              bool al16 = false) {
+                              bool al16 = false, bool pad = false) {
+    if (pad) return ver == 2 ? enc_kernel_pad<2>(has_fill, opt, al16) : enc_kernel_pad<1>(has_fill, opt, al16);
     return ver == 2 ? enc_kernel_v<2>(dtype, fast, has_fill, opt, 0, al16) : enc_kernel_v<1>(dtype, fast, has_fill, opt, pc, al16);
 }
 
@@ -315,6 +328,13 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             if (e == cudaSuccess && dt == 1 && (fast == 3 || fast == 2))
                 e = cudaFuncSetAttribute(enc_kernel(1, fast, 0, fast == 3 ? 3 : 0, v, 0, true),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            // the padded kernels (f32 rank 3): full, both fill kinds, the three optimistic, AL16
+            for (int o = 0; o <= 4 && e == cudaSuccess && dt == 1 && fast == 3; o++)
+                e = cudaFuncSetAttribute(enc_kernel(1, 3, o == 4, o == 4 ? 3 : o, v, 0, o == 4, true),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            if (e == cudaSuccess && dt == 1 && fast == 3)
+                e = cudaFuncSetAttribute(enc_kernel(1, 3, 1, 0, v, 0, false, true),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
         // rank 2's kernel with the copy of pre-coded tiles (version 1)
         for (int a = 0; a < 1 + (dt == 1) && e == cudaSuccess && fast == 2; a++)
@@ -400,7 +420,7 @@ extern "C" void fzgpu_destroy(fzgpu_ctx *c) {
 
 static int make_geo(const fzgpu_field *f, Geo *g) {
     if (!f || (f->dtype != 1 && f->dtype != 2)) return FZGPU_E_ARG;
-    if ((f->version != 1 && f->version != 2) || f->tiling > 1) return FZGPU_E_ARG;  // container versions this build writes and reads
+    if ((f->version != 1 && f->version != 2) || f->tiling > 2) return FZGPU_E_ARG;  // container versions this build writes and reads
     int tz = f->tile[0], ty = f->tile[1], tx = f->tile[2], bz = f->block[0], by = f->block[1], bx = f->block[2];
     if (tz < 1 || ty < 1 || tx < 1 || tz * ty * tx != TILE) return FZGPU_E_ARG;
     if (bz < 1 || by < 1 || bx < 1 || bz * by * bx != 128 || tz % bz || ty % by || tx % bx) return FZGPU_E_ARG;
@@ -446,6 +466,13 @@ static int make_geo(const fzgpu_field *f, Geo *g) {
     g->fast3 = tz == 8 && ty == 16 && tx == 32 && bz == 4 && by == 4 && bx == 8;
     g->fast2 = tz == 1 && ty == 64 && tx == 64 && bz == 1 && by == 16 && bx == 8;
     g->fast1 = tz == 1 && ty == 1 && tx == 4096 && bz == 1 && by == 1 && bx == 128;
+    // padded box tiles (FORMAT.md 3.2): the padded kernels walk f32 rank-3
+    // tiles; other padded fields are the CPU codec's (cuda/backend.go's
+    // onGPU), or, without a clipped tile, box tiles to the kernels
+    if (f->tiling == 2) {
+        if (f->dtype != 1 || !g->fast3) return FZGPU_E_ARG;
+        g->padded = 1;
+    }
     for (int k = 0; k < KPT; k++) {
         // slot of element (k, 0, 0) of a full tile (FORMAT.md section 3)
         g->skoff[k] = g->fast ? (unsigned)((k / bz) * bz * ty * tx + (k % bz) * by * bx) : 0u;
@@ -570,7 +597,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
     // encoder then copies them (version 2: its generic path takes them).
     uint3 fl = make_uint3(0, 0, 0);
     unsigned long long nfull = nt;
-    if (ENC_PCT && f->version == 1 && (g.fast3 || g.fast2) && g.tiles <= 0xFFFFFFFFull &&
+    if (ENC_PCT && !g.padded && f->version == 1 && (g.fast3 || g.fast2) && g.tiles <= 0xFFFFFFFFull &&
         (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx)) {
         fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         nfull = full_before_host(g, tile0 + nt, fl) - full_before_host(g, tile0, fl);
@@ -592,7 +619,8 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         const void *src = d_src;
         // every full tile's rows 16-byte aligned (x0 is a multiple of 32)
         const bool rows16 = ((uintptr_t)src & 15) == 0 && g.nx % 4 == 0;
-        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct, rows16);
+        const bool pad = g.padded;  // every tile coded whole: no pre-coded tiles, every tile walked as full
+        const void *k = enc_kernel(f->dtype, fast, f->has_fill, 0, f->version, pct, rows16, pad);
         const unsigned *pre = nullptr;
         if (pct) {
             // room for the clipped tiles at ratio 2, plus 1 KiB each (masks,
@@ -634,7 +662,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         // kernel (ENC_FILL_OPT; the FILLP walk without the slow path) for
         // jobs whose clipped tiles are pre-coded (it copies them) or that
         // have none; it comes with and without AL16 (rows16).
-        const bool allfull = g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0;
+        const bool allfull = pad || (g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0);
         // The fill kernel's tile loop holds no 64-bit quotients: fields below
         // 2^32 tiles only (the smooth ones keep them: without, they measured
         // 2 % slower, v41 call 1).
@@ -651,8 +679,9 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
             return launch_dependent(kern, dim3((unsigned)nb), dim3(ENC_W * 32), ENC_SMEM, st, args);
         };
         for (int o = 2; opt && o >= 1; o--)  // the narrow kernel, then the optimistic one
-            CK(launch(enc_kernel(1, 3, 0, o, f->version), c->status + (unsigned long long)o * c->max_tiles, c->ticket + o));
-        if (optf) CK(launch(enc_kernel(1, 3, 1, 3, f->version, 0, rows16), c->status + c->max_tiles, c->ticket + 1));
+            CK(launch(enc_kernel(1, 3, 0, o, f->version, 0, false, pad), c->status + (unsigned long long)o * c->max_tiles,
+                      c->ticket + o));
+        if (optf) CK(launch(enc_kernel(1, 3, 1, 3, f->version, 0, rows16, pad), c->status + c->max_tiles, c->ticket + 1));
         CK(launch(k, c->status, c->ticket));
         status_opt = opt || optf ? c->status + c->max_tiles : nullptr;
         status_opt8 = opt || optf ? c->status + 2 * c->max_tiles : nullptr;
@@ -777,6 +806,9 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         if (f->has_fill)  // the walks that apply masks for every tile (decode_warp.cuh, FK)
             k = rank == 4 ? decode_warp_kernel<T, 4, true> : rank == 3 ? decode_warp_kernel<T, 3, true>
               : rank == 2 ? decode_warp_kernel<T, 2, true> : decode_warp_kernel<T, 1, true>;
+        // padded tiles (f32 rank 3, make_geo): every tile through the full-tile walks
+        if constexpr (std::is_same<T, float>::value)
+            if (g.padded) k = f->has_fill ? decode_warp_kernel<T, 3, true, true> : decode_warp_kernel<T, 3, false, true>;
         // Fill fields of rank 3 with clipped tiles: the full tiles first
         // (tile_order.cuh). Only there: measured on an H200 (1 GiB, same
         // call), levitus and coads gained 23-53 % on top of FK, era5 8-42 %,
@@ -784,7 +816,7 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         // stageIV (rank 2) 11 %: partial sectors read back from DRAM where
         // rows are not 32-byte multiples (tile_order.cuh, PERF.md dec v23).
         uint3 fl = make_uint3(0, 0, 0);
-        if (f->has_fill && rank == 3 && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx) &&
+        if (f->has_fill && rank == 3 && !g.padded && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx) &&
             g.nz >= (unsigned long long)g.tz && g.ny >= (unsigned long long)g.ty && g.nx >= (unsigned long long)g.tx)
             fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,

@@ -27,8 +27,9 @@ extern "C" {
  * ABI 5 added GPU-resident snapshots: device UUIDs, priority streams, CUDA
  * IPC memory and event handles (ipc.cu). ABI 6 added fzgpu_field.version.
  * ABI 7 added fzgpu_gather (a snapshot assembled and checksummed on the
- * device). ABI 8 added fzgpu_field.tiling (flat tiles, docs/FORMAT.md 3.1). */
-#define FZGPU_ABI_VERSION 8
+ * device). ABI 8 added fzgpu_field.tiling (flat tiles, docs/FORMAT.md 3.1).
+ * ABI 9 added tiling 2 (padded box tiles, 3.2: f32 rank-3 tiles only). */
+#define FZGPU_ABI_VERSION 9
 
 enum {
     FZGPU_OK = 0,
@@ -77,7 +78,8 @@ typedef struct fzgpu_field {
     uint32_t tile[3];         /* z, y, x; product 4096 */
     uint32_t block[3];        /* z, y, x; product 128, divides tile */
     uint32_t version;         /* container version: 1 or 2 (docs/FORMAT.md) */
-    uint32_t tiling;          /* 0 box tiles, 1 flat tiles (docs/FORMAT.md 3.1; tile 1x1x4096, block 1x1x128) */
+    uint32_t tiling;          /* 0 box tiles, 1 flat tiles (docs/FORMAT.md 3.1; tile 1x1x4096, block 1x1x128),
+                                 2 padded box tiles (3.2; f32, tile 8x16x32, block 4x4x8 only) */
 } fzgpu_field;
 
 /* Filled by the device at the end of a job (80 bytes). */

@@ -22,7 +22,7 @@ import (
 // LibName is the shared library's file name.
 const LibName = "libfzgpu.so"
 
-const abiVersion = 8
+const abiVersion = 9
 
 // field mirrors fzgpu_field (96 bytes).
 type field struct {
@@ -34,7 +34,7 @@ type field struct {
 	nz, ny, nx    uint64
 	tile, block   [3]uint32
 	version       uint32 // container version, 1 or 2
-	tiling        uint32 // 0 box tiles, 1 flat tiles (docs/FORMAT.md 3.1)
+	tiling        uint32 // 0 box tiles, 1 flat tiles (docs/FORMAT.md 3.1), 2 padded box tiles (3.2)
 }
 
 // result mirrors fzgpu_result (80 bytes).

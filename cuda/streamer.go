@@ -677,7 +677,7 @@ func (s *Streamer) compressOn(ctx context.Context, pool chan *lane, jobTiles uin
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	if g.Elements == 0 || !onGPU(g) {
+	if g.Elements == 0 || !onGPU(p.DType, g) {
 		return fz.CPU().Compress(ctx, src.Bytes, p, opts...)
 	}
 	if g.TilesPerChunk > jobTiles {

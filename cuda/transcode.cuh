@@ -312,6 +312,7 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
         unsigned long long z0, y0, x0;
         int lz, ly, lx;
         tile_box(g, tile0 + rel, z0, y0, x0, lz, ly, lx);
+        const int n = g.padded ? TILE : lz * ly * lx;  // a padded field's tile is coded whole (FORMAT.md 3.2)
         // A tile that fits the stage buffer is read in one coalesced round
         // trip (stage_words) and parsed from shared memory:
         // read from global memory, the walk is a chain of ~7 dependent
@@ -332,9 +333,9 @@ __global__ void __launch_bounds__(TC_W * 32, TC_MINB)
             // (PERF.md v32)
             unsigned *s = TC_STAGE_BUF[threadIdx.x >> 5];
             stage_words(s, gp, nw, lane);
-            code = transcode_tile(s, nw, lz * ly * lx, lane, &size, v1);
+            code = transcode_tile(s, nw, n, lane, &size, v1);
         } else {
-            code = transcode_tile(gp, nw, lz * ly * lx, lane, &size, v1);
+            code = transcode_tile(gp, nw, n, lane, &size, v1);
         }
     }
     if (lane == 0) {

@@ -11,7 +11,8 @@
 // operations and PTX primitives are walk_emu.h's host versions, with one
 // barrier and exchange buffer per warp.
 //
-// Input: records {u32 nz, ny, nx, has_fill, fill_bits, pct, late (cp.async
+// Input: records {u32 nz, ny, nx, has_fill, fill_bits, mode (1: PCT, 2:
+// padded tiles, FORMAT.md 3.2: the PAD kernels), late (cp.async
 // copies land when waited for), tile0, nt (the job: tiles [tile0, tile0 +
 // nt), whole chunks of 256 tiles as fzgpu.cu's jobs; nt = 0: the whole
 // field), rank (1, 2, 3, or 4: flat tiles), f64 inv, step, eb} then the f32
@@ -81,7 +82,10 @@ int main(int argc, char **argv) {
         const unsigned long long n = (unsigned long long)h[0] * h[1] * h[2];
         float *v = read_values(in, n, "field");
         const int rank = (int)h[9];  // 3, 2 (nz 1), 1 (nz = ny = 1), or 4: flat tiles (FORMAT.md 3.1, the kernel's FAST 4)
-        const Geo g = rank == 4 ? emu_geo_flat(h[0], h[1], h[2]) : emu_geo(rank, h[0], h[1], h[2]);
+        Geo g = rank == 4 ? emu_geo_flat(h[0], h[1], h[2]) : emu_geo(rank, h[0], h[1], h[2]);
+        const bool pad = h[5] == 2;  // make_geo takes padded tiles for rank 3 only
+        if (pad && rank != 3) return 2;
+        g.padded = pad;
         const unsigned long long tile0 = h[7], nt = h[8] ? h[8] : g.tiles - tile0;
         if (tile0 + nt > g.tiles) return 2;
         DevParams prm{};
@@ -97,7 +101,7 @@ int main(int argc, char **argv) {
         unsigned char *scratch = (unsigned char *)malloc((size_t)ENC_W * SC_BYTES);
         std::vector<unsigned> side;
         const unsigned *pre = nullptr;
-        if (h[5] && rank != 4 && rank != 1) {  // PCT (not for flat or rank-1 tiles: none is clipped but the last)
+        if (h[5] == 1 && rank != 4 && rank != 1) {  // PCT (not for flat or rank-1 tiles: none is clipped but the last)
             const uint3 fl = {(unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx)};
             const unsigned long long nfull = full_before(g, tile0 + nt, fl.x, fl.y, fl.z) - full_before(g, tile0, fl.x, fl.y, fl.z),
                                      nclip = nt - nfull;
@@ -128,7 +132,9 @@ int main(int argc, char **argv) {
         // (bit 1 of abortf), else returns at once. Where every full tile's
         // rows are 16-byte aligned the optimistic kernel and rank 2's are
         // the AL16 ones (no 4-byte copies).
-        const bool optf = rank == 3 && has_fill && ((g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0) || pre) &&
+        // (padded: every tile walked whole, as if all were full)
+        const bool optf = rank == 3 && has_fill &&
+                          (pad || (g.nz % g.tz == 0 && g.ny % g.ty == 0 && g.nx % g.tx == 0) || pre) &&
                           g.tiles <= 0xFFFFFFFFull;
         const bool rows16 = ((uintptr_t)v & 15) == 0 && g.nx % 4 == 0;
         unsigned abortf = 0, opt_done = 0;
@@ -136,7 +142,8 @@ int main(int argc, char **argv) {
             std::vector<unsigned long long> ostatus(nt, 0);
             unsigned oticket = 0;
             run_block([&] {
-                (rows16 ? encode_warp_kernel<float, 3, 5, 1, 1, true> : encode_warp_kernel<float, 3, 5, 1>)(
+                (pad ? (rows16 ? encode_warp_kernel<float, 3, 5, 1, 1, true, true> : encode_warp_kernel<float, 3, 5, 1, 1, false, true>)
+                     : rows16 ? encode_warp_kernel<float, 3, 5, 1, 1, true> : encode_warp_kernel<float, 3, 5, 1>)(
                     v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, ostatus.data(), tsize.data(),
                     tprefix.data(), touts.data(), terr.data(), &oticket, &err, scratch, &abortf, pre, soffs.data());
             });
@@ -157,11 +164,11 @@ int main(int argc, char **argv) {
                     v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, status.data(), tsize.data(),
                     tprefix.data(), touts.data(), terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
             else if (has_fill)
-                encode_warp_kernel<float, 3, 2, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                (pad ? encode_warp_kernel<float, 3, 2, 1, 1, false, true> : encode_warp_kernel<float, 3, 2, 1>)(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, optf ? &abortf : nullptr, pre, soffs.data());
             else
-                encode_warp_kernel<float, 3, 1, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
+                (pad ? encode_warp_kernel<float, 3, 1, 1, 1, false, true> : encode_warp_kernel<float, 3, 1, 1>)(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
                                                    status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
                                                    &ticket, &err, scratch, nullptr, pre, soffs.data());
         });
