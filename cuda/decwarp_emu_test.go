@@ -20,7 +20,9 @@ import (
 // of ranks 1-3, with and without masks), the generic walks (clipped tiles,
 // escapes, tiles too big to stage), the masked walks of fill fields (FK) and
 // the full-tiles-first order (tile_order.cuh: rank-3 fill fields, and here
-// every rank-3 field once more). Fields: clipped edges down to one column,
+// every rank-3 field once more), and f32 rank-3 fields with clipped tiles
+// once more with padded tiles (FORMAT.md 3.2: the PAD kernel, every tile
+// through the full-tile walks, only its box stored). Fields: clipped edges down to one column,
 // fill values, NaN, Inf, values past 2^28 steps, escapes, noise at a tight
 // bound (big tiles), f32 and f64, and boxes of the real fields (mpas is f64)
 // where ../shared/data is present. Corrupted copies of the tiles must not crash it (the tiles that
@@ -98,7 +100,8 @@ func TestDecodeWarpEmulated(t *testing.T) {
 	var jobs []job
 	var in bytes.Buffer
 	// mode: bit 0 the full tiles first, bit 1 the masked walks for every
-	// tile (decode_warp.cuh's mcount at or over DEC_MASKS_ALL_PCT)
+	// tile (decode_warp.cuh's mcount at or over DEC_MASKS_ALL_PCT), bit 2
+	// padded tiles
 	put := func(name string, cf *decField, dbytes int, g fz.Geometry, rank int, mode uint32, tiles [][]byte, want []byte) {
 		var blob []byte
 		var offs []uint64
@@ -127,6 +130,33 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		}
 		in.Write(blob)
 		jobs = append(jobs, job{name, want, len(tiles), dbytes * int(g.NZ*g.NY*g.NX), want == nil})
+	}
+	// f32 rank 3 with padded tiles (the PAD kernel): the tiles of the
+	// padded container, their values the CPU decoder's; with masked walks
+	// for all tiles too (fields without a fill value), and corrupted
+	putPadded := func(name string, raw []byte, p fz.Params, g fz.Geometry) {
+		blob, _, err := fz.Compress(context.Background(), raw, p, fz.WithFormatVersion(1), fz.WithTiling(fz.TilingPadded))
+		if err != nil {
+			t.Fatalf("%s padded: %v", name, err)
+		}
+		_, want, err := fz.Decompress(context.Background(), blob)
+		if err != nil {
+			t.Fatalf("%s padded: %v", name, err)
+		}
+		cf := decField{step: math.Float64frombits(le.Uint64(blob[48:])), hasFill: blob[11]&1 != 0, fillBits64: le.Uint64(blob[56:])}
+		cf.tiles, _ = containerTiles(t, blob)
+		put(name+" padded", &cf, 4, g, 3, 4, cf.tiles, want)
+		if !cf.hasFill {
+			put(name+" padded, masked walks for all", &cf, 4, g, 3, 6, cf.tiles, want)
+		}
+		bad := make([][]byte, len(cf.tiles))
+		for i, tl := range cf.tiles {
+			bad[i] = append([]byte(nil), tl...)
+			if i%3 == 0 { // the tiles the check below expects corrupted
+				bad[i][r.IntN(len(tl))] ^= byte(1 << r.IntN(8))
+			}
+		}
+		put(name+" padded, corrupted", &cf, 4, g, 3, 4, bad, nil)
 	}
 	for _, f := range fields {
 		tiling := fz.TilingBoxes
@@ -183,6 +213,9 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		put(f.name+" corrupted", &cf, db, g, rank, b2u(order), bad, nil)
 		if !cf.hasFill {
 			put(f.name+" corrupted, masked walks for all", &cf, db, g, rank, 2, bad, nil)
+		}
+		if rank == 3 && clipped && f.p.DType == fz.Float32 {
+			putPadded(f.name, f.raw, f.p, g)
 		}
 	}
 	out := runEmu(t, emu, in.Bytes())

@@ -14,7 +14,8 @@
 //   {u32 rank (1, 2, 3; 4: flat tiles, dec_flat), u32 dtype bytes (4 or 8), u64 nz, ny, nx, u64 nt,
 //    u32 has_fill, u32 order (bit 0: full tiles first, as fzgpu.cu picks
 //    for rank-3 fill fields; bit 1: the masked walks for every tile, as the
-//    mask census picks), u64 fill_bits, f64 step, u64 blob bytes}, then nt
+//    mask census picks; bit 2: padded tiles, FORMAT.md 3.2, the PAD kernel
+//    of f32 rank 3), u64 fill_bits, f64 step, u64 blob bytes}, then nt
 //   u64 tile offsets into the blob, nt u32 tile sizes, and the blob (the
 //   job's tiles; tile0 = 0).
 // Output (stdout, or the file argv[2]): per record, u32 count of tiles the
@@ -81,7 +82,9 @@ static void decode_job(FILE *out, const Geo &g, unsigned rank, unsigned long lon
                     k(g, blob.data(), 0ull, nt, step, toff.data(), tsz.data(), dst.data(), list.data(), &count, fill_bits,
                       fl, (order & 2) ? &all : nullptr);
                 };
-                if (rank == 4)
+                if (order & 4)
+                    has_fill ? run(decode_warp_kernel<T, 3, true, true>) : run(decode_warp_kernel<T, 3, false, true>);
+                else if (rank == 4)
                     has_fill ? run(decode_warp_kernel<T, 4, true>) : run(decode_warp_kernel<T, 4, false>);
                 else if (rank == 3)
                     has_fill ? run(decode_warp_kernel<T, 3, true>) : run(decode_warp_kernel<T, 3, false>);
@@ -117,7 +120,14 @@ int main(int argc, char **argv) {
             fprintf(stderr, "decode_warp_emu: bad record header\n");
             return 2;
         }
-        const Geo g = h.rank == 4 ? emu_geo_flat(h.nz, h.ny, h.nx) : emu_geo((int)h.rank, h.nz, h.ny, h.nx);
+        Geo g = h.rank == 4 ? emu_geo_flat(h.nz, h.ny, h.nx) : emu_geo((int)h.rank, h.nz, h.ny, h.nx);
+        if (h.order & 4) {  // padded tiles: f32 rank 3 only (make_geo), tile order (fzgpu.cu)
+            if (h.rank != 3 || h.dbytes != 4 || (h.order & 1)) {
+                fprintf(stderr, "decode_warp_emu: padded tiles are f32 rank 3 in tile order\n");
+                return 2;
+            }
+            g.padded = 1;
+        }
         if (h.nt != g.tiles) {
             fprintf(stderr, "decode_warp_emu: %llu tiles given, the field has %llu\n", h.nt, g.tiles);
             return 2;
