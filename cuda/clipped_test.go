@@ -14,7 +14,8 @@ import (
 // field's edges in any axis (rank 3 and 2; version 1 codes them first, in
 // encode_clipped_kernel, version 2 in the warp encoder's generic path), and tiles with
 // holes (fill, NaN, Inf, values without q) whose placeholder is far from 0
-// or exactly 0, with escapes and raw values beside them, f32 and f64. (The
+// or exactly 0, with escapes and raw values beside them, f32 and f64; box
+// and padded tiles (FORMAT.md 3.2: the PAD kernels for f32 rank 3). (The
 // v20 box walk, tried and not kept, PERF.md, was checked with these.)
 func TestClippedAndHolesMatchCPU(t *testing.T) {
 	g := gpu(t)
@@ -118,12 +119,16 @@ func TestClippedAndHolesMatchCPU(t *testing.T) {
 						p := fz.Params{DType: dt, Dims: dims, Mode: mode, Bound: eb, Fill: vr.fill}
 						for _, ver := range formatVersions {
 							check(t, g, fmt.Sprintf("%s %v %v %v %g v%d", vr.name, dims, dt, mode, eb, ver), raw, p, fz.WithFormatVersion(ver))
-							n++
+							// padded tiles (FORMAT.md 3.2): f32 rank 3 in the PAD kernels,
+							// holes and escapes included (their slow path codes whole tiles)
+							check(t, g, fmt.Sprintf("%s %v %v %v %g v%d padded", vr.name, dims, dt, mode, eb, ver), raw, p,
+								fz.WithFormatVersion(ver), fz.WithTiling(fz.TilingPadded))
+							n += 2
 						}
 					}
 				}
 			}
 		}
 	}
-	t.Logf("%d clipped or holed cases byte-identical to the CPU (container versions 1 and 2)", n)
+	t.Logf("%d clipped or holed cases byte-identical to the CPU (container versions 1 and 2, box and padded tiles)", n)
 }
