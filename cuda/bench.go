@@ -58,7 +58,7 @@ type BenchCase struct {
 	DecompressX   float64  `json:"decompress_vs_memcpy"`
 	Violations    int      `json:"bound_violations"`
 	FormatVersion uint16   `json:"format_version"`
-	Tiling        string   `json:"tiling"`         // the tiles written: boxes or flat (auto resolved)
+	Tiling        string   `json:"tiling"`         // the tiles written: boxes, flat or padded (auto resolved)
 	Fill          *float64 `json:"fill,omitempty"` // the fill value the field was compressed with
 }
 
@@ -329,8 +329,11 @@ func benchFill(v float64) *float64 { return &v }
 // benchOne times compress and decompress of one field already on the host.
 // tilingName is the tiling of g as BenchCase reports it.
 func tilingName(g fz.Geometry) string {
-	if g.Flat {
+	switch {
+	case g.Flat:
 		return fz.TilingFlat.String()
+	case g.Padded:
+		return fz.TilingPadded.String()
 	}
 	return fz.TilingBoxes.String()
 }

@@ -52,7 +52,8 @@
 # wrote (logs, each run's JSON), also when a step fails (a call killed at its
 # time limit brings back nothing of it: give steps their own timeouts). v38
 # and v41 lost a compare's peers file to that limit (11 files).
-# TILING (ab, profile, source): the bench's --tiling (boxes, flat or auto; default boxes).
+# TILING (ab, profile, source): the bench's --tiling (boxes, flat, auto or padded; default boxes);
+# in ab, TILING_A / TILING_B / TILING_C set one side's (e.g. one library, boxes against padded).
 # VERSION (ab, source): the container version the bench writes (default 1; profile takes VERSIONS).
 # R (default .devrun) holds: fzsidecar and cuda.test (CGO_ENABLED=0),
 # data/ (../shared/data) and peers/ (../shared/peers). Prepare it with
@@ -131,8 +132,9 @@ if [ "$mode" = ab ]; then
   bench_sides() {
     for run in $runs; do
       l=/tmp/ab/${run:0:1}/cuda/build/libfzgpu.so
+      tv=TILING_$(echo "${run:0:1}" | tr a-c A-C)
       FZ_CUDA_LIB=$l "$R/fzsidecar" bench --backend gpu --size 1GiB --reps "${REPS:-5}" --data "$R/data" --fields "$3" \
-        --tiling "${TILING:-boxes}" --format-version "$2" --json "$OUT/$1-$run.json" >"$OUT/$1-$run.log" 2>&1 ||
+        --tiling "${!tv:-${TILING:-boxes}}" --format-version "$2" --json "$OUT/$1-$run.json" >"$OUT/$1-$run.log" 2>&1 ||
         { echo "bench $1 $run failed"; tail -5 "$OUT/$1-$run.log"; return 1; }
     done
     python3 cuda/tools/ab_table.py "$OUT" "$1" $sides | tee -a "$OUT/ab.txt"
