@@ -401,9 +401,14 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             if (!((staged || staged2) && done))  // enc_fast3 and enc_fast2s fold their own
     #pragma unroll
                 for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmax(M, __shfl_xor_sync(0xffffffffu, M, o2));
+            // the tile's raw values that the field has (Stats.Outliers): a
+            // clipped padded tile's cells outside repeat edge values
+            const unsigned outs = PAD && ts.nraw && !(box.lz == g.tz && box.ly == g.ty && box.lx == g.tx)
+                                      ? raw_inside(sraw, box, lane)
+                                      : ts.nraw;
             if (lane == 0) {
                 tsize[rel] = L.size;
-                touts[rel] = ts.nraw;
+                touts[rel] = outs;
                 terr[rel] = M;
             }
             unsigned *o = park;

@@ -774,6 +774,13 @@ extern "C" int fzgpu_compress_at(fzgpu_ctx *c, void *stream, const fzgpu_field *
     return fzgpu_compress(c, stream, f, base, first_chunk, nchunks, d_out, out_cap, h_res);
 }
 
+// Padded tiles (the PAD decoder walks every tile whole) in tile order (0)
+// or, for rank-3 fill fields, the tiles full in the field first (1), as box
+// tiles take them (A/B).
+#ifndef DEC_PAD_FL
+#define DEC_PAD_FL 0
+#endif
+
 // The decode kernels of a job for one dtype: the warp decoder for every
 // tile, then the block decoder for the tiles it left on its list (or for
 // every tile of a shape without a warp walk).
@@ -816,7 +823,7 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         // stageIV (rank 2) 11 %: partial sectors read back from DRAM where
         // rows are not 32-byte multiples (tile_order.cuh, PERF.md dec v23).
         uint3 fl = make_uint3(0, 0, 0);
-        if (f->has_fill && rank == 3 && !g.padded && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx) &&
+        if (f->has_fill && rank == 3 && (!g.padded || DEC_PAD_FL) && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx) &&
             g.nz >= (unsigned long long)g.tz && g.ny >= (unsigned long long)g.ty && g.nx >= (unsigned long long)g.tx)
             fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
         k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,

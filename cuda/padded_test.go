@@ -22,11 +22,16 @@ func TestPaddedTilesMatchCPU(t *testing.T) {
 	shapes := [][]uint64{
 		{20, 33, 49}, {12, 90, 180}, {9, 17, 33}, {3, 5, 9}, {16, 20, 70}, {5, 40, 3}, {24, 48, 100}, {8, 16, 33},
 	}
+	// FZ_GPU_SHORT (compute-sanitizer runs): four generators (the walks,
+	// fill values, holes, raw values) on two shapes
 	short := os.Getenv("FZ_GPU_SHORT") != ""
 	n := 0
 	for name, gen := range adversarial {
+		if short && name != "smooth" && name != "fill" && name != "nan-inf" && name != "raw-heavy" {
+			continue
+		}
 		for si, dims := range shapes {
-			if short && si%3 != 0 {
+			if short && si != 0 && si != 7 {
 				continue
 			}
 			cnt := int(dims[0] * dims[1] * dims[2])

@@ -22,7 +22,7 @@
 #            unless NOTESTS=1, B's GPU tests (AB_TESTS, a -test.run pattern);
 #            with SANITIZE=1, compute-sanitizer racecheck and memcheck of B on
 #            the staged walks and version 2's decode (short cases, each ~2
-#            minutes on an H200); then `bench` over FIELDS (REPS, default 5) with A, B, A, B, and
+#            minutes on an H200; SAN_TESTS: another -test.run pattern); then `bench` over FIELDS (REPS, default 5) with A, B, A, B, and
 #            one line per case: A's and B's compress and decompress GB/s (the
 #            better of each pair) and B / A. With C_FLAGS set, a third build C
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
@@ -125,7 +125,7 @@ if [ "$mode" = ab ]; then
     echo "tests (B) rc=$?"; grep -E "^(--- FAIL|FAIL|ok)|panic" "$OUT/tests-b.log" | head -20
   fi
   if [ "${SANITIZE:-0}" = 1 ]; then
-    for tool in racecheck memcheck; do FZ_CUDA_LIB=$lb sanitize $tool 'WalksSmall|V2DecodeMatches' $tool-b.log 200; done
+    for tool in racecheck memcheck; do FZ_CUDA_LIB=$lb sanitize $tool "${SAN_TESTS:-WalksSmall|V2DecodeMatches}" $tool-b.log 200; done
   fi
   runs=""; for k in 1 2; do for x in $sides; do runs="$runs $x$k"; done; done
   # bench_sides PREFIX VERSION FIELDS: every run of $runs into $OUT/PREFIX-RUN.json
