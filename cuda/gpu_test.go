@@ -183,6 +183,16 @@ func f64bytes(v []float64) []byte {
 	return b
 }
 
+// shapeOpts: tiling t for shape number si of a test's list, every third
+// shape in chunks of a few tiles (jobs that start anywhere in the field).
+func shapeOpts(t fz.Tiling, si int) []fz.Option {
+	opts := []fz.Option{fz.WithTiling(t)}
+	if si%3 == 1 {
+		opts = append(opts, fz.WithTilesPerChunk(1+si%5))
+	}
+	return opts
+}
+
 // adversarialValues: cnt values of gen, in f64 and rounded to f32.
 func adversarialValues(gen func(r *rand.Rand, i, n int) float64, r *rand.Rand, cnt int) ([]float32, []float64) {
 	v64 := make([]float64, cnt)
@@ -338,10 +348,7 @@ func TestFlatTilesMatchCPU(t *testing.T) {
 					if name == "fill" {
 						p.Fill = ptr(-9999)
 					}
-					opts := []fz.Option{fz.WithTiling(fz.TilingFlat)}
-					if si%3 == 1 {
-						opts = append(opts, fz.WithTilesPerChunk(1+si%5))
-					}
+					opts := shapeOpts(fz.TilingFlat, si)
 					for _, ver := range formatVersions {
 						check(t, g, fmt.Sprintf("flat %s %v %v %g v%d", name, dims, dt, eb, ver), raw, p, withVersion(ver, opts...)...)
 						n++

@@ -41,10 +41,7 @@ func TestPaddedTilesMatchCPU(t *testing.T) {
 				if name == "fill" {
 					p.Fill = ptr(-9999)
 				}
-				opts := []fz.Option{fz.WithTiling(fz.TilingPadded)}
-				if si%3 == 1 {
-					opts = append(opts, fz.WithTilesPerChunk(1+si%5))
-				}
+				opts := shapeOpts(fz.TilingPadded, si)
 				for _, ver := range formatVersions {
 					check(t, g, fmt.Sprintf("padded %s %v f32 %g v%d", name, dims, eb, ver), f32bytes(v32), p, withVersion(ver, opts...)...)
 					n++
