@@ -41,6 +41,9 @@
 //                        the CPU decoder does (or decodes it);
 //                        tile_order.cuh: which tile a warp takes (full
 //                        tiles first, for rank-3 fill fields)
+// Padded box tiles (FORMAT.md 3.2, f32 rank 3): the PAD instantiations of
+// the warp encoder and decoder walk every tile whole (clamped staging,
+// stores kept to the box); no clipped kernel runs for them.
 // Shared by all: device_common.cuh (geometry, parameters, scans; the exact
 // quantize in quantize.cuh), flat.cuh (flat tiles, FORMAT.md 3.1: a flat
 // job is a rank-1 job whose neighbours are the field's 3-D ones),
