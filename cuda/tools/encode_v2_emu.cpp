@@ -93,7 +93,7 @@ struct TileLayout {
     unsigned size;
 };
 template <typename T> TileLayout tile_layout(const unsigned *, const unsigned char *, const TileSum &, int);
-template <typename T, int LU, bool WALKED, typename ST>
+template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 void tile_write_tail(const ST &, unsigned *, unsigned, unsigned, unsigned, unsigned, unsigned, const TileSum &,
                      const unsigned char *, const T *, const Geo &, unsigned long long, unsigned long long,
                      unsigned long long, int, int, bool, int) {}

@@ -42,7 +42,9 @@
 
 struct Geo {
     unsigned long long per_chunk, mpc;
+    int padded;  // padded tiles (FORMAT.md 3.2): a tile of TILE values whatever its box
 };
+#define TILE 4096
 struct U3 {
     unsigned x;
 };

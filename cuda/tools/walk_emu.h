@@ -169,6 +169,9 @@ asm(".macro prefetch.global.L2 addr\n.endm");
 struct Geo {  // the fields the staged walks read
     unsigned long long nz, ny, nx;
 };
+struct Box3 {  // device_common.cuh's: a tile's extent (the padded walks' clamp)
+    int lz, ly, lx;
+};
 #endif
 // transpose.cuh's (its bitsel is lop3 0xE4)
 static inline unsigned bitsel(unsigned a, unsigned b, unsigned m) { return (a & m) | (b & ~m); }
