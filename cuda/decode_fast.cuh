@@ -249,7 +249,10 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
                 const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
                 val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
             }
-            if (!PAD || y < ylim) out[(unsigned long long)y * g.nx] = val;
+            if constexpr (PAD && sizeof(T) == 4)  // the padded kernels are f32
+                st_if((unsigned *)(out + (unsigned long long)y * g.nx), Bits<T>::of(val), y < ylim);
+            else if (!PAD || y < ylim)
+                out[(unsigned long long)y * g.nx] = val;
         }
         __syncwarp();
     }

@@ -198,6 +198,11 @@ static inline unsigned transpose32(unsigned x, int lane) {
 
 // ------------------------------------------------------------ as encode_ptx.cuh's
 
+// the predicated store
+static inline void st_if(unsigned *p, unsigned v, bool c) {
+    if (c) *p = v;
+}
+
 // PTX prmt, default mode: selector nibble bit 3 replicates the sign (bit 7)
 // of the selected byte
 static inline unsigned prmt(unsigned a, unsigned b, unsigned sel) {
