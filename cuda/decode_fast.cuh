@@ -134,9 +134,9 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     unsigned esc = 0;  // escapes (resid16x2): none in a staged tile
     T *col = dst + base + lane;
     const unsigned long long plane = g.ny * g.nx;
-    // PAD: the rows this lane stores, per plane one compare and per value
-    // one (a test of z, y and the lane per value was 19 % of the padded
-    // walk's instructions: v43 call 5)
+    // PAD: the rows this lane stores (the box's along y, none outside it
+    // along x; ylim: none in a plane outside it along z), so that each
+    // store's predicate is one compare (st_if)
     const int ylane = PAD ? (lane < box.lx ? box.ly : 0) : 16;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
     unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;
