@@ -134,6 +134,21 @@ func publishOne(t *testing.T, nc *nats.Conn, shm, id string) *Result {
 	return res
 }
 
+// storedResult reads the last result on subj from the result stream. The
+// live result can reach the producer's subscription before the stream has
+// stored it (both follow the one publish), so "not found" is retried for a
+// while; any other error, or a result still missing after 10 s, is returned.
+func storedResult(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.RawStreamMsg, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if err == nil || !errors.Is(err, jetstream.ErrMsgNotFound) || time.Now().After(deadline) {
+			return m, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // A zero-config producer finds the credentials in its shm dir and does all
 // a producer does (admission, publish, live results, the result-stream
 // fallback, status); without them nobody gets in.
@@ -156,7 +171,7 @@ func TestLocalAuthProducerWorks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("result stream info as producer: %v", err)
 	}
-	if _, err := st.GetLastMsgForSubject(ctx, "fz.result.sim1.*"); err != nil {
+	if _, err := storedResult(ctx, st, "fz.result.sim1.*"); err != nil {
 		t.Fatalf("direct get as producer: %v", err)
 	}
 	p, err := NewProducer(ctx, nc, ProducerOptions{ID: "sim2", ShmDir: s.shm})
@@ -218,7 +233,7 @@ func TestLocalAuthProducerCannotAdminister(t *testing.T) {
 		t.Errorf("purge: %v, %v", err, v.errs)
 	}
 	rs, _ := ajs.Stream(ctx, "FZ_RESULTS")
-	if _, err := rs.GetLastMsgForSubject(ctx, "fz.result.victim."+res.MsgID); err != nil {
+	if _, err := storedResult(ctx, rs, "fz.result.victim."+res.MsgID); err != nil {
 		t.Errorf("victim's result gone after the purge attempt: %v", err)
 	}
 
