@@ -241,7 +241,7 @@ func (b *Backend) Compress(ctx context.Context, src []byte, p fz.Params, opts ..
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	g, err := fz.PlanGeometryFor(p.Dims, set.TilesPerChunk, set.Tiling)
+	g, err := fz.PlanGeometryFor(p.DType, p.Dims, set.TilesPerChunk, set.Tiling)
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}

@@ -26,8 +26,8 @@ type BenchConfig struct {
 	// FormatVersion is the container version written and read (1 or 2;
 	// 0: fz.DefaultVersion).
 	FormatVersion uint16
-	// Tiling is the tile geometry written (docs/FORMAT.md 3, 3.1; the zero
-	// value: box tiles).
+	// Tiling is the tile geometry written (docs/FORMAT.md 3, 3.1, 3.2; the
+	// zero value: box tiles; TilingAuto resolved per field).
 	Tiling fz.Tiling
 	// File is a raw field of the user's own (row-major, little-endian),
 	// measured in addition to the others; nil: none.
@@ -327,22 +327,11 @@ var benchFields = []realField{
 func benchFill(v float64) *float64 { return &v }
 
 // benchOne times compress and decompress of one field already on the host.
-// tilingName is the tiling of g as BenchCase reports it.
-func tilingName(g fz.Geometry) string {
-	switch {
-	case g.Flat:
-		return fz.TilingFlat.String()
-	case g.Padded:
-		return fz.TilingPadded.String()
-	}
-	return fz.TilingBoxes.String()
-}
-
 func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, reps int, d2d float64, ver uint16, tiling fz.Tiling) (BenchCase, error) {
 	l := b.lib
 	name, dt, dims := fld.name, fld.dtype, fld.dims
 	p := fz.Params{DType: dt, Dims: dims, Mode: fz.Rel, Bound: rel, Fill: fld.fill}
-	g, err := fz.PlanGeometryFor(dims, fz.DefaultTilesPerChunk, tiling)
+	g, err := fz.PlanGeometryFor(dt, dims, fz.DefaultTilesPerChunk, tiling)
 	if err != nil {
 		return BenchCase{}, err
 	}
@@ -424,6 +413,6 @@ func (b *Backend) benchOne(tm *timer, fld realField, raw []byte, rel float64, re
 		Ratio: in / float64(len(blob)), CompressMs: cms, DecompressMs: dms,
 		CompressBps: in / (cms / 1e3), DecompressBps: in / (dms / 1e3),
 		CompressX: in / (cms / 1e3) / d2d, DecompressX: in / (dms / 1e3) / d2d, Violations: viol,
-		FormatVersion: ver, Tiling: tilingName(g), Fill: fld.fill,
+		FormatVersion: ver, Tiling: g.Tiling().String(), Fill: fld.fill,
 	}, nil
 }

@@ -175,7 +175,7 @@ func TestDecodeWarpEmulated(t *testing.T) {
 		cf := decField{step: math.Float64frombits(le.Uint64(blob[48:])), hasFill: blob[11]&1 != 0, fillBits64: le.Uint64(blob[56:])}
 		cf.tiles, _ = containerTiles(t, blob)
 		db := f.p.DType.Size()
-		g, err := fz.PlanGeometryFor(f.p.Dims, fz.DefaultTilesPerChunk, tiling)
+		g, err := fz.PlanGeometryFor(f.p.DType, f.p.Dims, fz.DefaultTilesPerChunk, tiling)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ func TestJobSpan(t *testing.T) {
 		{[]uint64{20, 40, 70}, fz.TilingFlat}, {[]uint64{30, 33, 49}, fz.TilingFlat}, {[]uint64{300, 200}, fz.TilingFlat},
 	} {
 		for _, per := range []uint64{1, 3} {
-			g, err := fz.PlanGeometryFor(c.dims, per, c.tiling)
+			g, err := fz.PlanGeometryFor(fz.Float32, c.dims, per, c.tiling)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -673,7 +673,7 @@ func (s *Streamer) compressOn(ctx context.Context, pool chan *lane, jobTiles uin
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}
-	g, err := fz.PlanGeometryFor(p.Dims, set.TilesPerChunk, set.Tiling)
+	g, err := fz.PlanGeometryFor(p.DType, p.Dims, set.TilesPerChunk, set.Tiling)
 	if err != nil {
 		return nil, fz.Stats{}, err
 	}

@@ -2,6 +2,7 @@ package fz
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"unsafe"
 )
@@ -46,8 +47,8 @@ type Settings struct {
 	// FormatVersionOf checks it.
 	FormatVersion uint16
 	// Tiling is the tile geometry to write, as WithTiling gave it;
-	// PlanGeometryFor resolves it (and rejects values other than the three
-	// constants).
+	// PlanGeometryFor resolves it (TilingAuto to what it takes for the
+	// field) and rejects values other than the four constants.
 	Tiling Tiling
 }
 
@@ -85,27 +86,44 @@ func geometryOf(l *layout) Geometry {
 		Tiles: l.tiles, TilesPerChunk: l.perChunk, Chunks: l.chunks, Flat: l.flat, Padded: l.padded}
 }
 
-// PlanGeometry is the geometry the encoder uses for a field of these dims
-// with box tiles (TilingBoxes, the default).
-func PlanGeometry(dims []uint64, tilesPerChunk uint64) (Geometry, error) {
-	return PlanGeometryFor(dims, tilesPerChunk, TilingBoxes)
+// Tiling is the tiling g has: TilingFlat, TilingPadded or TilingBoxes
+// (never TilingAuto, which PlanGeometryFor resolves to one of them).
+func (g Geometry) Tiling() Tiling {
+	switch {
+	case g.Flat:
+		return TilingFlat
+	case g.Padded:
+		return TilingPadded
+	}
+	return TilingBoxes
 }
 
-// PlanGeometryFor is the geometry the encoder uses for a field of these
-// dims under tiling t (TilingAuto resolved as docs/FORMAT.md §3.1 says), so
-// that every backend makes the same choice.
-func PlanGeometryFor(dims []uint64, tilesPerChunk uint64, t Tiling) (Geometry, error) {
-	l, err := planLayout(dims, tilesPerChunk, t)
+// PlanGeometry is the geometry the encoder uses for a field of these dims
+// with box tiles (TilingBoxes, the default), which are the same for every
+// dtype.
+func PlanGeometry(dims []uint64, tilesPerChunk uint64) (Geometry, error) {
+	return PlanGeometryFor(Float32, dims, tilesPerChunk, TilingBoxes)
+}
+
+// PlanGeometryFor is the geometry the encoder uses for a field of dtype dt
+// and these dims under tiling t (TilingAuto resolved from dt and dims as
+// docs/FORMAT.md §3.1 says), so that every backend makes the same choice.
+func PlanGeometryFor(dt DType, dims []uint64, tilesPerChunk uint64, t Tiling) (Geometry, error) {
+	l, err := planLayout(dt, dims, tilesPerChunk, t)
 	if err != nil {
 		return Geometry{}, err
 	}
 	return geometryOf(l), nil
 }
 
-// planLayout is the layout Compress writes for dims under tiling t.
-func planLayout(dims []uint64, tilesPerChunk uint64, t Tiling) (*layout, error) {
+// planLayout is the layout Compress writes for a field of dtype dt and
+// these dims under tiling t.
+func planLayout(dt DType, dims []uint64, tilesPerChunk uint64, t Tiling) (*layout, error) {
 	if err := t.check(); err != nil {
 		return nil, err
+	}
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("invalid dtype %v: expected f32 or f64", dt)
 	}
 	rank := 1
 	if n, err := NumElements(dims); err != nil {
@@ -113,7 +131,17 @@ func planLayout(dims []uint64, tilesPerChunk uint64, t Tiling) (*layout, error) 
 	} else if n > 0 {
 		_, _, _, rank = foldDims(dims)
 	}
-	if t == TilingFlat || (t == TilingAuto && flatWanted(dims)) {
+	if t == TilingAuto { // docs/FORMAT.md §3.1: flat, else padded, else boxes
+		switch {
+		case flatWanted(dims):
+			t = TilingFlat
+		case paddedWanted(dt, dims):
+			t = TilingPadded
+		default:
+			t = TilingBoxes
+		}
+	}
+	if t == TilingFlat {
 		return newFlatLayout(dims, tilesPerChunk)
 	}
 	l, err := newLayout(dims, defaultShape(rank), tilesPerChunk)

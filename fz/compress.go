@@ -70,7 +70,7 @@ func asBytes[T float](v []T) []byte {
 }
 
 func compressTyped[T float](ctx context.Context, src []T, p Params, o options) ([]byte, Stats, error) {
-	l, err := planLayout(p.Dims, o.tilesPerChunk, o.tiling)
+	l, err := planLayout(p.DType, p.Dims, o.tilesPerChunk, o.tiling)
 	if err != nil {
 		return nil, Stats{}, err
 	}

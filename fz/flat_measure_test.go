@@ -26,7 +26,7 @@ func TestFlatRatios(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, _ := PlanGeometryFor(f.dims, DefaultTilesPerChunk, TilingAuto)
+		g, _ := PlanGeometryFor(f.dtype, f.dims, DefaultTilesPerChunk, TilingAuto)
 		for _, ver := range []int{1, 2} {
 			line := fmt.Sprintf("%s v%d (auto: flat %v):", f.name, ver, g.Flat)
 			for _, tl := range []Tiling{TilingBoxes, TilingFlat} {

@@ -525,16 +525,16 @@ func TestTilingAuto(t *testing.T) {
 		{[]uint64{100, 3, 683}, false},      // ny·nx = 2049
 	}
 	for _, c := range cases {
-		g, err := PlanGeometryFor(c.dims, DefaultTilesPerChunk, TilingAuto)
+		g, err := PlanGeometryFor(Float32, c.dims, DefaultTilesPerChunk, TilingAuto)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if g.Flat != c.flat {
 			t.Errorf("auto on %s: flat %v, want %v", FormatDims(c.dims), g.Flat, c.flat)
 		}
-		gb, _ := PlanGeometryFor(c.dims, DefaultTilesPerChunk, TilingBoxes)
+		gb, _ := PlanGeometryFor(Float32, c.dims, DefaultTilesPerChunk, TilingBoxes)
 		gp, _ := PlanGeometry(c.dims, DefaultTilesPerChunk)
-		gf, _ := PlanGeometryFor(c.dims, DefaultTilesPerChunk, TilingFlat)
+		gf, _ := PlanGeometryFor(Float32, c.dims, DefaultTilesPerChunk, TilingFlat)
 		if gb.Flat || gp != gb || !gf.Flat || gf.Tile != [3]int{1, 1, 4096} || gf.Block != [3]int{1, 1, 128} {
 			t.Errorf("%s: boxes %+v, PlanGeometry %+v, flat %+v", FormatDims(c.dims), gb, gp, gf)
 		}
@@ -588,7 +588,7 @@ func TestTilingOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "tiling") {
 			t.Errorf("Compress with tiling %d: %v", bad, err)
 		}
-		if _, err := PlanGeometryFor([]uint64{4}, 1, bad); err == nil {
+		if _, err := PlanGeometryFor(Float32, []uint64{4}, 1, bad); err == nil {
 			t.Errorf("PlanGeometryFor with tiling %d: no error", bad)
 		}
 		if bad.String() == "" {

@@ -1,6 +1,9 @@
 package fz
 
-import "fmt"
+import (
+	"fmt"
+	"math/big"
+)
 
 // layout is the geometry shared by encoder and decoder: the field folded to
 // at most three dimensions, its tiles and its chunks.
@@ -232,6 +235,61 @@ func flatWanted(dims []uint64) bool {
 		quarter++
 	}
 	return n-full >= quarter
+}
+
+// paddedMaxGrowth is the largest sub-block growth G (paddedWanted) at
+// which TilingAuto takes padded box tiles, as the fraction
+// paddedMaxGrowthNum/paddedMaxGrowthDen = 21/20 = 1.05 (docs/FORMAT.md
+// §3.1): the measured fields at or under it lose 0–1 % of ratio to
+// padding (levitus G = 1, coads G ≈ 1.045), plot3d_post (G ≈ 1.108)
+// loses 4–6 %.
+const (
+	paddedMaxGrowthNum = 21
+	paddedMaxGrowthDen = 20
+)
+
+// paddedWanted is TilingAuto's second choice (docs/FORMAT.md §3.1, §3.2),
+// taken where flatWanted declines: padded box tiles for a float32 field
+// whose folded rank is 3 (the only fields a GPU codec walks padded; the
+// others would go to the CPU codec) that has at least one clipped tile
+// (without one, bit 2 would change nothing but keep older readers out)
+// and whose sub-block growth
+//
+//	G = Π ceil(n_i/b_i)·b_i / Π n_i,  (n_z, n_y, n_x) the folded shape,
+//	                                   (b_z, b_y, b_x) the sub-block (4×4×8)
+//
+// is at most 21/20: padded tiles code every sub-block the field's far
+// edges cut as a whole one, box tiles pack its values densely, so G is
+// how many more slots padded tiles code in edge sub-blocks.
+//
+// The test G ≤ 21/20 is done exactly, as 20·Π ceil(n_i/b_i)·b_i ≤
+// 21·Π n_i in arbitrary-precision integers (no rounding, no overflow),
+// and depends on nothing but dt and dims: every backend and every reader
+// of the rule makes the same choice, bit for bit.
+func paddedWanted(dt DType, dims []uint64) bool {
+	if dt != Float32 {
+		return false
+	}
+	n, err := NumElements(dims)
+	if err != nil || n == 0 {
+		return false
+	}
+	nz, ny, nx, rank := foldDims(dims)
+	if rank != 3 {
+		return false
+	}
+	sh := defaultShapeOf(3)
+	ext := [3]uint64{nz, ny, nx}
+	clipped := false
+	grown, field := big.NewInt(paddedMaxGrowthDen), big.NewInt(paddedMaxGrowthNum)
+	var f big.Int
+	for i, e := range ext {
+		t, b := uint64(sh.tile[i]), uint64(sh.block[i])
+		clipped = clipped || e%t != 0
+		grown.Mul(grown, f.SetUint64(ceilDiv(e, b)*b))
+		field.Mul(field, f.SetUint64(e))
+	}
+	return clipped && grown.Cmp(field) <= 0
 }
 
 // fillSlotMap writes, for each element of a tile clipped to lz×ly×lx (in

@@ -90,9 +90,14 @@ const (
 	// TilingFlat makes every tile a run of 4096 consecutive values of the
 	// folded field (header flags bit 1), whatever the shape.
 	TilingFlat
-	// TilingAuto takes flat tiles for a folded rank-3 field with
+	// TilingAuto chooses from the field's dtype and dims alone
+	// (docs/FORMAT.md §3.1): flat tiles for a folded rank-3 field with
 	// ny·nx ≤ 2048 whose box tiles would leave at least a quarter of the
-	// values in clipped tiles, and boxes otherwise.
+	// values in clipped tiles; else padded box tiles (as TilingPadded) for
+	// a float32 field of folded rank 3 with at least one clipped tile whose
+	// sub-block growth Π ceil(n_i/b_i)·b_i / Π n_i (b = 4×4×8) is at most
+	// 1.05, where padding costs 0–1 % of ratio and a GPU codec walks every
+	// tile whole; else boxes.
 	TilingAuto
 	// TilingPadded cuts the field into boxes as TilingBoxes does, and codes
 	// each clipped tile (at the field's far edges) as a full one whose

@@ -34,7 +34,7 @@ type evalRow struct {
 	DecompressGBps float64 `json:"decompress_gbps"`
 	Backend        string  `json:"backend"`
 	FormatVersion  uint16  `json:"format_version"` // of the container measured
-	Tiling         string  `json:"tiling"`         // of the container measured: boxes or flat
+	Tiling         string  `json:"tiling"`         // of the container measured: boxes, flat or padded (auto resolved)
 	Violations     uint64  `json:"violations"`
 	// With a value that looks like an undeclared fill (fz.DetectFill): the
 	// value, its share, and the error over the other values against the

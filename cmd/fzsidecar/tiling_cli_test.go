@@ -77,12 +77,15 @@ func TestCompressTiling(t *testing.T) {
 		}
 	}
 
-	// eval measures the tiling asked for and says which.
-	for _, c := range []struct{ flag, want string }{{"flat", "flat"}, {"boxes", "boxes"}, {"auto", "boxes"}} {
-		stdout, stderr, code := run(t, "eval", "--synthetic", "16x32x32", "--eb", "1e-3", "--repeat", "1", "--json", "--backend", "cpu", "--tiling", c.flag)
+	// eval measures the tiling asked for and says which (auto: what it
+	// took, docs/FORMAT.md §3.1: boxes where no tile is clipped, padded
+	// for a 12×64×64 f32 field, clipped in z with whole sub-blocks).
+	for _, c := range []struct{ dims, flag, want string }{{"16x32x32", "flat", "flat"}, {"16x32x32", "boxes", "boxes"},
+		{"16x32x32", "auto", "boxes"}, {"12x64x64", "auto", "padded"}, {"12x64x64", "padded", "padded"}} {
+		stdout, stderr, code := run(t, "eval", "--synthetic", c.dims, "--eb", "1e-3", "--repeat", "1", "--json", "--backend", "cpu", "--tiling", c.flag)
 		var row map[string]any
 		if code != 0 || json.Unmarshal([]byte(stdout), &row) != nil || row["tiling"] != c.want || row["violations"] != 0.0 {
-			t.Errorf("eval --tiling %s: exit %d, %s %s", c.flag, code, stdout, stderr)
+			t.Errorf("eval --synthetic %s --tiling %s: exit %d, want tiling %s: %s %s", c.dims, c.flag, code, c.want, stdout, stderr)
 		}
 	}
 }

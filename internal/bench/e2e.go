@@ -52,8 +52,8 @@ type Options struct {
 	// FormatVersion is the container version written (serve's
 	// format_version); 0: the default.
 	FormatVersion int
-	// Tiling is the tile geometry written (serve's tiling: boxes, flat or
-	// auto); empty: the default.
+	// Tiling is the tile geometry written (serve's tiling: boxes, flat,
+	// auto or padded); empty: the default.
 	Tiling string
 	Budget int64
 	// ShmBase is where the run's segment directory is made (default
@@ -76,14 +76,17 @@ type Report struct {
 	Backend   string `json:"backend"`
 	// FormatVersion is the container version the run wrote.
 	FormatVersion int `json:"format_version"`
-	// Tiling is the tiling the run asked for (serve's tiling).
-	Tiling      string  `json:"tiling"`
-	Cores       int     `json:"cores"`
-	Compressors int     `json:"compressors"`
-	Writers     int     `json:"writers"`
-	Raw         uint64  `json:"raw_bytes"`
-	Comp        uint64  `json:"compressed_bytes"`
-	Seconds     float64 `json:"seconds"` // first publish → last result
+	// Tiling is the tiling the run asked for (serve's tiling);
+	// TilingWritten the tiles its snapshots were written with (auto
+	// resolved for their dtype and dims: boxes, flat or padded).
+	Tiling        string  `json:"tiling"`
+	TilingWritten string  `json:"tiling_written"`
+	Cores         int     `json:"cores"`
+	Compressors   int     `json:"compressors"`
+	Writers       int     `json:"writers"`
+	Raw           uint64  `json:"raw_bytes"`
+	Comp          uint64  `json:"compressed_bytes"`
+	Seconds       float64 `json:"seconds"` // first publish → last result
 	// Bps is raw bytes per second from publish to durable store.
 	Bps        float64 `json:"ingest_bytes_per_second"`
 	BpsPerCore float64 `json:"ingest_bytes_per_second_per_core"`
@@ -279,7 +282,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	st := &stageTimes{sum: map[pipeline.Stage]time.Duration{}, n: map[pipeline.Stage]int{}}
 	a.Pipeline.Observer = st
-	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName, FormatVersion: s.FormatVersion, Tiling: s.Tiling,
+	tl := fz.TilingBoxes
+	if s.Tiling != "" {
+		if tl, err = fz.ParseTiling(s.Tiling); err != nil {
+			return nil, err
+		}
+	}
+	g, err := fz.PlanGeometryFor(fz.Float32, Dims(o.Bytes), fz.DefaultTilesPerChunk, tl)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Producers: o.Producers, Snapshots: o.Snapshots, Bytes: o.Bytes, Sink: o.Sink, Backend: a.BackendName, FormatVersion: s.FormatVersion, Tiling: s.Tiling, TilingWritten: g.Tiling().String(),
 		Cores: runtime.GOMAXPROCS(0), Compressors: a.Pipeline.Compressors, Writers: a.Pipeline.Writers, Reuse: o.Reuse, Warmup: max(o.Reuse, 1), Fill: "copy"}
 	if o.NoFill {
 		if o.Reuse < 1 {
@@ -523,7 +536,11 @@ func Print(w io.Writer, r *Report) {
 	gb := func(b float64) string { return fmt.Sprintf("%.3f GB/s", b/1e9) }
 	fmt.Fprintf(w, "bench e2e: %d producers × %d snapshots × %.1f MiB f32 (%.2f GB raw), sink %s, backend %s, %d cores\n",
 		r.Producers, r.Snapshots, float64(r.Bytes)/(1<<20), float64(r.Raw)/1e9, r.Sink, r.Backend, r.Cores)
-	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers; container format version %d, tiling %s\n", r.Compressors, r.Writers, r.FormatVersion, r.Tiling)
+	tiling := r.Tiling
+	if r.TilingWritten != "" && r.TilingWritten != tiling {
+		tiling += " (writes " + r.TilingWritten + ")"
+	}
+	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers; container format version %d, tiling %s\n", r.Compressors, r.Writers, r.FormatVersion, tiling)
 	fmt.Fprintf(w, "  after %d warm-up snapshots per producer; the window starts when all producers start together\n", r.Warmup)
 	if r.Fill == "none" {
 		fmt.Fprintf(w, "  producers publish their reused segments without rewriting them (--fill none; %d written anyway: new segments); mean wait in Begin %.1f ms\n", r.Filled, 1e3*r.ProducerBegin)
