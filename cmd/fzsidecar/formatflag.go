@@ -32,7 +32,7 @@ func formatVersionFlag(fs *flag.FlagSet) *int {
 func tilingFlag(fs *flag.FlagSet) *fz.Tiling {
 	t := fz.TilingBoxes
 	fs.Func("tiling", "tile `geometry` to write: "+config.Tilings+
-		" (flat: runs of 4096 consecutive values, for narrow grids whose box tiles are mostly clipped; auto picks; docs/FORMAT.md §3.1) (default boxes)",
+		" (flat: runs of 4096 consecutive values, for narrow grids whose box tiles are mostly clipped; padded: clipped box tiles coded whole, for GPU speed on f32 rank-3 fields; auto picks per field: flat for those grids, else padded for an f32 rank-3 field with a clipped tile and sub-block growth ≤ 1.05, else boxes; docs/FORMAT.md §3.1, §3.2) (default boxes)",
 		func(s string) error {
 			v, err := config.ParseTiling(s)
 			if err != nil {
