@@ -237,12 +237,11 @@ func flatWanted(dims []uint64) bool {
 	return n-full >= quarter
 }
 
-// paddedMaxGrowth is the largest sub-block growth G (paddedWanted) at
-// which TilingAuto takes padded box tiles, as the fraction
-// paddedMaxGrowthNum/paddedMaxGrowthDen = 21/20 = 1.05 (docs/FORMAT.md
-// §3.1): the measured fields at or under it lose 0–1 % of ratio to
-// padding (levitus G = 1, coads G ≈ 1.045), plot3d_post (G ≈ 1.108)
-// loses 4–6 %.
+// paddedMaxGrowthNum/paddedMaxGrowthDen = 21/20 = 1.05 is the largest
+// sub-block growth G (paddedWanted) at which TilingAuto takes padded box
+// tiles (docs/FORMAT.md §3.1): the measured fields at or under it lose at
+// most 1 % of ratio to padding (levitus G = 1, coads G ≈ 1.045),
+// plot3d_post (G ≈ 1.108) loses 4–6 %.
 const (
 	paddedMaxGrowthNum = 21
 	paddedMaxGrowthDen = 20
@@ -264,8 +263,8 @@ const (
 //
 // The test G ≤ 21/20 is done exactly, as 20·Π ceil(n_i/b_i)·b_i ≤
 // 21·Π n_i in arbitrary-precision integers (no rounding, no overflow),
-// and depends on nothing but dt and dims: every backend and every reader
-// of the rule makes the same choice, bit for bit.
+// and depends on nothing but dt and dims: every backend, and any other
+// implementation of the rule, makes the same choice.
 func paddedWanted(dt DType, dims []uint64) bool {
 	if dt != Float32 {
 		return false
