@@ -48,6 +48,36 @@ func (b *paddedBox) inside(p int) (z, y, x int, ok bool) {
 	return z, y, x, z < b.lz && y < b.ly && x < b.lx
 }
 
+// compact moves the cells inside the field of q (the full tile in element
+// order) to the front, in the box's own element order (rows of lx): the
+// layout a clipped box tile has. Every cell moves to an index no larger
+// than its own, so the copy goes in place.
+func (b *paddedBox) compact(q []int32) {
+	i := 0
+	for z := 0; z < b.lz; z++ {
+		for y := 0; y < b.ly; y++ {
+			p := (z*b.ty + y) * b.tx
+			copy(q[i:i+b.lx], q[p:p+b.lx])
+			i += b.lx
+		}
+	}
+}
+
+// forEachInside calls f for each set bit of m (a mask of the full tile in
+// element order) that lies inside the field, row by row.
+func (b *paddedBox) forEachInside(m *[planeBytes]byte, f func(z, y, x int)) {
+	for z := 0; z < b.lz; z++ {
+		for y := 0; y < b.ly; y++ {
+			p := (z*b.ty + y) * b.tx
+			for x := 0; x < b.lx; x++ {
+				if m[(p+x)>>3]&(1<<((p+x)&7)) != 0 {
+					f(z, y, x)
+				}
+			}
+		}
+	}
+}
+
 // rawInside counts the raw positions of s (full-tile element order) inside
 // the field: the values stored losslessly that the field has (a padded
 // tile stores an edge value again for each cell outside that repeats it).

@@ -24,17 +24,17 @@ var paddedShapes = [][]uint64{
 // TestPaddedRoundTrip: padded tiles (TilingPadded, §3.2) round-trip within
 // the strict bound in both versions and both dtypes, with holes, escapes,
 // raw values and fill masks at the edges (tiledRoundTrip's checks), and
-// their full tiles are box tiling's.
+// their full tiles are box tiling's. Both dtypes on every shape: the
+// decoder takes a padded tile's box through the SIMD path where its x
+// extent is a multiple of 8 (levitus-like edges) and the scalar one
+// elsewhere.
 func TestPaddedRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(71, 72))
-	for si, dims := range paddedShapes {
+	for _, dims := range paddedShapes {
 		for kind := 0; kind < 6; kind++ {
 			for _, ver := range []int{1, 2} {
-				if si%2 == 0 {
-					paddedRoundTrip[float32](t, r, dims, kind, ver)
-				} else {
-					paddedRoundTrip[float64](t, r, dims, kind, ver)
-				}
+				paddedRoundTrip[float32](t, r, dims, kind, ver)
+				paddedRoundTrip[float64](t, r, dims, kind, ver)
 			}
 		}
 	}

@@ -128,50 +128,47 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 	}
 	q[0] = origin
 
-	// Undo Lorenzo and dequantize into place.
+	// Undo Lorenzo and dequantize into place. A padded tile's cells inside
+	// the field are its box's lower corner, whose prefix sums only sum cells
+	// inside, so its residuals are moved to the box's own row layout and
+	// the box is undone as a clipped tile would be (the cells outside are
+	// never computed).
 	var zero T
+	dz, dy, dx := lz, ly, lx // the box the values go to
+	if pb != nil {
+		dz, dy, dx = pb.lz, pb.ly, pb.lx
+		pb.compact(q)
+	}
 	switch {
-	case pb != nil:
-		lorenzoInverse(q, lz, ly, lx)
-		for z := 0; z < pb.lz; z++ {
-			for y := 0; y < pb.ly; y++ {
-				off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0 - base
-				row := dst[off : off+uint64(pb.lx)]
-				qr := q[(z*ly+y)*lx:]
-				for x := range row {
-					row[x] = reconstruct[T](qr[x], step)
-				}
-			}
-		}
 	case l.flat:
 		flatLorenzoInverse(q, &fr)
 		row := dst[fr.first-base : fr.first-base+uint64(n)]
 		for x, v := range q {
 			row[x] = reconstruct[T](v, step)
 		}
-	case useSIMD && lx%8 == 0:
-		// The kernel writes rows off + z·ny·nx + y·nx + [0, lx): check
+	case useSIMD && dx%8 == 0:
+		// The kernel writes rows off + z·ny·nx + y·nx + [0, dx): check
 		// the last one.
 		off := (z0*l.ny+y0)*l.nx + x0 - base
-		_ = dst[off+(uint64(lz-1)*l.ny+uint64(ly-1))*l.nx+uint64(lx)-1]
+		_ = dst[off+(uint64(dz-1)*l.ny+uint64(dy-1))*l.nx+uint64(dx)-1]
 		pf := int(unsafe.Sizeof(zero)) * l.nextTileDelta(z0, y0, x0)
 		if unsafe.Sizeof(zero) == 4 {
-			lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float32)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
+			lorenzoDeqF32AVX2(&s.q, &s.brow, &s.zeroRow, dz, dy, dx, (*float32)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
 		} else {
-			lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, lz, ly, lx, (*float64)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
+			lorenzoDeqF64AVX2(&s.q, &s.brow, &s.zeroRow, dz, dy, dx, (*float64)(unsafe.Pointer(&dst[off])), int(l.nx), int(l.ny*l.nx), step, pf)
 		}
 	default:
-		lorenzoInverse(q, lz, ly, lx)
+		lorenzoInverse(q[:dz*dy*dx], dz, dy, dx)
 		i := 0
-		for z := 0; z < lz; z++ {
-			for y := 0; y < ly; y++ {
+		for z := 0; z < dz; z++ {
+			for y := 0; y < dy; y++ {
 				off := ((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx + x0 - base
-				row := dst[off : off+uint64(lx)]
+				row := dst[off : off+uint64(dx)]
 				qr := q[i : i+len(row)]
 				for x, v := range qr {
 					row[x] = reconstruct[T](v, step)
 				}
-				i += lx
+				i += dx
 			}
 		}
 	}
@@ -203,7 +200,13 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 		if err := mask("fill mask"); err != nil {
 			return err
 		}
-		forEachBit(&s.mask, n, func(p int) { put(p, fill) })
+		if pb != nil { // only the cells inside; no position arithmetic a cell
+			pb.forEachInside(&s.mask, func(z, y, x int) {
+				dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)-base] = fill
+			})
+		} else {
+			forEachBit(&s.mask, n, func(p int) { put(p, fill) })
+		}
 	}
 	if word0&tileHasRaw != 0 {
 		if err := mask("raw-value mask"); err != nil {
