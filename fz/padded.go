@@ -1,6 +1,6 @@
 package fz
 
-import "unsafe"
+import "slices"
 
 // Padded box tiles (header flags bit 2, docs/FORMAT.md §3.2): a clipped tile
 // is coded exactly as the full tile of the field extended past its far
@@ -11,26 +11,136 @@ import "unsafe"
 // the ratio only pays where the field's edges leave thin sub-blocks
 // (cuda/PERF.md item 1, cuda/tools/clipped_pad_size.py).
 
-// padValues is the full tz×ty×tx tile at (z0, y0, x0) of src, the cells past
-// the field (z ≥ lz, y ≥ ly or x ≥ lx from the corner) taking the value of
-// cell (min(z, lz−1), min(y, ly−1), min(x, lx−1)); in s.padv.
-func padValues[T float](s *tileScratch, src []T, l *layout, z0, y0, x0 uint64, lz, ly, lx int) []T {
-	var zero T
-	pv := asFloats[T](s.padv[:TileElems*int(unsafe.Sizeof(zero))])
-	i := 0
-	for z := 0; z < l.tz; z++ {
-		for y := 0; y < l.ty; y++ {
-			o := ((z0+uint64(min(z, lz-1)))*l.ny+y0+uint64(min(y, ly-1)))*l.nx + x0
-			row := src[o : o+uint64(lx)]
-			copy(pv[i:i+lx], row)
-			last := row[lx-1]
-			for x := lx; x < l.tx; x++ {
-				pv[i+x] = last
+// expand turns the quantized box of s (q in s.q in the box's row layout,
+// the hole, fill and raw lists in box element order) into the full tile of
+// tz planes that quantizing the padded values would give, holes already
+// filled: the placeholder (the mean q of the full tile's other cells, each
+// box cell counted as often as it is repeated) goes into the box's holes,
+// q of every cell outside is its nearest inside cell's, and the fill and
+// raw lists name every copy of a listed cell, in full-tile element order
+// (a raw value's bits repeated with it). s.holes is left empty.
+func (b *paddedBox) expand(s *tileScratch, tz int) {
+	if len(s.holes) > 0 {
+		b.fillHoles(s, tz)
+		s.holes = s.holes[:0]
+	}
+	// q, in place from the last full row down: rows past the box's last
+	// plane are written above the whole box, and a row f of the box's
+	// planes takes box row r ≤ f and writes [f·tx, f·tx+tx), at or above the
+	// end of every box row the rows below it still need (rows before r;
+	// ly ≤ ty, lx ≤ tx).
+	for z := tz - 1; z >= 0; z-- {
+		for y := b.ty - 1; y >= 0; y-- {
+			src := (min(z, b.lz-1)*b.ly + min(y, b.ly-1)) * b.lx
+			dst := (z*b.ty + y) * b.tx
+			copy(s.q[dst:dst+b.lx], s.q[src:src+b.lx])
+			last := s.q[dst+b.lx-1]
+			for x := dst + b.lx; x < dst+b.tx; x++ {
+				s.q[x] = last
 			}
-			i += l.tx
 		}
 	}
-	return pv
+	if len(s.fill) == 0 && len(s.raw) == 0 {
+		return
+	}
+	s.boxFill, s.fill = s.fill, s.boxFill[:0]
+	s.boxRaw, s.raw = s.raw, s.boxRaw[:0]
+	s.boxRawVal, s.rawVal = s.rawVal, s.boxRawVal[:0]
+	// Each list is sorted by box element, so a box row's entries are one
+	// run, found by a binary search when the box row changes (full rows
+	// past the box's last plane go back to that plane's first row).
+	var cf, cr int
+	prev := -1
+	for z := 0; z < tz; z++ {
+		for y := 0; y < b.ty; y++ {
+			r := min(z, b.lz-1)*b.ly + min(y, b.ly-1)
+			start, end := r*b.lx, (r+1)*b.lx
+			if r != prev {
+				cf, _ = slices.BinarySearch(s.boxFill, int32(start))
+				cr, _ = slices.BinarySearch(s.boxRaw, int32(start))
+				prev = r
+			}
+			base := int32((z*b.ty+y)*b.tx - start) // box element → full-tile element, this row
+			s.fill = b.appendRun(s.fill, s.boxFill[cf:], end, base)
+			for i := cr; i < len(s.boxRaw) && int(s.boxRaw[i]) < end; i++ {
+				s.raw = append(s.raw, s.boxRaw[i]+base)
+				s.rawVal = append(s.rawVal, s.boxRawVal[i])
+				if int(s.boxRaw[i]) == end-1 { // the row's last cell repeats to the tile's edge
+					for p := s.boxRaw[i] + base + 1; p < base+int32(start+b.tx); p++ {
+						s.raw = append(s.raw, p)
+						s.rawVal = append(s.rawVal, s.boxRawVal[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// fillHoles gives the box's holes (s.holes, sorted) the placeholder the
+// full tile of tz planes would have (§5: the mean q of its cells that are
+// not holes, truncated; 0 if there are none): a box cell on the box's last
+// plane, row or column stands for itself and its copies outside, so it
+// counts (tz−lz+1)·(ty−ly+1)·(tx−lx+1) times at the far corner, and so on.
+// q at the holes holds stale values until then; they are summed and taken
+// out again with the same weights, exactly.
+func (b *paddedBox) fillHoles(s *tileScratch, tz int) {
+	q := s.q[:b.lz*b.ly*b.lx]
+	var sum, holeW int64
+	h := 0
+	for z := 0; z < b.lz; z++ {
+		wz := int64(1)
+		if z == b.lz-1 {
+			wz = int64(tz - b.lz + 1)
+		}
+		for y := 0; y < b.ly; y++ {
+			w := wz
+			if y == b.ly-1 {
+				w *= int64(b.ty - b.ly + 1)
+			}
+			start := (z*b.ly + y) * b.lx
+			row := q[start : start+b.lx]
+			var rs int64
+			for _, v := range row {
+				rs += int64(v)
+			}
+			rs += int64(b.tx-b.lx) * int64(row[b.lx-1])
+			sum += w * rs
+			for ; h < len(s.holes) && int(s.holes[h]) < start+b.lx; h++ {
+				wx := int64(1)
+				if int(s.holes[h]) == start+b.lx-1 {
+					wx = int64(b.tx - b.lx + 1)
+				}
+				sum -= w * wx * int64(q[s.holes[h]])
+				holeW += w * wx
+			}
+		}
+	}
+	var ph int32
+	if cnt := int64(tz*b.ty*b.tx) - holeW; cnt > 0 {
+		ph = int32(sum / cnt)
+	}
+	for _, p := range s.holes {
+		q[p] = ph
+	}
+}
+
+// appendRun appends to dst the entries of run (a sorted list from the
+// cursor on) below end, shifted by base into the full tile's row, and, when
+// the row's last box cell (end−1) is among them, its copies out to the
+// tile's edge.
+func (b *paddedBox) appendRun(dst, run []int32, end int, base int32) []int32 {
+	for _, e := range run {
+		if int(e) >= end {
+			break
+		}
+		dst = append(dst, e+base)
+		if int(e) == end-1 {
+			for p := e + base + 1; p < int32(end-b.lx+b.tx)+base; p++ {
+				dst = append(dst, p)
+			}
+		}
+	}
+	return dst
 }
 
 // paddedBox is how decodeTileTail reads a padded tile: the full tile's
@@ -76,17 +186,4 @@ func (b *paddedBox) forEachInside(m *[planeBytes]byte, f func(z, y, x int)) {
 			}
 		}
 	}
-}
-
-// rawInside counts the raw positions of s (full-tile element order) inside
-// the field: the values stored losslessly that the field has (a padded
-// tile stores an edge value again for each cell outside that repeats it).
-func (b *paddedBox) rawInside(raw []int32) uint64 {
-	var n uint64
-	for _, p := range raw {
-		if _, _, _, ok := b.inside(int(p)); ok {
-			n++
-		}
-	}
-	return n
 }

@@ -23,12 +23,15 @@ type tileScratch struct {
 	edgeMap   [TileElems]uint16
 	edgeKey   [3]int
 	edgeOwner *layout
-	edgeRuns  bool                // edgeMap passes runsOf8
-	exc       [excWords]uint64    // elements the quantize kernel left to scalar code
-	zeroRow   [TileElems]int32    // stays zero: the neighbours outside a tile
-	brow      [TileElems]int32    // decoder's running x,y-sums of one row
-	flatD     [TileElems]int32    // encoder's residuals of a flat tile
-	padv      [TileElems * 8]byte // encoder's values of a padded tile (padValues)
+	edgeRuns  bool             // edgeMap passes runsOf8
+	exc       [excWords]uint64 // elements the quantize kernel left to scalar code
+	zeroRow   [TileElems]int32 // stays zero: the neighbours outside a tile
+	brow      [TileElems]int32 // decoder's running x,y-sums of one row
+	flatD     [TileElems]int32 // encoder's residuals of a flat tile
+	// A padded tile's box fill and raw lists while expand writes the full
+	// tile's (the two sets of slices swap, so neither allocates once grown).
+	boxFill, boxRaw []int32
+	boxRawVal       []uint64
 }
 
 // tileStats accumulate per worker.
@@ -105,12 +108,16 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 	// reconstructs it.
 	var sum int64
 	if l.padded && n < TileElems { // §3.2: the full tile of the field padded by its edge values
+		// Each cell outside repeats one inside, and quantizing a value
+		// is a function of the value: the box is quantized once and its
+		// q and lists copied out to the full tile (as quantizing the
+		// padded values would give them, in less time).
+		quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
+		st.outliers += uint64(len(s.raw)) // the values the field has
 		pb := paddedBox{lz: lz, ly: ly, lx: lx, ty: l.ty, tx: l.tx}
-		pv := padValues(s, src, l, z0, y0, x0, lz, ly, lx)
+		pb.expand(s, l.tz) // holes filled: fillHoles below has none
 		lz, ly, lx, n = l.tz, l.ty, l.tx, TileElems
 		q = s.q[:n]
-		sum = quantizeSpan(s, st, pv, 0, uint64(lx), uint64(ly*lx), lz, ly, lx, qz, 0)
-		st.outliers += pb.rawInside(s.raw)
 	} else {
 		sum = quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
 		st.outliers += uint64(len(s.raw))
