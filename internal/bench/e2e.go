@@ -537,7 +537,10 @@ func Print(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "bench e2e: %d producers × %d snapshots × %.1f MiB f32 (%.2f GB raw), sink %s, backend %s, %d cores\n",
 		r.Producers, r.Snapshots, float64(r.Bytes)/(1<<20), float64(r.Raw)/1e9, r.Sink, r.Backend, r.Cores)
 	tiling := r.Tiling
-	if r.TilingWritten != "" && r.TilingWritten != tiling {
+	switch {
+	case tiling == "":
+		tiling = r.TilingWritten // the default
+	case r.TilingWritten != "" && r.TilingWritten != tiling:
 		tiling += " (writes " + r.TilingWritten + ")"
 	}
 	fmt.Fprintf(w, "  pipeline: %d compressors, %d writers; container format version %d, tiling %s\n", r.Compressors, r.Writers, r.FormatVersion, tiling)
