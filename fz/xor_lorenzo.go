@@ -1,6 +1,9 @@
 package fz
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // The masks' parity transform (docs/FORMAT.md §5.1): Lorenzo in XOR. A fill
 // or raw mask, laid out like the tile's values (bit e of the little-endian
@@ -15,21 +18,26 @@ import "encoding/binary"
 func xorLorenzo(m *[planeBytes]byte, lz, ly, lx int, inverse bool) {
 	switch lx {
 	case 32:
-		xorLorenzoRows32(m, lz, ly, inverse)
+		xorLorenzoRows[uint32](m, lz, ly, inverse)
 	case 64:
-		xorLorenzoRows64(m, lz, ly, inverse)
+		xorLorenzoRows[uint64](m, lz, ly, inverse)
 	default:
 		xorLorenzoBits(m, lz, ly, lx, inverse)
 	}
 }
 
-// xorLorenzoRows32 is xorLorenzo for rows of 32 bits: row r is the
-// little-endian word at byte 4r, element x its bit x.
-func xorLorenzoRows32(m *[planeBytes]byte, lz, ly int, inverse bool) {
-	var w [planeBytes / 4]uint32
+// xorLorenzoRows is xorLorenzo for rows as long as a W: row r is the
+// little-endian W at byte r·size(W), element x its bit x.
+func xorLorenzoRows[W uint32 | uint64](m *[planeBytes]byte, lz, ly int, inverse bool) {
+	size := int(unsafe.Sizeof(W(0)))
+	var w [planeBytes / 4]W
 	n := lz * ly
 	for r := range n {
-		w[r] = binary.LittleEndian.Uint32(m[4*r:])
+		if size == 4 {
+			w[r] = W(binary.LittleEndian.Uint32(m[4*r:]))
+		} else {
+			w[r] = W(binary.LittleEndian.Uint64(m[8*r:]))
+		}
 	}
 	if !inverse {
 		// z, then y, from the last row down so that each reads its
@@ -46,13 +54,13 @@ func xorLorenzoRows32(m *[planeBytes]byte, lz, ly int, inverse bool) {
 			w[r] ^= w[r] << 1
 		}
 	} else {
+		// x by a prefix XOR within the word, then y and z from the first
+		// row up.
 		for r := range n {
 			v := w[r]
-			v ^= v << 1
-			v ^= v << 2
-			v ^= v << 4
-			v ^= v << 8
-			v ^= v << 16
+			for sh := 1; sh < 8*size; sh <<= 1 {
+				v ^= v << sh
+			}
 			w[r] = v
 		}
 		for r := 1; r < n; r++ {
@@ -65,51 +73,11 @@ func xorLorenzoRows32(m *[planeBytes]byte, lz, ly int, inverse bool) {
 		}
 	}
 	for r := range n {
-		binary.LittleEndian.PutUint32(m[4*r:], w[r])
-	}
-}
-
-// xorLorenzoRows64 is xorLorenzoRows32 for rows of 64 bits.
-func xorLorenzoRows64(m *[planeBytes]byte, lz, ly int, inverse bool) {
-	var w [planeBytes / 8]uint64
-	n := lz * ly
-	for r := range n {
-		w[r] = binary.LittleEndian.Uint64(m[8*r:])
-	}
-	if !inverse {
-		for r := n - 1; r >= ly; r-- {
-			w[r] ^= w[r-ly]
+		if size == 4 {
+			binary.LittleEndian.PutUint32(m[4*r:], uint32(w[r]))
+		} else {
+			binary.LittleEndian.PutUint64(m[8*r:], uint64(w[r]))
 		}
-		for r := n - 1; r > 0; r-- {
-			if r%ly != 0 {
-				w[r] ^= w[r-1]
-			}
-		}
-		for r := range n {
-			w[r] ^= w[r] << 1
-		}
-	} else {
-		for r := range n {
-			v := w[r]
-			v ^= v << 1
-			v ^= v << 2
-			v ^= v << 4
-			v ^= v << 8
-			v ^= v << 16
-			v ^= v << 32
-			w[r] = v
-		}
-		for r := 1; r < n; r++ {
-			if r%ly != 0 {
-				w[r] ^= w[r-1]
-			}
-		}
-		for r := ly; r < n; r++ {
-			w[r] ^= w[r-ly]
-		}
-	}
-	for r := range n {
-		binary.LittleEndian.PutUint64(m[8*r:], w[r])
 	}
 }
 
