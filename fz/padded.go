@@ -172,18 +172,3 @@ func (b *paddedBox) compact(q []int32) {
 		}
 	}
 }
-
-// forEachInside calls f for each set bit of m (a mask of the full tile in
-// element order) that lies inside the field, row by row.
-func (b *paddedBox) forEachInside(m *[planeBytes]byte, f func(z, y, x int)) {
-	for z := 0; z < b.lz; z++ {
-		for y := 0; y < b.ly; y++ {
-			p := (z*b.ty + y) * b.tx
-			for x := 0; x < b.lx; x++ {
-				if m[(p+x)>>3]&(1<<((p+x)&7)) != 0 {
-					f(z, y, x)
-				}
-			}
-		}
-	}
-}

@@ -200,12 +200,25 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 		if err := mask("fill mask"); err != nil {
 			return err
 		}
-		if pb != nil { // only the cells inside; no position arithmetic a cell
-			pb.forEachInside(&s.mask, func(z, y, x int) {
-				dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0+uint64(x)-base] = fill
-			})
-		} else {
+		if l.flat {
 			forEachBit(&s.mask, n, func(p int) { put(p, fill) })
+		} else {
+			// Row by row over the box the values go to (a padded tile's
+			// rows are the full tile's, tx apart): a row's bits are read
+			// a word at a time, with no position arithmetic a cell.
+			for z := 0; z < dz; z++ {
+				for y := 0; y < dy; y++ {
+					row := dst[((z0+uint64(z))*l.ny+y0+uint64(y))*l.nx+x0-base:][:dx]
+					p := (z*ly + y) * lx // the row's first bit
+					for c := 0; c < dx; c += 57 {
+						w := maskBits(&s.mask, p+c, min(57, dx-c))
+						for w != 0 {
+							row[c+bits.TrailingZeros64(w)] = fill
+							w &= w - 1
+						}
+					}
+				}
+			}
 		}
 	}
 	if word0&tileHasRaw != 0 {
@@ -310,6 +323,23 @@ var planeNames = func() (n [Planes]string) {
 	return
 }()
 
+// maskBits is the k ≤ 57 bits of m from bit p on, bit p lowest: one
+// unaligned little-endian load (57 = 64 − 7, what a load at p's byte always
+// holds).
+func maskBits(m *[planeBytes]byte, p, k int) uint64 {
+	b := p >> 3
+	var w uint64
+	if b+8 <= planeBytes {
+		w = binary.LittleEndian.Uint64(m[b:])
+	} else {
+		for i := planeBytes - 1; i >= b; i-- {
+			w = w<<8 | uint64(m[i])
+		}
+	}
+	return w >> uint(p&7) & (1<<uint(k) - 1)
+}
+
+// forEachBit calls f with each set bit of the first n bits of m, in order.
 func forEachBit(m *[planeBytes]byte, n int, f func(int)) {
 	for i, b := range m[:(n+7)/8] {
 		for b != 0 {
