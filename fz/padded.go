@@ -1,7 +1,5 @@
 package fz
 
-import "slices"
-
 // Padded box tiles (header flags bit 2, docs/FORMAT.md §3.2): a clipped tile
 // is coded exactly as the full tile of the field extended past its far
 // edges by repeating the nearest value inside. Every residual of a cell
@@ -47,17 +45,23 @@ func (b *paddedBox) expand(s *tileScratch, tz int) {
 	s.boxRaw, s.raw = s.raw, s.boxRaw[:0]
 	s.boxRawVal, s.rawVal = s.rawVal, s.boxRawVal[:0]
 	// Each list is sorted by box element, so a box row's entries are one
-	// run, found by a binary search when the box row changes (full rows
-	// past the box's last plane go back to that plane's first row).
-	var cf, cr int
-	prev := -1
+	// run, and a cursor per list moves on to it when the box row changes.
+	// Full rows past the box's last plane go back to that plane's first
+	// row, whose cursors are kept.
+	var cf, cr, lastF, lastR int
+	prev, lastPlane := -1, (b.lz-1)*b.ly
 	for z := 0; z < tz; z++ {
 		for y := 0; y < b.ty; y++ {
 			r := min(z, b.lz-1)*b.ly + min(y, b.ly-1)
 			start, end := r*b.lx, (r+1)*b.lx
 			if r != prev {
-				cf, _ = slices.BinarySearch(s.boxFill, int32(start))
-				cr, _ = slices.BinarySearch(s.boxRaw, int32(start))
+				if r < prev {
+					cf, cr = lastF, lastR
+				}
+				cf, cr = skipBelow(s.boxFill, cf, start), skipBelow(s.boxRaw, cr, start)
+				if r == lastPlane {
+					lastF, lastR = cf, cr
+				}
 				prev = r
 			}
 			base := int32((z*b.ty+y)*b.tx - start) // box element → full-tile element, this row
@@ -122,6 +126,15 @@ func (b *paddedBox) fillHoles(s *tileScratch, tz int) {
 	for _, p := range s.holes {
 		q[p] = ph
 	}
+}
+
+// skipBelow moves cursor i of the sorted list on to its first entry at or
+// above start.
+func skipBelow(list []int32, i, start int) int {
+	for i < len(list) && int(list[i]) < start {
+		i++
+	}
+	return i
 }
 
 // appendRun appends to dst the entries of run (a sorted list from the

@@ -294,13 +294,26 @@ func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStrid
 			}
 		}
 	}
-	plane := ly * lx
+	// The flagged elements in element order; their row's offset in src is
+	// found once a row (fill fields flag nearly half of theirs), and a fill
+	// value is listed here as quantRow would list it.
+	rowFirst, rowEnd := 0, 0 // the current row's elements [rowFirst, rowEnd)
+	var rowOff uint64
 	for w, bitsw := range s.exc {
 		for bitsw != 0 {
 			i := w*64 + bits.TrailingZeros64(bitsw)
 			bitsw &= bitsw - 1
-			z, rem := i/plane, i%plane
-			o := off + uint64(z)*planeStride + uint64(rem/lx)*rowStride + uint64(rem%lx)
+			if i >= rowEnd {
+				r := i / lx
+				rowFirst, rowEnd = r*lx, r*lx+lx
+				rowOff = off + uint64(r/ly)*planeStride + uint64(r%ly)*rowStride
+			}
+			o := rowOff + uint64(i-rowFirst)
+			if qz.hasFill && bitsOf(src[o]) == qz.fillBits {
+				s.fill = append(s.fill, int32(i))
+				s.holes = append(s.holes, int32(i))
+				continue
+			}
 			_, maxErr = quantRow(s, src[o:o+1], i, q[i:i+1], qz, maxErr)
 		}
 	}
