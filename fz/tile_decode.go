@@ -194,7 +194,7 @@ func decodeTileTail[T float](s *tileScratch, r *reader, word0 uint32, origin int
 		if l.flat {
 			return r.flatMask(&s.mask, &fr, what)
 		}
-		return r.mask(&s.mask, smap, lz, ly, lx, what)
+		return r.mask(&s.mask, smap, runs, lz, ly, lx, what)
 	}
 	if word0&tileHasFill != 0 {
 		if err := mask("fill mask"); err != nil {
@@ -400,18 +400,39 @@ func (r *reader) zeroBlocks(plane []byte, used int, what string) error {
 }
 
 // mask reads an XOR-Lorenzo coded position bitmap into element order.
-func (r *reader) mask(m *[planeBytes]byte, smap []uint16, lz, ly, lx int, what string) error {
+func (r *reader) mask(m *[planeBytes]byte, smap []uint16, runs bool, lz, ly, lx int, what string) error {
 	var slots [planeBytes]byte
 	if err := r.zeroBlocks(slots[:], blocksPerPlane, what); err != nil {
 		return err
 	}
 	clear(m[:])
 	set := 0
-	for e, slot := range smap {
-		slot &= TileElems - 1
-		if slots[slot>>3]&(1<<(slot&7)) != 0 {
-			m[e>>3] |= 1 << (e & 7)
-			set++
+	if runs && lx%8 == 0 {
+		// appendMask's byte moves the other way: 8 elements of a row on
+		// 8 consecutive slots that start a byte take that byte whole.
+		for i := range len(smap) / 8 {
+			s0 := smap[8*i] & (TileElems - 1)
+			if s0&7 == 0 {
+				b := slots[s0>>3]
+				m[i] = b
+				set += bits.OnesCount8(b)
+				continue
+			}
+			for j := 8 * i; j < 8*i+8; j++ {
+				slot := smap[j] & (TileElems - 1)
+				if slots[slot>>3]&(1<<(slot&7)) != 0 {
+					m[j>>3] |= 1 << (j & 7)
+					set++
+				}
+			}
+		}
+	} else {
+		for e, slot := range smap {
+			slot &= TileElems - 1
+			if slots[slot>>3]&(1<<(slot&7)) != 0 {
+				m[e>>3] |= 1 << (e & 7)
+				set++
+			}
 		}
 	}
 	total := 0

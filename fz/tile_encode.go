@@ -76,6 +76,7 @@ func encodeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, t ui
 type tileBits struct {
 	lz, ly, lx int
 	smap       *[TileElems]uint16
+	runs       bool // smap passes runsOf8
 	origin     int32
 	orLo, orHi byte   // OR of the low and of the high code bytes
 	planeMask  uint32 // bit p: plane p has a set bit (set by shufflePlanes)
@@ -134,9 +135,10 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 		clear(hi[:])
 	}
 	smap := l.slotMap(s, lz, ly, lx)
-	orLo, orHi := codesTile(s, q, lz, ly, lx, smap, l.mapRuns(s, lz, ly, lx))
+	runs := l.mapRuns(s, lz, ly, lx)
+	orLo, orHi := codesTile(s, q, lz, ly, lx, smap, runs)
 	lo[0], hi[0] = 0, 0
-	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, origin: origin, orLo: orLo, orHi: orHi}
+	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, runs: runs, origin: origin, orLo: orLo, orHi: orHi}
 }
 
 // fillHoles gives the holes of s (positions in q) the tile's placeholder:
@@ -210,7 +212,7 @@ func appendTileTail[T float](s *tileScratch, c *tileBits, dst []byte) []byte {
 		if c.flat {
 			return appendFlatMask(dst, &s.mask, pos, &c.run)
 		}
-		return appendMask(dst, &s.mask, pos, smap[:n], lz, ly, lx)
+		return appendMask(dst, &s.mask, pos, smap[:n], c.runs, lz, ly, lx)
 	}
 	if len(s.fill) > 0 {
 		dst = mask(dst, s.fill)
@@ -502,14 +504,34 @@ func appendZeroBlocks(dst []byte, plane []byte, used int) []byte {
 // bitmap: XOR-Lorenzo predicted so that regions (land masks) cost only
 // their corners, then placed in slot order and zero-block coded like a code
 // plane.
-func appendMask(dst []byte, m *[planeBytes]byte, pos []int32, smap []uint16, lz, ly, lx int) []byte {
+func appendMask(dst []byte, m *[planeBytes]byte, pos []int32, smap []uint16, runs bool, lz, ly, lx int) []byte {
 	var e [planeBytes]byte
 	for _, p := range pos {
 		e[p>>3] |= 1 << (p & 7)
 	}
 	xorLorenzo(&e, lz, ly, lx, false)
 	clear(m[:])
-	forEachBit(&e, lz*ly*lx, func(p int) {
+	n := lz * ly * lx
+	if runs && lx%8 == 0 {
+		// Each byte of e is 8 elements of one row, on 8 consecutive
+		// slots (runsOf8): where those start a byte of m, the byte moves
+		// whole (the sub-block shapes this package writes).
+		for i, b := range e[:n/8] {
+			if b == 0 {
+				continue
+			}
+			if s0 := smap[8*i] & (TileElems - 1); s0&7 == 0 {
+				m[s0>>3] = b
+				continue
+			}
+			for ; b != 0; b &= b - 1 {
+				slot := smap[8*i+bits.TrailingZeros8(b)] & (TileElems - 1)
+				m[slot>>3] |= 1 << (slot & 7)
+			}
+		}
+		return appendZeroBlocks(dst, m[:], blocksPerPlane)
+	}
+	forEachBit(&e, n, func(p int) {
 		slot := smap[p] & (TileElems - 1)
 		m[slot>>3] |= 1 << (slot & 7)
 	})
