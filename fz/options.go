@@ -97,8 +97,8 @@ const (
 	// a float32 field of folded rank 3 with at least one clipped tile whose
 	// sub-block growth Π ceil(n_i/b_i)·b_i / Π n_i (b = 4×4×8) is at most
 	// 1.05 (a GPU codec walks every tile whole; on the measured fields
-	// padding then costs at most 1 % of ratio, and the CPU codec 4–21 % of
-	// its speed); else boxes.
+	// padding then costs at most 1 % of ratio, and the CPU codec about a
+	// fifth of its compress speed); else boxes.
 	TilingAuto
 	// TilingPadded cuts the field into boxes as TilingBoxes does, and codes
 	// each clipped tile (at the field's far edges) as a full one whose
