@@ -312,8 +312,7 @@ func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStrid
 			}
 			o := rowOff + uint64(i-rowFirst)
 			if qz.hasFill && bitsOf(src[o]) == qz.fillBits {
-				s.fill = append(s.fill, int32(i))
-				s.holes = append(s.holes, int32(i))
+				s.listFill(i)
 				continue
 			}
 			_, maxErr = quantRow(s, src[o:o+1], i, q[i:i+1], qz, maxErr)
@@ -345,13 +344,13 @@ func quantRow[T float](s *tileScratch, row []T, i0 int, qr []int32, qz *quantize
 	qr = qr[:len(row)]
 	for x, xv := range row {
 		sv := float64(float64(xv) * inv)
-		if !(math.Abs(sv) < qLimit) || (hasFill && bitsOf(xv) == fillBits) {
-			if hasFill && bitsOf(xv) == fillBits {
-				s.fill = append(s.fill, int32(i0+x))
-			} else {
-				s.raw = append(s.raw, int32(i0+x))
-				s.rawVal = append(s.rawVal, bitsOf(xv))
-			}
+		if hasFill && bitsOf(xv) == fillBits {
+			s.listFill(i0 + x)
+			continue
+		}
+		if !(math.Abs(sv) < qLimit) {
+			s.raw = append(s.raw, int32(i0+x))
+			s.rawVal = append(s.rawVal, bitsOf(xv))
 			s.holes = append(s.holes, int32(i0+x))
 			continue
 		}
@@ -370,6 +369,13 @@ func quantRow[T float](s *tileScratch, row []T, i0 int, qr []int32, qz *quantize
 		sum += int64(v)
 	}
 	return sum, maxErr
+}
+
+// listFill lists element i as a fill value: a fill position and a hole
+// (the placeholder gives it a q for its neighbours' residuals).
+func (s *tileScratch) listFill(i int) {
+	s.fill = append(s.fill, int32(i))
+	s.holes = append(s.holes, int32(i))
 }
 
 // codesTile runs stages 2+3 of encodeTile: the Lorenzo residual of every
