@@ -255,9 +255,6 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     ts.merr = merr;
 }
 
-// The raw mask of a tile whose raw values all kept their q (a fast path):
-// the parity Lorenzo transform of the element-order raw bitmap, by
-// toggling the 2^3 forward corners of each raw element (they are few).
 // The raw values of a padded rank-3 tile (8 x 16 x 32, coded whole) inside
 // its box: the element-order raw bitmap (word z * 16 + y, bit x), which the
 // walks and the slow path leave in sraw, counted over the box. Every lane
@@ -273,6 +270,9 @@ __device__ __forceinline__ unsigned raw_inside(const unsigned *sraw, Box3 box, i
     return __reduce_add_sync(0xffffffffu, n);
 }
 
+// The raw mask of a tile whose raw values all kept their q (a fast path):
+// the parity Lorenzo transform of the element-order raw bitmap, by
+// toggling the 2^3 forward corners of each raw element (they are few).
 __device__ __forceinline__ void raw_mask_sparse(const unsigned *sraw, unsigned *smr, int lz, int ly, int lx,
                                                 const Geo &g, int lane) {
     for (int i = lane; i < 128; i += 32) smr[i] = 0;
