@@ -139,6 +139,14 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     // store's predicate is one compare (st_if)
     const int ylane = PAD ? (lane < box.lx ? box.ly : 0) : 16;
     unsigned zm = 0, nr = 0;  // M: this lane's mask row, carried over z; raws so far
+    // M: lane 16m + y reads row y of mask m (fill, raw). A z-quarter (planes
+    // 4q .. 4q + 3) of row y lies in the blocks 16q + 4 (y / 4) + k, k =
+    // 0..3, byte y % 4 of word z % 4 of each: the four blocks present (mrun)
+    // and where the first starts (mat) are found once a quarter, as the
+    // codes' runs are below, instead of a popc and a select a word (PERF.md
+    // v44: 7-9 % of the fill fields' decoder went to mask_word here).
+    unsigned mrun = 0, mat = 0;
+    const unsigned msel = (lane & 3) | (4 + (lane & 3)) << 4;  // byte y % 4 of two words
     unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;
     // few (planes 7-14 absent, warp-uniform; few_codes): lanes take plane
     // l % 8's mask and offset, and lane l reads block 16 (z / 4) + 4 (l / 8)
@@ -151,13 +159,23 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
 #pragma unroll 1
     for (int z = 0; z < 8; z++) {
         if (M) {
-            const int my = lane & 15, mdy = my & 3;
-            const unsigned at = lane < 16 ? mk.fat : mk.rat;
-            unsigned r = 0;
+            const int my = lane & 15;
+            if ((z & 3) == 0) {
+                const unsigned at = lane < 16 ? mk.fat : mk.rat;
+                const unsigned mb = at ? tb[at] : 0u;  // the block mask (0: no such mask)
+                const int kb0 = 16 * (z >> 2) + 4 * (my >> 2);
+                mrun = (mb >> kb0) & 15u;
+                mat = at + 1 + 4 * __popc(mb & ((1u << kb0) - 1));
+            }
+            unsigned w[4], mo = mat + (z & 3);
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-                r |= ((mask_word(tb, at, (z >> 2) * 64 + 16 * (my >> 2) + 4 * k + (z & 3)) >> (8 * mdy)) & 0xFFu)
-                     << (8 * k);
+            for (int k = 0; k < 4; k++) {
+                const unsigned pr = (mrun >> k) & 1u;
+                w[k] = pr ? tb[mo] : 0u;
+                mo += 4 * pr;
+            }
+            // byte y % 4 of word k into byte k
+            unsigned r = __byte_perm(__byte_perm(w[0], w[1], msel), __byte_perm(w[2], w[3], msel), 0x5410u);
             r = pxor(r);
 #pragma unroll
             for (int o = 1; o < 16; o <<= 1) {
