@@ -360,8 +360,10 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     if (c->range_blocks > RANGE_BLOCKS_MAX) c->range_blocks = RANGE_BLOCKS_MAX;
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
     // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
-    // for the largest shared-memory carveout rather than the driver's guess.
-    const void *dwk[16] = {
+    // for the largest shared-memory carveout rather than the driver's guess
+    // (the padded tiles' kernels too, the last two, since v44: the same
+    // speed on the H200, whose driver gave them 6 blocks an SM anyway).
+    const void *dwk[18] = {
         (const void *)decode_warp_kernel<float, 1, false>,  (const void *)decode_warp_kernel<float, 2, false>,
         (const void *)decode_warp_kernel<float, 3, false>,  (const void *)decode_warp_kernel<double, 1, false>,
         (const void *)decode_warp_kernel<double, 2, false>, (const void *)decode_warp_kernel<double, 3, false>,
@@ -369,8 +371,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
         (const void *)decode_warp_kernel<float, 3, true>,   (const void *)decode_warp_kernel<double, 1, true>,
         (const void *)decode_warp_kernel<double, 2, true>,  (const void *)decode_warp_kernel<double, 3, true>,
         (const void *)decode_warp_kernel<float, 4, false>,  (const void *)decode_warp_kernel<double, 4, false>,
-        (const void *)decode_warp_kernel<float, 4, true>,   (const void *)decode_warp_kernel<double, 4, true>};
-    for (int i = 0; i < 16 && e == cudaSuccess; i++)
+        (const void *)decode_warp_kernel<float, 4, true>,   (const void *)decode_warp_kernel<double, 4, true>,
+        (const void *)decode_warp_kernel<float, 3, false, true>, (const void *)decode_warp_kernel<float, 3, true, true>};
+    for (int i = 0; i < 18 && e == cudaSuccess; i++)
         e = cudaFuncSetAttribute(dwk[i], cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) {
         fzgpu_destroy(c);
