@@ -31,7 +31,11 @@
 #include "stage_words.cuh"  // a tile into the stage buffer by cp.async
 
 #define DEC_W 4         // warps per block
-#define DEC_STAGE 1536  // words staged per warp (6 KiB); larger tiles go to the block decoder
+#ifndef DEC_STAGE
+// words staged per warp (6 KiB); larger tiles take the generic walks. At most
+// 1856 keeps 6 blocks an SM on an H100/H200 (PERF.md item 4; A/B: -DDEC_STAGE=1856)
+#define DEC_STAGE 1536
+#endif
 #ifndef DEC_MINB_W
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
 #endif
