@@ -144,7 +144,7 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
     // 0..3, byte y % 4 of word z % 4 of each: the four blocks present (mrun)
     // and where the first starts (mat) are found once a quarter, as the
     // codes' runs are below, instead of a popc and a select a word (PERF.md
-    // v44: 7-9 % of the fill fields' decoder went to mask_word here).
+    // v44: mask_word was 7.4 % of the fill fields' decoder's instructions).
     unsigned mrun = 0, mat = 0;
     const unsigned msel = (lane & 3) | (4 + (lane & 3)) << 4;  // byte y % 4 of two words
     unsigned run0 = 0, run1 = 0, at0 = 0, at1 = 0;

@@ -144,8 +144,8 @@ struct Stager {
             // rows past the box's last (yl) repeat it: the row's address
             // moves on by a 64-bit add up to it, where min(y, yl) * nxp took
             // a sign extension and a 64-bit product a row (with the copy 8
-            // instructions, 6 now: ptxas selects between the sums, also when
-            // the add is predicated in PTX; the loop was 4.4 % of the padded
+            // instructions, 6 now in nvcc 11.8's SASS: ptxas selects between
+            // the sums, also when the add is predicated in PTX; the loop was 4.4 % of the padded
             // fill kernel's instructions on coads at 1e-3; unrolled by 4, not
             // 16, it compressed at 0.98-0.99x: PERF.md v44)
 #pragma unroll
