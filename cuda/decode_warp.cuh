@@ -32,9 +32,12 @@
 
 #define DEC_W 4         // warps per block
 #ifndef DEC_STAGE
-// words staged per warp (6 KiB); larger tiles take the generic walks. At most
-// 1856 keeps 6 blocks an SM on an H100/H200 (PERF.md item 4; A/B: -DDEC_STAGE=1856)
-#define DEC_STAGE 1536
+// words staged per warp (7.25 KiB); larger tiles take the generic walks,
+// several times slower a tile. 1856 is the most that keeps 6 blocks an SM
+// on an H100/H200: 4 x (1856 + 512) words + the 1 KiB the system keeps, 6
+// times, is 228 KiB. From 1536 (v45): coads's largest tiles at 1e-4 (6.5 %
+// of them, up to 6480 bytes) staged, decompress 1.52x (PERF.md item 4).
+#define DEC_STAGE 1856
 #endif
 #ifndef DEC_MINB_W
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
@@ -173,9 +176,9 @@ __global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
                        unsigned long long fill_bits, uint3 fl, const unsigned *mcount) {
-    // per warp: the stage buffer (words 0-1535) and the v7 plane buffer
-    // (1536-2047); the generic walks use the first part for codes and
-    // masks; flat tiles (R = 4) dec_flat's q ring and chunk (FLAT_SMEM: 8.5 KiB
+    // per warp: the stage buffer (words 0 .. DEC_STAGE - 1) and the v7 plane
+    // buffer (512 words after it); the generic walks use the first part for
+    // codes and masks; flat tiles (R = 4) dec_flat's q ring and chunk (FLAT_SMEM: 8.5 KiB
     // a warp, 24 warps an SM still fit)
     __shared__ __align__(16) unsigned smem[DEC_W][R == 4 ? FLAT_SMEM : DEC_STAGE + 512];
     const T fill = Bits<T>::from(fill_bits);
