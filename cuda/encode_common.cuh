@@ -104,10 +104,14 @@ struct TileSum {
 // so e = |x - x'| equals the f64 difference and e <= eb holds exactly when
 // e <= ebf, the largest float <= eb. That saves a conversion, a double
 // subtraction and the double compare and max per value. Returns q; sets
-// hole for values without q (|s| >= 2^28, NaN, Inf; e is then meaningless).
-__device__ __forceinline__ int quant_e32(float x, double inv, double step, float &e, bool &hole) {
+// hole for values without q (|s| >= 2^28, NaN, Inf; e is then meaningless),
+// or, with lim = 32767.5, also for values whose q would not fit 16 bits
+// (|q| <= 32767 exactly when |s| < 32767.5, ties going to even): the fill
+// fields' optimistic walk, which gives such a tile up either way.
+__device__ __forceinline__ int quant_e32(float x, double inv, double step, float &e, bool &hole,
+                                         double lim = 268435456.0) {
     const double s = __dmul_rn((double)x, inv);
-    hole = !(fabs(s) < 268435456.0);
+    hole = !(fabs(s) < lim);
     const double sr = __dadd_rn(s, 6755399441055744.0);
     const double qd = __dsub_rn(sr, 6755399441055744.0);
     const float rec = __double2float_rn(__dmul_rn(qd, step));
