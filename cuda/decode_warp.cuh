@@ -35,8 +35,9 @@
 // words staged per warp (7.25 KiB); larger tiles take the generic walks,
 // several times slower a tile. 1856 is the most that keeps 6 blocks an SM
 // on an H100/H200: 4 x (1856 + 512) words + the 1 KiB the system keeps, 6
-// times, is 228 KiB. From 1536 (v45): coads's largest tiles at 1e-4 (6.5 %
-// of them, up to 6480 bytes) staged, decompress 1.52x (PERF.md item 4).
+// times, is 228 KiB (an A100's 164 KiB hold 4 blocks with 1536 or 1856).
+// From 1536 (v45): coads's largest tiles at 1e-4 (6.5 % of them, up to 6480
+// bytes) staged, decompress 1.52x (PERF.md item 4).
 #define DEC_STAGE 1856
 #endif
 #ifndef DEC_MINB_W
