@@ -96,6 +96,9 @@ struct TileSum {
     double merr;
 };
 
+#define QUANT_S_LIM 268435456.0  // a value has a q when |s| < 2^28 (FORMAT.md section 4)
+#define QUANT_S_LIM16 32767.5    // ... a q of 16 bits (|q| <= 32767) when |s| < 32767.5
+
 // Quantize + check of one f32 value (FORMAT.md section 4) for the f32
 // walks (encode_rank3.cuh's quant_f32, the clipped row walk): s, q and x'
 // as in quant_q, but the check's difference is taken in f32: x - x' is
@@ -105,11 +108,11 @@ struct TileSum {
 // e <= ebf, the largest float <= eb. That saves a conversion, a double
 // subtraction and the double compare and max per value. Returns q; sets
 // hole for values without q (|s| >= 2^28, NaN, Inf; e is then meaningless),
-// or, with lim = 32767.5, also for values whose q would not fit 16 bits
+// or, with lim = QUANT_S_LIM16, also for values whose q would not fit 16 bits
 // (|q| <= 32767 exactly when |s| < 32767.5, ties going to even): the fill
 // fields' optimistic walk, which gives such a tile up either way.
 __device__ __forceinline__ int quant_e32(float x, double inv, double step, float &e, bool &hole,
-                                         double lim = 268435456.0) {
+                                         double lim = QUANT_S_LIM) {
     const double s = __dmul_rn((double)x, inv);
     hole = !(fabs(s) < lim);
     const double sr = __dadd_rn(s, 6755399441055744.0);
@@ -131,7 +134,7 @@ __device__ __forceinline__ bool quant1(T v, double inv, double step, double eb, 
     const double X = (double)v;
     const double s = __dmul_rn(X, inv);
     q = quant_q<T>(v, s, step, er);
-    bool hole = !(fabs(s) < 268435456.0);
+    bool hole = !(fabs(s) < QUANT_S_LIM);
     if (has_fill) hole = hole || Bits<T>::of(v) == fill_bits;
     raw = !(er <= eb);
     return hole;

@@ -44,7 +44,7 @@ __device__ __forceinline__ unsigned code16x2(int d0, int d1) {
 // integer operations on the bits of e, 2 instructions more per value:
 // PERF.md v15). No NaN reaches em: the walk leaves on a hole first.
 __device__ __forceinline__ int quant_f32(float x, double inv, double step, float &em, bool &hole,
-                                         double lim = 268435456.0) {
+                                         double lim = QUANT_S_LIM) {
     float e;
     const int q = quant_e32(x, inv, step, e, hole, lim);
     em = fmaxf(em, e);
@@ -407,7 +407,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // q, so that none of that needs a test of f
             // (HOT: a q that the park cannot hold is a hole, one compare:
             // the optimistic kernel gives the job up for either)
-            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? 32767.5 : 268435456.0);
+            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? QUANT_S_LIM16 : QUANT_S_LIM);
             hole |= h;
             q[y] = f ? -32768 : qq;
             (y < 8 ? s0 : s1) += qq;

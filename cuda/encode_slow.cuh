@@ -147,7 +147,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
                 nfill++;
             } else {
                 const double sv = __dmul_rn((double)v[u], inv);
-                if (!(fabs(sv) < 268435456.0)) {
+                if (!(fabs(sv) < QUANT_S_LIM)) {
                     f = 4;
                     nraw++;
                 } else {

@@ -359,7 +359,7 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
     if (c->range_blocks < 1) c->range_blocks = 1;
     if (c->range_blocks > RANGE_BLOCKS_MAX) c->range_blocks = RANGE_BLOCKS_MAX;
     c->dlist_blocks = (unsigned)(sms > 0 ? sms : 1) * DEC_LIST_MINB;
-    // The warp decoder needs 32 KiB per block for its 6 blocks per SM: ask
+    // The warp decoder needs 37 KiB per block for its 6 blocks per SM: ask
     // for the largest shared-memory carveout rather than the driver's guess
     // (the padded tiles' kernels too, the last two, since v44: the same
     // speed on the H200, whose driver gave them 6 blocks an SM anyway).
