@@ -225,21 +225,24 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 // the slow path (false), so that a walked tile always parks and has no
 // escape list. NO16: also tiles with a z-plane of 16-bit codes (ts.wide
 // says so), and no 16-bit coder (the narrow optimistic kernel).
-// FILLP (with HF, v22): fill values are not holes; they take the tile's
-// placeholder ph (FORMAT.md section 4, Holes: the mean of the tile's q), are
-// left out of the check and the error, and their bits go to the
-// element-order fill bitmap (SC_FE); the caller turns it into the fill mask.
-// Without FILLP a fill value leaves the tile to the slow path. No z-plane
-// can be coded before ph is known, so FILLP walks the tile twice (v36): the
-// first pass quantizes every value (check, raw values, fill bitmap, the sum
-// of q) and parks each z-plane's q, 16 bits each, in the plane-buffer words
-// that z-plane's codes take later (fill_park); the second takes them back,
-// puts ph in for the fill values, and runs the Lorenzo steps and coders. A
-// tile with a |q| > 32767 stages and quantizes its values again in the
-// second pass instead. (Until v35 a pass of its own, through L2 before the
-// walk, summed q: a fifth of the kernel's instructions and a third of its
-// stalls on levitus.) pho: where the placeholder goes once known (the host
-// emulation's; the kernel passes none).
+// FILLP (with HF, v22): fill values are not holes; they take their
+// z-plane's placeholder (FORMAT.md section 4, Holes: the mean q of the
+// plane's other values, an all-fill plane the nearest earlier plane's, the
+// planes before the first with values that one's; v46, the tile's mean q
+// before), are left out of the check and the error, and their bits go to
+// the element-order fill bitmap (SC_FE); the caller turns it into the fill
+// mask. Without FILLP a fill value leaves the tile to the slow path. FILLP
+// walks the tile twice (v36): the first pass quantizes every value (check,
+// raw values, fill bitmap, each z-plane's sum of q and count) and parks
+// each z-plane's q, 16 bits each, in the plane-buffer words that z-plane's
+// codes take later (fill_park); the second takes them back, puts the
+// plane's placeholder in for the fill values, and runs the Lorenzo steps
+// and coders. A tile with a |q| > 32767 stages and quantizes its values
+// again in the second pass instead. (Until v35 a pass of its own, through
+// L2 before the walk, summed q: a fifth of the kernel's instructions and a
+// third of its stalls on levitus. One pass with each plane's mean taken as
+// the plane is quantized, an f64 division per plane with fill values,
+// compressed 0.89-0.93x as fast: PERF.md v46.)
 // AL16: every row of the tile is 16-byte aligned (Stager).
 // PAD: a padded field's tile (Stager's PAD), box its extent in the field.
 template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false, bool AL16 = false,
@@ -247,7 +250,7 @@ template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = 
 __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const Geo &g, unsigned long long base,
                                           double inv, double step, float ebf, unsigned fill32, unsigned *pw,
                                           int *sq, unsigned *sesc, unsigned *sraw, int lane, TileSum &ts,
-                                          int *pho = nullptr, Box3 box = Box3{8, 16, 32}) {
+                                          Box3 box = Box3{8, 16, 32}) {
     const unsigned F = 0xffffffffu;
     float *stg = stage_buf();
     Stager<AL16, PAD> st(src, g, base, stg, lane, box.lz, box.ly, box.lx);
@@ -382,10 +385,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         return fpark + (k & 3) * PW_STRIDE + 32 * (k >> 2) + (z >> 2) * 64 + ((z & 3) ^ (lane & 3));
     };
     // FILLP's first pass over plane z: quantize and check, the fill bitmap,
-    // raw values, the sum of q (int64, over the values that are not fill)
+    // raw values, the plane's sum of q (int64; fill values add their q of 0)
+    // and count of values that are not fill, kept by lane z (psum, pcnt),
     // and the park. big: a |q| > 32767 that the park cannot hold. False for
     // a hole.
-    auto fill_quant = [&](int z, long long &sum, bool &big) -> bool {
+    auto fill_quant = [&](int z, long long &psum, unsigned &pcnt, bool &big) -> bool {
         float *const xb = staged(z);
         int q[16];
         unsigned bf[4];     // rows y - y % 4 ... y of the fill bitmap
@@ -394,6 +398,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         bool hole = false;
         float em = 0.0f;
         int s0 = 0, s1 = 0;  // 8 values each: |sum| < 2^31
+        unsigned nfz = 0;    // the plane's fill values (warp-uniform)
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const float x = xb[STG_ROW * y];
@@ -402,6 +407,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // the plane's rows of the fill bitmap, every word written (nfill
             // is counted from them once the pass ends), 4 at a time
             bf[y & 3] = __ballot_sync(F, f);
+            nfz += __popc(bf[y & 3]);
             if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
             // a fill value quantized as 0: q 0, no error, no hole, no big
             // q, so that none of that needs a test of f
@@ -420,7 +426,13 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
         list_raw(z, rawm);
-        sum += (long long)s0 + s1;
+        long long ps = (long long)s0 + s1;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(F, ps, o);
+        if (lane == z) {
+            psum = ps;
+            pcnt = 512u - nfz;
+        }
 #pragma unroll
         for (int k = 0; k < 8; k++) *fill_park(z, k) = prmt((unsigned)q[2 * k], (unsigned)q[2 * k + 1], 0x5410);
         __syncwarp();  // this buffer takes plane z + 2
@@ -510,20 +522,23 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         __syncwarp();  // this buffer takes plane z + 2
     };
     if constexpr (FILLP) {
-        long long sum = 0;
+        long long psum = 0;
+        unsigned pcnt = 0;  // lane z: plane z's (no holes: every value but fill has a q)
         bool big = false;
 #pragma unroll 1
         for (int z = 0; z < 8; z++)
-            if (!fill_quant(z, sum, big)) return false;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
+            if (!fill_quant(z, psum, pcnt, big)) return false;
         {  // the fill values, from the bitmap lane 0 wrote (fill_quant's last __syncwarp orders it)
             const uint4 w = ((const uint4 *)(sraw + (SC_FE - SC_RAW) / 4))[lane];
             nfill = __reduce_add_sync(F, __popc(w.x) + __popc(w.y) + __popc(w.z) + __popc(w.w));
         }
-        const unsigned cnt = 4096u - nfill;  // no holes: every other value has a q
-        const int ph = cnt ? (int)(sum / (long long)cnt) : 0;
-        if (pho) *pho = ph;
+        // lane z: plane z's placeholder: its own mean, else the nearest
+        // earlier plane's with values, else (planes before the first) the
+        // first's; 0 when no plane has values
+        const unsigned has = __ballot_sync(F, pcnt > 0);
+        const int own = pcnt ? (int)(psum / (long long)pcnt) : 0;  // truncates toward zero
+        const unsigned before = has & ((1u << lane) - 1u);
+        const int phl = has ? __shfl_sync(F, own, pcnt ? lane : before ? 31 - __clz(before) : __ffs(has) - 1) : 0;
         // The optimistic kernel gives such a job up (fill_quant's hole), so
         // that it holds none of the second staging: cold code in its loop,
         // 288 of its 6,168 instructions (nvcc 11.8), whose removal sped
@@ -534,7 +549,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
 #pragma unroll 1
         for (int z = 0; z < 8; z++) {
             int q[16];
-            fill_unpark(z, ph, big, q);
+            fill_unpark(z, __shfl_sync(F, phl, z), big, q);
             int dmax, dmin;
             lorenzo(z, (int *)xcol + (z & 1) * STG_PLANE, q, dmax, dmin);
             const unsigned mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));

@@ -38,8 +38,9 @@
 // divisions and the slot per element and mask: on coads (a fill value in
 // most clipped tiles) a third of the kernel's instructions and nearly half
 // its stall samples (ncu, v37 call 1). Holes (fill, NaN, Inf, |s| >= 2^28)
-// take the placeholder, the mean of the tile's q, which needs a pass of its
-// own: a field with a fill value gets that pass first (counts, placeholder),
+// take their z-plane's placeholder, which needs a pass of its own here (the
+// row walk codes rows of a plane before it has read the whole plane): a
+// field with a fill value gets that pass first (counts, placeholders),
 // and the walk recomputes q. Without a fill value holes are rare: the walk
 // returns false at the first group of four rows with one, and the caller
 // runs enc_slow, which rewrites all of the scratch the rows wrote.
@@ -141,18 +142,23 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         cp_async_commit();
     };
     // A field with a fill value (its tiles often hold some): first a pass
-    // for the counts, the error and the placeholder, as enc_slow's step 1;
-    // the walk then gives holes the placeholder. Without one, holes (NaN,
-    // Inf, |s| >= 2^28) are rare: the walk returns at the first.
+    // for the counts, the error and the placeholders, as enc_slow's step 1;
+    // the walk then gives holes their z-plane's placeholder (lane z holds
+    // plane z's, phl). Without one, holes (NaN, Inf, |s| >= 2^28) are rare:
+    // the walk returns at the first.
     constexpr bool counted = CNT;
+    int phl = 0;
     if (counted) {
-        unsigned nfill = 0, cnt = 0, nraw = 0;
-        long long sum = 0;
+        unsigned nfill = 0, nraw = 0;
+        long long psum = 0;  // lane z: plane z's sum of q and count (lz <= 8)
+        unsigned pcnt = 0;
         // (read from global memory: staged as the walk is, the pass gained
         // nothing on coads, 0.99x against the walk's staging alone; v39 call 2)
 #pragma unroll 1
         for (int z = 0; z < lz; z++) {
             const T *p = col + z * plane;
+            long long sum = 0;
+            unsigned cnt = 0;
 #pragma unroll 1
             for (int yb = 0; yb < ly; yb += 4 * R) {
                 T v[4];
@@ -181,14 +187,24 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
                     }
                 }
             }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
+            cnt = __reduce_add_sync(F, cnt);
+            if (lane == z) {
+                psum = sum;
+                pcnt = cnt;
+            }
         }
         NR = __reduce_add_sync(F, nraw);
         NF = __reduce_add_sync(F, nfill);
-        const unsigned C = __reduce_add_sync(F, cnt);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(F, sum, o);
-        // holes take the placeholder: trunc(mean of the tile's q)
-        ph = C ? (int)(sum / (long long)C) : 0;
+        // holes take their z-plane's placeholder (FORMAT.md section 4): the
+        // plane's mean q, the nearest earlier plane's where it has none, the
+        // first plane with q's for the planes before it, 0 without any
+        const unsigned has = __ballot_sync(F, pcnt > 0);
+        const int own = pcnt ? (int)(psum / (long long)pcnt) : 0;  // truncates toward zero
+        const unsigned before = has & ((1u << lane) - 1u);
+        const int src = has ? (pcnt ? lane : before ? 31 - __clz(before) : __ffs(has) - 1) : 0;
+        phl = has ? __shfl_sync(F, own, src) : 0;
     }
     unsigned nraw = 0;
     unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
@@ -197,6 +213,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
 #pragma unroll 1
     for (int z = 0; z < lz; z++) {
         const T *p = col + z * plane;
+        if (counted) ph = __shfl_sync(F, phl, z);
         if constexpr (STG) {
             if (z + 1 < lz) {
                 stage(z + 1);

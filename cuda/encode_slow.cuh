@@ -123,8 +123,7 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     for (int i = lane; i < 8 * slot_pairs(n); i += 32) ((uint4 *)scode)[i] = make_uint4(0, 0, 0, 0);
     __syncwarp();
     // 1. quantize + check
-    unsigned nraw = 0, nfill = 0, cnt = 0;
-    long long sum = 0;
+    unsigned nraw = 0, nfill = 0;
     double merr = 0;
     for (int e0 = 0; e0 < n; e0 += 32 * U) {
         T v[U];
@@ -154,8 +153,6 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
                     double er;
                     q = quant_q<T>(v[u], sv, step, er);
                     f = 1;
-                    sum += q;
-                    cnt++;
                     if (!(er <= eb)) {
                         f = 5;
                         nraw++;
@@ -171,18 +168,38 @@ __device__ void enc_slow(const T *__restrict__ src, const Geo &g, unsigned long 
     }
     const unsigned NR = __reduce_add_sync(0xffffffffu, nraw);
     const unsigned NF = __reduce_add_sync(0xffffffffu, nfill);
-    const unsigned C = __reduce_add_sync(0xffffffffu, cnt);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        merr = fmax(merr, __shfl_xor_sync(0xffffffffu, merr, o));
-    }
+    for (int o = 16; o > 0; o >>= 1) merr = fmax(merr, __shfl_xor_sync(0xffffffffu, merr, o));
     __syncwarp();
     if (NR | NF) {
-        // holes take the placeholder: trunc(mean of the tile's q)
-        const int ph = C ? (int)(sum / (long long)C) : 0;
-        for (int e = lane; e < n; e += 32)
-            if (!(sfl[e] & 1)) sq[e] = ph;
+        // holes take their z-plane's placeholder (FORMAT.md section 4): the
+        // plane's mean q, an earlier plane's where it has none, the first
+        // plane with q's for the planes before it, 0 without any
+        int ph = 0;
+        bool seen = false;
+        for (int z = 0; z < lz; z++) {
+            long long ps = 0;
+            unsigned pc = 0;
+            for (int e = z * P + lane; e < (z + 1) * P; e += 32)
+                if (sfl[e] & 1) {
+                    ps += sq[e];
+                    pc++;
+                }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+            pc = __reduce_add_sync(0xffffffffu, pc);
+            if (pc) {
+                ph = (int)(ps / (long long)pc);  // truncates toward zero
+                if (!seen)  // the all-hole planes before it
+                    for (int e = lane; e < z * P; e += 32) sq[e] = ph;
+                seen = true;
+            }
+            if (seen)
+                for (int e = z * P + lane; e < (z + 1) * P; e += 32)
+                    if (!(sfl[e] & 1)) sq[e] = ph;
+        }
+        if (!seen)
+            for (int e = lane; e < n; e += 32) sq[e] = 0;
     }
     __syncwarp();
     ts.origin = sq[0];

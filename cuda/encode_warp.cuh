@@ -332,17 +332,17 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
         if (FAST == 3 && full) {
             if constexpr (staged)
                 done = opt8 ? enc_fast3<false, true, true, V, false, false, PAD>(src, g, base, inv, step, ebf, 0, pw, sq,
-                                                                                 sesc, sraw, lane, ts, nullptr, box)
+                                                                                 sesc, sraw, lane, ts, box)
                        : optf ? enc_fast3<true, true, false, V, true, AL16, PAD>(src, g, base, inv, step, ebf,
                                                                            (unsigned)fill_bits, pw, sq, sesc, sraw, lane, ts,
-                                                                           nullptr, box)
+                                                                           box)
                        : hot ? enc_fast3<false, true, false, V, false, false, PAD>(src, g, base, inv, step, ebf, 0, pw, sq,
-                                                                                   sesc, sraw, lane, ts, nullptr, box)
+                                                                                   sesc, sraw, lane, ts, box)
                        : has_fill ? enc_fast3<true, false, false, V, true, false, PAD>(src, g, base, inv, step, ebf,
                                                                            (unsigned)fill_bits, pw, sq, sesc, sraw,
-                                                                           lane, ts, nullptr, box)
+                                                                           lane, ts, box)
                                 : enc_fast3<false, false, false, V, false, false, PAD>(src, g, base, inv, step, ebf, 0, pw,
-                                                                                       sq, sesc, sraw, lane, ts, nullptr, box);
+                                                                                       sq, sesc, sraw, lane, ts, box);
             else
                 done = enc_fast3_v6<T, V>(src, g, base, inv, step, eb, has_fill, fill_bits, pw, sq, sesc, sraw, lane, ts);
         } else if (FAST == 2 && full) {

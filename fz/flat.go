@@ -198,9 +198,9 @@ func flatTileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t
 	if f.first+TileElems < l.n {
 		next = TileElems
 	}
-	sum := quantizeSpan(s, st, src, f.first, 0, 0, 1, 1, n, qz, next)
+	quantizeSpan(s, st, src, f.first, 0, 0, 1, 1, n, qz, next)
 	st.outliers += uint64(len(s.raw))
-	fillHoles(s, q, sum)
+	fillHoles(q, s.holes, 1, 1, n, 1, 1) // one plane: the mean q of the run
 
 	d := s.flatD[:n]
 	copy(d, q)

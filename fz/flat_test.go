@@ -170,7 +170,9 @@ func tiledRoundTrip[T float](t *testing.T, r *rand.Rand, dims []uint64, kind, ve
 
 // naiveFlatQ quantizes tile [first, first+n) of v as docs/FORMAT.md §4
 // says, written out without the codec's code: q per element, holes
-// (fill, or |x/step| not below 2^28) taking trunc(Σq/count).
+// (fill, or |x/step| not below 2^28) taking trunc(Σq/count) over the
+// others (0 when there are none): a flat tile is one plane, so §4's
+// per-plane placeholder is the run's mean q.
 func naiveFlatQ[T float](v []T, first uint64, n int, step float64, fill *T) []int32 {
 	q := make([]int32, n)
 	hole := make([]bool, n)

@@ -12,14 +12,17 @@ package fz
 // expand turns the quantized box of s (q in s.q in the box's row layout,
 // the hole, fill and raw lists in box element order) into the full tile of
 // tz planes that quantizing the padded values would give, holes already
-// filled: the placeholder (the mean q of the full tile's other cells, each
-// box cell counted as often as it is repeated) goes into the box's holes,
-// q of every cell outside is its nearest inside cell's, and the fill and
-// raw lists name every copy of a listed cell, in full-tile element order
-// (a raw value's bits repeated with it). s.holes is left empty.
+// filled: the placeholders (per plane of the full tile, §4: the mean q of
+// the plane's other cells, each box cell counted as often as it is
+// repeated; fillHoles's weights) go into the box's holes, q of every cell
+// outside is its nearest inside cell's, and the fill and raw lists name
+// every copy of a listed cell, in full-tile element order (a raw value's
+// bits repeated with it). s.holes is left empty.
 func (b *paddedBox) expand(s *tileScratch, tz int) {
 	if len(s.holes) > 0 {
-		b.fillHoles(s, tz)
+		// The full tile's planes past the box repeat its last plane,
+		// holes and placeholder with it.
+		fillHoles(s.q[:b.lz*b.ly*b.lx], s.holes, b.lz, b.ly, b.lx, int64(b.ty-b.ly+1), int64(b.tx-b.lx+1))
 		s.holes = s.holes[:0]
 	}
 	// q, in place from the last full row down: rows past the box's last
@@ -77,54 +80,6 @@ func (b *paddedBox) expand(s *tileScratch, tz int) {
 				}
 			}
 		}
-	}
-}
-
-// fillHoles gives the box's holes (s.holes, sorted) the placeholder the
-// full tile of tz planes would have (§5: the mean q of its cells that are
-// not holes, truncated; 0 if there are none): a box cell on the box's last
-// plane, row or column stands for itself and its copies outside, so it
-// counts (tz−lz+1)·(ty−ly+1)·(tx−lx+1) times at the far corner, and so on.
-// q at the holes holds stale values until then; they are summed and taken
-// out again with the same weights, exactly.
-func (b *paddedBox) fillHoles(s *tileScratch, tz int) {
-	q := s.q[:b.lz*b.ly*b.lx]
-	var sum, holeW int64
-	h := 0
-	for z := 0; z < b.lz; z++ {
-		wz := int64(1)
-		if z == b.lz-1 {
-			wz = int64(tz - b.lz + 1)
-		}
-		for y := 0; y < b.ly; y++ {
-			w := wz
-			if y == b.ly-1 {
-				w *= int64(b.ty - b.ly + 1)
-			}
-			start := (z*b.ly + y) * b.lx
-			row := q[start : start+b.lx]
-			var rs int64
-			for _, v := range row {
-				rs += int64(v)
-			}
-			rs += int64(b.tx-b.lx) * int64(row[b.lx-1])
-			sum += w * rs
-			for ; h < len(s.holes) && int(s.holes[h]) < start+b.lx; h++ {
-				wx := int64(1)
-				if int(s.holes[h]) == start+b.lx-1 {
-					wx = int64(b.tx - b.lx + 1)
-				}
-				sum -= w * wx * int64(q[s.holes[h]])
-				holeW += w * wx
-			}
-		}
-	}
-	var ph int32
-	if cnt := int64(tz*b.ty*b.tx) - holeW; cnt > 0 {
-		ph = int32(sum / cnt)
-	}
-	for _, p := range s.holes {
-		q[p] = ph
 	}
 }
 

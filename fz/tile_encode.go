@@ -107,23 +107,21 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 
 	// 1. Pre-quantize, re-checking every value exactly as the decoder
 	// reconstructs it.
-	var sum int64
-	if l.padded && n < TileElems { // §3.2: the full tile of the field padded by its edge values
+	quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
+	st.outliers += uint64(len(s.raw)) // the values the field has (not a padded tile's copies)
+	if l.padded && n < TileElems {
+		// §3.2: the full tile of the field padded by its edge values.
 		// Each cell outside repeats one inside, and quantizing a value
 		// is a function of the value: the box is quantized once and its
 		// q and lists copied out to the full tile (as quantizing the
 		// padded values would give them, in less time).
-		quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
-		st.outliers += uint64(len(s.raw)) // the values the field has
 		pb := paddedBox{lz: lz, ly: ly, lx: lx, ty: l.ty, tx: l.tx}
-		pb.expand(s, l.tz) // holes filled: fillHoles below has none
+		pb.expand(s, l.tz) // holes filled, with the full tile's placeholders
 		lz, ly, lx, n = l.tz, l.ty, l.tx, TileElems
 		q = s.q[:n]
 	} else {
-		sum = quantizeTile(s, st, src, l, z0, y0, x0, lz, ly, lx, qz)
-		st.outliers += uint64(len(s.raw))
+		fillHoles(q, s.holes, lz, ly, lx, 1, 1)
 	}
-	fillHoles(s, q, sum)
 
 	// 2+3. Lorenzo residuals (zero outside the tile), fused with the
 	// sign-magnitude codes, which go to their slots split into low and high
@@ -141,21 +139,112 @@ func tileCodes[T float](s *tileScratch, st *tileStats, src []T, l *layout, t uin
 	return tileBits{lz: lz, ly: ly, lx: lx, smap: smap, runs: runs, origin: origin, orLo: orLo, orHi: orHi}
 }
 
-// fillHoles gives the holes of s (positions in q) the tile's placeholder:
-// the mean q of the other elements (sum is their Σq; integer division
-// truncates; 0 when there are none), so that holes disturb their
-// neighbours' residuals as little as possible.
-func fillHoles(s *tileScratch, q []int32, sum int64) {
-	if len(s.holes) == 0 {
+// fillHoles gives the holes (sorted positions in q, a box of lz planes of
+// ly rows of lx elements in element order) their placeholders, plane by
+// plane (docs/FORMAT.md §4, "Holes"), so that holes disturb their
+// neighbours' residuals as little as possible: the holes of plane z take
+// p_z = trunc(Σq / count) over the plane's elements that have a q (int64
+// sum, integer division truncating toward zero); a plane with none takes
+// the p of the nearest earlier plane that has one, planes before the first
+// plane that has one take that plane's p, and every hole gets 0 when no
+// element has a q. A tile of one plane (rank 1 and 2, flat tiles, lz = 1)
+// takes the mean q of the tile.
+//
+// wy and wx are how often the last row and the last column of a plane
+// count: 1 for a box tile; a padded tile's box (§3.2) passes ty−ly+1 and
+// tx−lx+1, its copies out to the full tile's edges (the corner counts
+// wy·wx times), and the full tile's planes past the box repeat its last
+// plane and so have its placeholder. q at the holes holds stale values
+// until then (whatever an earlier tile left); they are summed and taken out
+// again with the same weights, exactly.
+func fillHoles(q, holes []int32, lz, ly, lx int, wy, wx int64) {
+	if len(holes) == 0 {
 		return
 	}
-	var ph int32
-	if cnt := int64(len(q) - len(s.holes)); cnt > 0 {
-		ph = int32(sum / cnt)
+	plane := ly * lx
+	h := 0     // the first hole of plane z
+	last := -1 // the last plane so far that has a q
+	var lastP int32
+	lastKnown := false // lastP is last's placeholder (else last has no holes and no p yet)
+	for z := 0; z < lz; z++ {
+		start := z * plane
+		h2 := h
+		for h2 < len(holes) && int(holes[h2]) < start+plane {
+			h2++
+		}
+		if h2-h == plane { // no element of plane z has a q
+			if last >= 0 {
+				if !lastKnown {
+					lastP, lastKnown = planeMean(q, nil, last*plane, ly, lx, wy, wx), true
+				}
+				for _, e := range holes[h:h2] {
+					q[e] = lastP
+				}
+			}
+			h = h2
+			continue
+		}
+		if h2 > h || (last < 0 && h > 0) {
+			p := planeMean(q, holes[h:h2], start, ly, lx, wy, wx)
+			from := h
+			if last < 0 {
+				from = 0 // and the leading planes without a q, all holes
+			}
+			for _, e := range holes[from:h2] {
+				q[e] = p
+			}
+			lastP, lastKnown = p, true
+		} else {
+			lastKnown = false
+		}
+		last, h = z, h2
 	}
-	for _, h := range s.holes {
-		q[h] = ph
+	if last < 0 { // no element has a q
+		for _, e := range holes {
+			q[e] = 0
+		}
 	}
+}
+
+// planeMean is fillHoles's p for the plane of q at start (ly rows of lx)
+// whose holes are holes (sorted, in the plane), the last row counted wy
+// times and the last column wx times: the caller makes sure the plane has
+// an element with a q.
+func planeMean(q, holes []int32, start, ly, lx int, wy, wx int64) int32 {
+	var sum, holeW int64
+	if wy == 1 && wx == 1 {
+		for _, v := range q[start : start+ly*lx] {
+			sum += int64(v)
+		}
+		for _, e := range holes {
+			sum -= int64(q[e])
+		}
+		return int32(sum / int64(ly*lx-len(holes)))
+	}
+	h := 0
+	for y := 0; y < ly; y++ {
+		w := int64(1)
+		if y == ly-1 {
+			w = wy
+		}
+		rs0 := start + y*lx
+		row := q[rs0 : rs0+lx]
+		var rs int64
+		for _, v := range row {
+			rs += int64(v)
+		}
+		rs += (wx - 1) * int64(row[lx-1])
+		for ; h < len(holes) && int(holes[h]) < rs0+lx; h++ {
+			c := int64(1)
+			if int(holes[h]) == rs0+lx-1 {
+				c = wx
+			}
+			rs -= c * int64(q[holes[h]])
+			holeW += w * c
+		}
+		sum += w * rs
+	}
+	return int32(sum / ((int64(ly)-1+wy)*(int64(lx)-1+wx) - holeW))
 }
 
 // recodes redoes the codes of c's tile with threshold maxMag and escape
@@ -234,20 +323,18 @@ func appendTileTail[T float](s *tileScratch, c *tileBits, dst []byte) []byte {
 
 // quantizeTile runs stage 1 of encodeTile over the box: q for every
 // element, the fill, raw and hole lists in element order, the tile's
-// maxErr; when the tile has holes it returns Σq over the elements that
-// have a q (the placeholder needs it), otherwise possibly just 0.
-func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0, y0, x0 uint64, lz, ly, lx int, qz *quantizer) int64 {
+// maxErr (q at the holes is left as it was: fillHoles gives them theirs).
+func quantizeTile[T float](s *tileScratch, st *tileStats, src []T, l *layout, z0, y0, x0 uint64, lz, ly, lx int, qz *quantizer) {
 	off := (z0*l.ny+y0)*l.nx + x0
-	return quantizeSpan(s, st, src, off, l.nx, l.ny*l.nx, lz, ly, lx, qz, l.nextTileDelta(z0, y0, x0))
+	quantizeSpan(s, st, src, off, l.nx, l.ny*l.nx, lz, ly, lx, qz, l.nextTileDelta(z0, y0, x0))
 }
 
 // quantizeSpan is quantizeTile for the lz×ly×lx box of src whose first
 // value is src[off], rows rowStride and planes planeStride values apart
 // (a flat tile is one row of n values). next is the distance in values to
 // the next tile's first value (a prefetch hint only; 0 for none).
-func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStride, planeStride uint64, lz, ly, lx int, qz *quantizer, next int) int64 {
+func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStride, planeStride uint64, lz, ly, lx int, qz *quantizer, next int) {
 	q := s.q[:lz*ly*lx]
-	var sum int64 // only needed (and computed) when the tile has holes
 	maxErr := st.maxErr
 	var zero T
 	wide := unsafe.Sizeof(zero) == 8
@@ -260,13 +347,12 @@ func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStrid
 		for z := 0; z < lz; z++ {
 			for y := 0; y < ly; y++ {
 				o := off + uint64(z)*planeStride + uint64(y)*rowStride
-				ds, m := quantRow(s, src[o:o+uint64(lx)], i, q[i:i+lx], qz, maxErr)
-				sum, maxErr = sum+ds, m
+				maxErr = quantRow(s, src[o:o+uint64(lx)], i, q[i:i+lx], qz, maxErr)
 				i += lx
 			}
 		}
 		st.maxErr = maxErr
-		return sum
+		return
 	}
 	// The kernel finishes every group of values that quantize, pass the
 	// check and are not fill (almost all of them) and flags the others in
@@ -315,30 +401,17 @@ func quantizeSpan[T float](s *tileScratch, st *tileStats, src []T, off, rowStrid
 				s.listFill(i)
 				continue
 			}
-			_, maxErr = quantRow(s, src[o:o+1], i, q[i:i+1], qz, maxErr)
-		}
-	}
-	if len(s.holes) > 0 {
-		// Σq over the elements with a q: all of q minus the holes, whose
-		// entries hold whatever an earlier tile left (integer sums are
-		// exact, so the order does not matter).
-		for _, v := range q {
-			sum += int64(v)
-		}
-		for _, h := range s.holes {
-			sum -= int64(q[h])
+			maxErr = quantRow(s, src[o:o+1], i, q[i:i+1], qz, maxErr)
 		}
 	}
 	st.maxErr = maxErr
-	return sum
 }
 
 // quantRow is the reference quantizer: it quantizes and re-checks row,
 // whose first value is element i0, into qr, appending to the fill, raw and
-// hole lists; it returns Σq and the updated maxErr. The common path is
+// hole lists; it returns the updated maxErr. The common path is
 // branch-light; holes, fill and failed checks leave it.
-func quantRow[T float](s *tileScratch, row []T, i0 int, qr []int32, qz *quantizer, maxErr float64) (int64, float64) {
-	var sum int64
+func quantRow[T float](s *tileScratch, row []T, i0 int, qr []int32, qz *quantizer, maxErr float64) float64 {
 	inv, step, eb := qz.inv, qz.step, qz.eb
 	hasFill, fillBits := qz.hasFill, qz.fillBits
 	qr = qr[:len(row)]
@@ -366,13 +439,12 @@ func quantRow[T float](s *tileScratch, row []T, i0 int, qr []int32, qz *quantize
 			maxErr = e
 		}
 		qr[x] = v
-		sum += int64(v)
 	}
-	return sum, maxErr
+	return maxErr
 }
 
 // listFill lists element i as a fill value: a fill position and a hole
-// (the placeholder gives it a q for its neighbours' residuals).
+// (its plane's placeholder gives it a q for its neighbours' residuals).
 func (s *tileScratch) listFill(i int) {
 	s.fill = append(s.fill, int32(i))
 	s.holes = append(s.holes, int32(i))

@@ -1,6 +1,6 @@
 // encode_rank3_emu: cuda/encode_rank3.cuh's staged f32 rank-3 walk
-// (enc_fast3), with fill values too (FILLP: two passes, the first of
-// which finds the placeholder), run on the host, so a bug in them is caught without a
+// (enc_fast3), with fill values too (FILLP: each z-plane's placeholder
+// from its own values, one pass), run on the host, so a bug in them is caught without a
 // GPU (cuda/encrank3_emu_test.go builds and drives it and checks the
 // results against the CPU codec). The header itself is included, not
 // copied, after encode_common.cuh (the scratch layout, TileSum, esc_max,
@@ -16,8 +16,8 @@
 //            for an escape or more than HOT_RV_MAX(_V2) raw values)
 //   4 no16   enc_fast3<false, true, true, V>    (the narrow optimistic
 //            kernel: also false, with ts.wide = 1, at a z-plane of 16-bit codes)
-//   8 fillp  enc_fast3<true, false, false, V, true> (its first pass finds
-//            the placeholder, reported through its last argument)
+//   8 fillp  enc_fast3<true, false, false, V, true> (the placeholders
+//            show in the codes and, where element 0 is fill, the origin)
 // Walks 1, 2 and 4 get fill32 = 0 (as the kernels pass), walk 8 fill_bits.
 //
 // The emulated hardware (walk_emu.h, and per walk):
@@ -61,8 +61,7 @@
 // Output (stdout, or the file argv[2]): u32 SC_RV_MAX, u32 HOT_RV_MAX,
 // u32 HOT_RV_MAX_V2, then per full tile and walk:
 //   u32 tile ((iz * gy + iy) * gx + ix, g* = ceil(n* / t*)), u32 walk (its
-//   bit), u32 done, u32 wide (ts.wide), and for walk 8: u32 ok (the
-//   first pass ended: no hole), i32 ph (the placeholder, 0 when not ok);
+//   bit), u32 done, u32 wide (ts.wide);
 //   if done: i32 origin, u32 nesc, u32 nraw, u32 nfill, u32 merr (f32
 //   bits), the 16 planes x 128 words (plane p word w = pw[p * PW_STRIDE +
 //   (w ^ ((p >> 2) & 3))]), the 128 sraw words, the 128 sesc words, the
@@ -105,8 +104,7 @@ static bool read_field(FILE *f, Field &F) {
 
 // One walk of a tile: what the lanes leave.
 struct Result {
-    bool done, ok;
-    int ph;
+    bool done;
     TileSum ts;
     std::vector<unsigned> pw, sesc, sraw, srv, sfe;
     std::vector<int> esc;  // sq at the escape bits, element order
@@ -126,7 +124,7 @@ static const char *scratch_region(size_t i) {
 // The walk `walk` of version V by lane l.
 template <int V>
 static bool walk_lane(int walk, const Field &F, const Geo &g, unsigned long long base, float ebf, unsigned *pw,
-                      unsigned char *sc, int l, TileSum &ts, bool &ok, int &ph) {
+                      unsigned char *sc, int l, TileSum &ts) {
     int *const sq = (int *)(sc + SC_Q);
     unsigned *const sesc = (unsigned *)(sc + SC_ESC), *const sraw = (unsigned *)(sc + SC_RAW);
     switch (walk) {
@@ -136,14 +134,9 @@ static bool walk_lane(int walk, const Field &F, const Geo &g, unsigned long long
         return enc_fast3<false, true, false, V>(F.v, g, base, F.inv, F.step, ebf, 0, pw, sq, sesc, sraw, l, ts);
     case W_NO16:
         return enc_fast3<false, true, true, V>(F.v, g, base, F.inv, F.step, ebf, 0, pw, sq, sesc, sraw, l, ts);
-    default: {  // as encode_warp_kernel with has_fill; ok: the first pass ended (no hole), ph known
-        int p = INT_MIN;  // no placeholder reaches it (|ph| < 2^28)
-        const bool done = enc_fast3<true, false, false, V, true>(F.v, g, base, F.inv, F.step, ebf, F.fill_bits, pw, sq,
-                                                                 sesc, sraw, l, ts, &p);
-        ok = p != INT_MIN;
-        ph = ok ? p : 0;
-        return done;
-    }
+    default:  // as encode_warp_kernel with has_fill
+        return enc_fast3<true, false, false, V, true>(F.v, g, base, F.inv, F.step, ebf, F.fill_bits, pw, sq, sesc,
+                                                      sraw, l, ts);
     }
 }
 
@@ -193,8 +186,7 @@ int main(int argc, char **argv) {
                             memset(sc + SC_ESC, 0, 512);
                             memset(sc + SC_RAW, 0, 512);
                             memcpy(pat.data(), sc, SC_BYTES);
-                            bool rets[32], oks[32];
-                            int phs[32];
+                            bool rets[32];
                             TileSum tss[32];
                             int pending[32];
                             run_warp([&](int l) {
@@ -203,20 +195,16 @@ int main(int argc, char **argv) {
                                 ts.nesc = 0xBAD00000u + mode;      // unset there: a pattern per mode
                                 ts.origin = 0x5EED0000 + mode;
                                 ts.merr = mode ? -3.0 : -7.0;
-                                bool ok = true;
-                                int ph = 0;
-                                rets[l] = F.V == 1 ? walk_lane<1>(walk, F, g, base, ebf, pw, sc, l, ts, ok, ph)
-                                                   : walk_lane<2>(walk, F, g, base, ebf, pw, sc, l, ts, ok, ph);
+                                rets[l] = F.V == 1 ? walk_lane<1>(walk, F, g, base, ebf, pw, sc, l, ts)
+                                                   : walk_lane<2>(walk, F, g, base, ebf, pw, sc, l, ts);
                                 tss[l] = ts;
-                                oks[l] = ok;
-                                phs[l] = ok ? ph : 0;
                                 pending[l] = pending_copies();
                             });
                             const char *const mname = mode ? "late" : "early";
                             failed |= check_pending(pending, what, mode == 1);
                             for (int l = 0; l < 32; l++) {
                                 const TileSum &a = tss[l], &z = tss[0];
-                                if (rets[l] != rets[0] || oks[l] != oks[0] || phs[l] != phs[0] || a.wide != z.wide ||
+                                if (rets[l] != rets[0] || a.wide != z.wide ||
                                     (rets[0] && (a.nesc != z.nesc || a.nraw != z.nraw || a.nfill != z.nfill ||
                                                  a.origin != z.origin || memcmp(&a.merr, &z.merr, 8)))) {
                                     fprintf(stderr, "tile %u walk %d: lane %d's result differs from lane 0's (not warp-uniform)\n",
@@ -254,8 +242,6 @@ int main(int argc, char **argv) {
                                 }
                             Result &R = res[mode];
                             R.done = done;
-                            R.ok = oks[0];
-                            R.ph = phs[0];
                             R.ts = ts;
                             R.pw.assign(pw, pw + 16 * PW_STRIDE);
                             R.sesc.assign(sesc, sesc + 128);
@@ -272,7 +258,7 @@ int main(int argc, char **argv) {
                                     if ((sesc[e >> 5] >> (e & 31)) & 1) R.esc.push_back(sq[e]);
                         }
                         const Result &R = res[0], &L = res[1];
-                        bool same = R.done == L.done && R.ok == L.ok && R.ph == L.ph && R.ts.wide == L.ts.wide;
+                        bool same = R.done == L.done && R.ts.wide == L.ts.wide;
                         if (same && R.done)
                             same = R.ts.nesc == L.ts.nesc && R.ts.nraw == L.ts.nraw && R.ts.nfill == L.ts.nfill &&
                                    R.ts.origin == L.ts.origin && !memcmp(&R.ts.merr, &L.ts.merr, 8) && R.pw == L.pw &&
@@ -286,10 +272,6 @@ int main(int argc, char **argv) {
                         }
                         unsigned hdr[4] = {tile, (unsigned)walk, R.done ? 1u : 0u, R.ts.wide};
                         fwrite(hdr, 4, 4, out);
-                        if (fillp) {
-                            const unsigned o[2] = {R.ok ? 1u : 0u, (unsigned)R.ph};
-                            fwrite(o, 4, 2, out);
-                        }
                         if (!R.done) continue;
                         const unsigned rec[5] = {(unsigned)R.ts.origin, R.ts.nesc, R.ts.nraw, R.ts.nfill,
                                                  merr_bits(R.ts.merr, what, failed)};

@@ -119,6 +119,8 @@ static inline int __double2loint(double d) {
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline int __double2int_rz(double d) { return (int)d; }  // C truncates toward zero
 static inline double __int2double_rn(int q) { return (double)q; }
 static inline float __double2float_rn(double d) { return (float)d; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
