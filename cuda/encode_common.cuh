@@ -122,6 +122,21 @@ __device__ __forceinline__ int quant_e32(float x, double inv, double step, float
     return __double2loint(sr);
 }
 
+// The holes' placeholders of a tile's z-planes (FORMAT.md section 4,
+// Holes), for walks that sum each plane before coding it: lane z (z < the
+// tile's planes, at most 32) holds plane z's sum of q and count of values
+// with q, the other lanes 0. Lane z gets plane z's placeholder: the plane's
+// mean q (truncated toward zero), else the nearest earlier plane's with
+// values, else (the planes before the first with values) the first's; 0
+// when no plane has values.
+__device__ __forceinline__ int plane_placeholders(long long psum, unsigned pcnt, int lane) {
+    const unsigned F = 0xffffffffu;
+    const unsigned has = __ballot_sync(F, pcnt > 0);
+    const int own = pcnt ? (int)(psum / (long long)pcnt) : 0;
+    const unsigned before = has & ((1u << lane) - 1u);
+    return has ? __shfl_sync(F, own, pcnt ? lane : before ? 31 - __clz(before) : __ffs(has) - 1) : 0;
+}
+
 // Quantize + check of one value (FORMAT.md section 4), branch-free.
 // Returns true for a hole (fill, |s| >= 2^28, NaN, Inf: no q; only the
 // slow path handles those). raw: q is valid but the check failed, so the

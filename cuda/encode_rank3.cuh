@@ -532,13 +532,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             const uint4 w = ((const uint4 *)(sraw + (SC_FE - SC_RAW) / 4))[lane];
             nfill = __reduce_add_sync(F, __popc(w.x) + __popc(w.y) + __popc(w.z) + __popc(w.w));
         }
-        // lane z: plane z's placeholder: its own mean, else the nearest
-        // earlier plane's with values, else (planes before the first) the
-        // first's; 0 when no plane has values
-        const unsigned has = __ballot_sync(F, pcnt > 0);
-        const int own = pcnt ? (int)(psum / (long long)pcnt) : 0;  // truncates toward zero
-        const unsigned before = has & ((1u << lane) - 1u);
-        const int phl = has ? __shfl_sync(F, own, pcnt ? lane : before ? 31 - __clz(before) : __ffs(has) - 1) : 0;
+        const int phl = plane_placeholders(psum, pcnt, lane);  // lane z: plane z's
         // The optimistic kernel gives such a job up (fill_quant's hole), so
         // that it holds none of the second staging: cold code in its loop,
         // 288 of its 6,168 instructions (nvcc 11.8), whose removal sped

@@ -197,14 +197,7 @@ __device__ __forceinline__ bool enc_rows3(const T *__restrict__ src, const Geo &
         }
         NR = __reduce_add_sync(F, nraw);
         NF = __reduce_add_sync(F, nfill);
-        // holes take their z-plane's placeholder (FORMAT.md section 4): the
-        // plane's mean q, the nearest earlier plane's where it has none, the
-        // first plane with q's for the planes before it, 0 without any
-        const unsigned has = __ballot_sync(F, pcnt > 0);
-        const int own = pcnt ? (int)(psum / (long long)pcnt) : 0;  // truncates toward zero
-        const unsigned before = has & ((1u << lane) - 1u);
-        const int src = has ? (pcnt ? lane : before ? 31 - __clz(before) : __ffs(has) - 1) : 0;
-        phl = has ? __shfl_sync(F, own, src) : 0;
+        phl = plane_placeholders(psum, pcnt, lane);  // holes take their z-plane's (lz <= 8 lanes)
     }
     unsigned nraw = 0;
     unsigned on = 0;  // bit 0: a fill value seen, bit 1: a raw value (the masks' words are 0 before)
