@@ -63,7 +63,7 @@ __host__ __device__ constexpr unsigned esc_max(int V) { return V == 2 ? 32766u :
 #define PW_WORDS (16 * PW_STRIDE)
 #define ENC_SMEM (ENC_W * PW_WORDS * 4)
 // Per-warp scratch in global memory (bytes).
-#define SC_Q 0          // int32 q, then residuals, in element order (16 KiB)
+#define SC_Q 0          // int32 q, then residuals, in element order (16 KiB; the FILLP walk: lanes' plane sums)
 #define SC_CODE 16384   // u16 codes in slot order (8 KiB)
 #define SC_FL 24576     // u8 element flags: 1 has q, 2 fill, 4 raw, 8 escape (4 KiB)
 #define SC_ESC 28672    // u32[128] element-order escape bits
@@ -129,10 +129,13 @@ __device__ __forceinline__ int quant_e32(float x, double inv, double step, float
 // mean q (truncated toward zero), else the nearest earlier plane's with
 // values, else (the planes before the first with values) the first's; 0
 // when no plane has values.
-__device__ __forceinline__ int plane_placeholders(long long psum, unsigned pcnt, int lane) {
+// S: int where every |q| <= 32767 (a plane's sum of 512 q fits), else
+// long long (a 64-bit division).
+template <typename S>
+__device__ __forceinline__ int plane_placeholders(S psum, unsigned pcnt, int lane) {
     const unsigned F = 0xffffffffu;
     const unsigned has = __ballot_sync(F, pcnt > 0);
-    const int own = pcnt ? (int)(psum / (long long)pcnt) : 0;
+    const int own = pcnt ? (int)(psum / (S)pcnt) : 0;
     const unsigned before = has & ((1u << lane) - 1u);
     return has ? __shfl_sync(F, own, pcnt ? lane : before ? 31 - __clz(before) : __ffs(has) - 1) : 0;
 }

@@ -385,11 +385,13 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         return fpark + (k & 3) * PW_STRIDE + 32 * (k >> 2) + (z >> 2) * 64 + ((z & 3) ^ (lane & 3));
     };
     // FILLP's first pass over plane z: quantize and check, the fill bitmap,
-    // raw values, the plane's sum of q (int64; fill values add their q of 0)
-    // and count of values that are not fill, kept by lane z (psum, pcnt),
-    // and the park. big: a |q| > 32767 that the park cannot hold. False for
+    // raw values, the lane's sum of the plane's q (fill values add their q
+    // of 0) to the scratch (psc), and the park. big: a |q| > 32767 that the park cannot hold. False for
     // a hole.
-    auto fill_quant = [&](int z, long long &psum, unsigned &pcnt, bool &big) -> bool {
+    // HOT: every |q| <= 32767, so a plane's 512 sum in an int
+    using PSum = typename std::conditional<HOT, int, long long>::type;
+    PSum *const psc = (PSum *)sq;  // lane l's sum of plane z at psc[32 z + l]: sq's first escape is written later
+    auto fill_quant = [&](int z, bool &big) -> bool {
         float *const xb = staged(z);
         int q[16];
         unsigned bf[4];     // rows y - y % 4 ... y of the fill bitmap
@@ -398,7 +400,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         bool hole = false;
         float em = 0.0f;
         int s0 = 0, s1 = 0;  // 8 values each: |sum| < 2^31
-        unsigned nfz = 0;    // the plane's fill values (warp-uniform)
 #pragma unroll
         for (int y = 0; y < 16; y++) {
             const float x = xb[STG_ROW * y];
@@ -407,7 +408,6 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // the plane's rows of the fill bitmap, every word written (nfill
             // is counted from them once the pass ends), 4 at a time
             bf[y & 3] = __ballot_sync(F, f);
-            nfz += __popc(bf[y & 3]);
             if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
             // a fill value quantized as 0: q 0, no error, no hole, no big
             // q, so that none of that needs a test of f
@@ -426,13 +426,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
         list_raw(z, rawm);
-        long long ps = (long long)s0 + s1;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(F, ps, o);
-        if (lane == z) {
-            psum = ps;
-            pcnt = 512u - nfz;
-        }
+        psc[32 * z + lane] = (PSum)s0 + s1;
 #pragma unroll
         for (int k = 0; k < 8; k++) *fill_park(z, k) = prmt((unsigned)q[2 * k], (unsigned)q[2 * k + 1], 0x5410);
         __syncwarp();  // this buffer takes plane z + 2
@@ -522,17 +516,43 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         __syncwarp();  // this buffer takes plane z + 2
     };
     if constexpr (FILLP) {
-        long long psum = 0;
-        unsigned pcnt = 0;  // lane z: plane z's (no holes: every value but fill has a q)
         bool big = false;
 #pragma unroll 1
         for (int z = 0; z < 8; z++)
-            if (!fill_quant(z, psum, pcnt, big)) return false;
-        {  // the fill values, from the bitmap lane 0 wrote (fill_quant's last __syncwarp orders it)
+            if (!fill_quant(z, big)) return false;
+        int phl;  // lane z: plane z's placeholder
+        {
+            // Each plane's sum and count once the pass is done, from what it
+            // left in global scratch (fill_quant's last __syncwarp orders
+            // it): lane l reads plane l / 4's quarter l % 4, the sums of
+            // lanes 8 (l % 4)..+7 and the fill bitmap's rows 4 (l % 4)..+3.
+            // (v46 summed each plane over the warp as the pass went, 5
+            // 64-bit shuffles and 16 popc a plane: 3-5 % slower compress
+            // than v45's one sum a tile, H200 v47 call 1; a butterfly over
+            // the planes with the counts taken here did no better, 1.00-1.01x,
+            // the kernel 15 % larger.)
             const uint4 w = ((const uint4 *)(sraw + (SC_FE - SC_RAW) / 4))[lane];
-            nfill = __reduce_add_sync(F, __popc(w.x) + __popc(w.y) + __popc(w.z) + __popc(w.w));
+            const uint4 *const s4 = (const uint4 *)psc + (sizeof(PSum) / 4) * 2 * lane;
+            PSum sp = 0;
+#pragma unroll
+            for (int i = 0; i < (int)sizeof(PSum) / 2; i++) {
+                const uint4 v = s4[i];
+                if constexpr (sizeof(PSum) == 4)
+                    sp += (int)(v.x + v.y + v.z + v.w);
+                else
+                    sp += (long long)(((unsigned long long)v.y << 32 | v.x) + ((unsigned long long)v.w << 32 | v.z));
+            }
+            const unsigned nl = __popc(w.x) + __popc(w.y) + __popc(w.z) + __popc(w.w);
+            nfill = __reduce_add_sync(F, nl);
+            unsigned np = nl + __shfl_xor_sync(F, nl, 1);
+            sp += __shfl_xor_sync(F, sp, 1);
+            np += __shfl_xor_sync(F, np, 2);  // lanes 4z..4z+3: plane z's
+            sp += __shfl_xor_sync(F, sp, 2);
+            const int src = 4 * (lane & 7);
+            np = __shfl_sync(F, np, src);
+            sp = __shfl_sync(F, sp, src);
+            phl = plane_placeholders(sp, lane < 8 ? 512u - np : 0u, lane);
         }
-        const int phl = plane_placeholders(psum, pcnt, lane);  // lane z: plane z's
         // The optimistic kernel gives such a job up (fill_quant's hole), so
         // that it holds none of the second staging: cold code in its loop,
         // 288 of its 6,168 instructions (nvcc 11.8), whose removal sped

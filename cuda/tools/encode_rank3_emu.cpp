@@ -42,7 +42,7 @@
 //    kernel leaves them before a tile. A walked tile may change only sesc,
 //    sraw, sq at its escapes (SC_Q), the first min(nraw, SC_RV_MAX) words
 //    of the listed raw values (SC_RV) and, FILLP only, the 128 words of the
-//    fill bitmap (SC_FE); a walk that returns false must leave at least the
+//    fill bitmap (SC_FE) and sq's first 2 KiB (the lanes' plane sums); a walk that returns false must leave at least the
 //    parked tile (SC_PARK) alone, and the fill bitmap unless FILLP. What a
 //    walked tile leaves is compared between the modes, so a word of it that
 //    the walk does not write shows as a difference;
@@ -226,6 +226,7 @@ int main(int argc, char **argv) {
                             allow(SC_ESC, 512);
                             allow(SC_RAW, 512);
                             if (fillp) allow(SC_FE, 512);
+                            if (fillp) allow(SC_Q, 8 * 32 * 8);  // the lanes' plane sums (int64 but in the HOT walk)
                             if (done) {
                                 for (int e = 0; e < 4096; e++)
                                     if ((sesc[e >> 5] >> (e & 31)) & 1) allow(SC_Q + 4 * e, 4);
