@@ -386,11 +386,14 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     };
     // FILLP's first pass over plane z: quantize and check, the fill bitmap,
     // raw values, the lane's sum of the plane's q (fill values add their q
-    // of 0) to the scratch (psc), and the park. big: a |q| > 32767 that the park cannot hold. False for
-    // a hole.
-    // HOT: every |q| <= 32767, so a plane's 512 sum in an int
+    // of 0) to the scratch (psc), and the park. big: a |q| > 32767 that the
+    // park cannot hold. False for a hole.
+    // The sums: int in the optimistic walk (HOT: every |q| <= 32767, so a
+    // plane's 512 q sum to less than 2^24), else int64. Lane l's of plane z
+    // at psc[32 z + l], in sq's first 2 KiB (escapes go there later, in
+    // the second pass).
     using PSum = typename std::conditional<HOT, int, long long>::type;
-    PSum *const psc = (PSum *)sq;  // lane l's sum of plane z at psc[32 z + l]: sq's first escape is written later
+    PSum *const psc = (PSum *)sq;
     auto fill_quant = [&](int z, bool &big) -> bool {
         float *const xb = staged(z);
         int q[16];
@@ -527,10 +530,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // it): lane l reads plane l / 4's quarter l % 4, the sums of
             // lanes 8 (l % 4)..+7 and the fill bitmap's rows 4 (l % 4)..+3.
             // (v46 summed each plane over the warp as the pass went, 5
-            // 64-bit shuffles and 16 popc a plane: 3-5 % slower compress
-            // than v45's one sum a tile, H200 v47 call 1; a butterfly over
-            // the planes with the counts taken here did no better, 1.00-1.01x,
-            // the kernel 15 % larger.)
+            // 64-bit shuffles and 16 popc a plane: compress 0.95-0.98x of
+            // v45's one sum a tile, H200 v47 call 1; a butterfly over the
+            // planes as the pass went, 9 shuffles a tile, with the counts
+            // taken here, gained only 1.00-1.01x of that, calls 2-3; this
+            // 0.97-1.00x of v45, call 5: PERF.md v47.)
             const uint4 w = ((const uint4 *)(sraw + (SC_FE - SC_RAW) / 4))[lane];
             const uint4 *const s4 = (const uint4 *)psc + (sizeof(PSum) / 4) * 2 * lane;
             PSum sp = 0;
@@ -548,9 +552,9 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             sp += __shfl_xor_sync(F, sp, 1);
             np += __shfl_xor_sync(F, np, 2);  // lanes 4z..4z+3: plane z's
             sp += __shfl_xor_sync(F, sp, 2);
-            const int src = 4 * (lane & 7);
-            np = __shfl_sync(F, np, src);
-            sp = __shfl_sync(F, sp, src);
+            const int from = 4 * (lane & 7);
+            np = __shfl_sync(F, np, from);
+            sp = __shfl_sync(F, sp, from);
             phl = plane_placeholders(sp, lane < 8 ? 512u - np : 0u, lane);
         }
         // The optimistic kernel gives such a job up (fill_quant's hole), so
