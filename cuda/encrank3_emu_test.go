@@ -25,10 +25,11 @@ import (
 //     HOT_RV_MAX(_V2) raw values) and <false, true, true, V> (no16: the
 //     narrow optimistic kernel's, also false, with ts.wide, at the first
 //     z-plane of 16-bit codes);
-//   - fields with one: enc_fast3<true, false, false, V, true> (FILLP, one
-//     pass: each z-plane's placeholder from its own values; the test counts
-//     tiles with a |q| > 32767, which v36-v45's two-pass walk could not park,
-//     and tiles with all-fill z-planes before and between others).
+//   - fields with one: enc_fast3<true, false, false, V, true> (FILLP: a
+//     first pass finds each z-plane's placeholder and parks q in 16 bits,
+//     or, for a tile with a |q| > 32767, the second pass quantizes again;
+//     the test counts both kinds of tile, and tiles with all-fill z-planes
+//     before and between others).
 //
 // What the walks leave must be what the CPU codec writes for the tile in its
 // version-1 container, and what FORMAT.md section 4 gives recomputed here:
@@ -335,7 +336,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		real      bool
 		holePlane int // first z-plane with a value without q that is not fill; 8: none
 		ph        int32
-		bigQ      bool // a value that is not fill has |q| > 32767 (v36-v45's FILLP could not park it)
+		bigQ      bool // a value that is not fill has |q| > 32767: FILLP quantizes it twice, not parked
 		fillPlane bool // an all-fill z-plane after one with values
 		fillLead  bool // all-fill z-planes before the first with values
 		tileCheck

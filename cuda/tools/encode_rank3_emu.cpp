@@ -1,7 +1,7 @@
 // encode_rank3_emu: cuda/encode_rank3.cuh's staged f32 rank-3 walk
-// (enc_fast3), with fill values too (FILLP: each z-plane's placeholder
-// from its own values, one pass), run on the host, so a bug in them is caught without a
-// GPU (cuda/encrank3_emu_test.go builds and drives it and checks the
+// (enc_fast3), with fill values too (FILLP: two passes, the first of
+// which finds each z-plane's placeholder), run on the host, so a bug in
+// them is caught without a GPU (cuda/encrank3_emu_test.go builds and drives it and checks the
 // results against the CPU codec). The header itself is included, not
 // copied, after encode_common.cuh (the scratch layout, TileSum, esc_max,
 // HOT_RV_MAX: the real ones), as encode_warp.cuh includes them; the CUDA
@@ -42,10 +42,11 @@
 //    kernel leaves them before a tile. A walked tile may change only sesc,
 //    sraw, sq at its escapes (SC_Q), the first min(nraw, SC_RV_MAX) words
 //    of the listed raw values (SC_RV) and, FILLP only, the 128 words of the
-//    fill bitmap (SC_FE) and sq's first 2 KiB (the lanes' plane sums); a walk that returns false must leave at least the
-//    parked tile (SC_PARK) alone, and the fill bitmap unless FILLP. What a
-//    walked tile leaves is compared between the modes, so a word of it that
-//    the walk does not write shows as a difference;
+//    fill bitmap (SC_FE) and sq's first 2 KiB (the lanes' plane sums); a
+//    walk that returns false must leave at least the parked tile
+//    (SC_PARK) alone, and the fill bitmap unless FILLP. What a walked tile
+//    leaves is compared between the modes, so a word of it that the walk
+//    does not write shows as a difference;
 //  - the TileSum starts with nesc, origin and merr set to a pattern per mode
 //    (the kernel leaves them unset, and nraw, nfill, wide 0);
 //  - every lane's return values, TileSum and placeholder must agree (they
@@ -225,8 +226,10 @@ int main(int argc, char **argv) {
                             };
                             allow(SC_ESC, 512);
                             allow(SC_RAW, 512);
-                            if (fillp) allow(SC_FE, 512);
-                            if (fillp) allow(SC_Q, 8 * 32 * 8);  // the lanes' plane sums (int64 but in the HOT walk)
+                            if (fillp) {
+                                allow(SC_FE, 512);
+                                allow(SC_Q, 8 * 32 * 8);  // the lanes' int64 sums of the 8 z-planes
+                            }
                             if (done) {
                                 for (int e = 0; e < 4096; e++)
                                     if ((sesc[e >> 5] >> (e & 31)) & 1) allow(SC_Q + 4 * e, 4);
