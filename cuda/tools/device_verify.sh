@@ -28,7 +28,9 @@
 #            (the working tree's cuda/ with C_FLAGS) is timed beside them
 #            (A, B, C, A, B, C) and C / A printed too; the tests are B's.
 #            V2_FIELDS: then the same sides on those fields in container
-#            version 2 (bench-v2-*.json), a second table. B_REV / C_REV
+#            version 2 (bench-v2-*.json), a second table. Before the benches,
+#            sass.txt: the kernels whose instructions or divergence checks
+#            differ between A and B (and A and C), tools/sass_guards.py. B_REV / C_REV
 #            (given to `prepare`): B's / C's cuda/ tree from that revision
 #            instead of the working tree's (e.g. two branches against main,
 #            with BASE=main).
@@ -39,6 +41,15 @@
 #            field (default 256MiB), summed by tools/ncu_sum.py; then, with
 #            KERNEL set (an ncu regex), that kernel's sections (occupancy, warp
 #            states, memory) on the first field, bound and version.
+#   guards   where ptxas guards warp-wide instructions with divergence checks
+#            (BRA.DIV; each one also compiles a collective copy of the code
+#            after it, PERF.md v48): fzgpu.cu's cubin of the working tree and
+#            of BASE (packed by prepare), sm_90, -lineinfo, both at once;
+#            tools/sass_guards.py on nvdisasm -gi's listings: the kernels
+#            whose figures differ, then each check of the kernels matching
+#            KERNEL (a regex, default the padded fill kernel
+#            encode_warp_kernel<float, 3, 5, 1, 1, 1, 1>) with the source
+#            lines of what it guards, A's and B's (guards.txt; ~3 minutes).
 #   source   one kernel by source line: the working tree's cuda/ built with
 #            -lineinfo (sm_90), ncu SourceCounters on the first launch of
 #            KERNEL (an ncu regex, default decode_warp_kernel) in a bench of the
@@ -47,7 +58,7 @@
 #            (tools/ncu_source.py, source.txt) in $OUT.
 # What comes back from a device call is at most 8 files, so every mode but
 # prepare works in a scratch folder and leaves in $OUT only its summaries
-# (device.txt, ab.txt, peers.txt, peers-raw.txt, sidebyside.md, bench.json,
+# (device.txt, ab.txt, sass.txt, guards.txt, peers.txt, peers-raw.txt, sidebyside.md, bench.json,
 # ncu-sum.txt, source.txt: whichever the mode wrote) and all.tgz, every file it
 # wrote (logs, each run's JSON), also when a step fails (a call killed at its
 # time limit brings back nothing of it: give steps their own timeouts). v38
@@ -93,7 +104,7 @@ fi
 
 FINAL=$OUT OUT=$(mktemp -d /tmp/device_verify.XXXXXX)
 finish() {
-  for f in device.txt ab.txt peers.txt peers-raw.txt sidebyside.md bench.json ncu-sum.txt source.txt; do
+  for f in device.txt ab.txt sass.txt guards.txt peers.txt peers-raw.txt sidebyside.md bench.json ncu-sum.txt source.txt; do
     [ -f "$OUT/$f" ] && cp "$OUT/$f" "$FINAL/"
   done
   tar -czf "$FINAL/all.tgz" -C "$OUT" .
@@ -119,6 +130,10 @@ if [ "$mode" = ab ]; then
   for x in $sides; do [ -f "/tmp/ab/$x/cuda/build/libfzgpu.so" ] || { tail -30 "$OUT"/build-*.log; exit 1; }; done
   export FZ_SHARED_DATA=$PWD/$R/data
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+  for x in $sides; do cuobjdump -sass "/tmp/ab/$x/cuda/build/libfzgpu.so" > "/tmp/ab/$x.sass" 2>/dev/null; done
+  for x in $sides; do
+    [ "$x" = a ] || { echo "A -> ${x^^}:"; python3 cuda/tools/sass_guards.py /tmp/ab/a.sass "/tmp/ab/$x.sass"; }
+  done | tee "$OUT/sass.txt"
   if [ "${NOTESTS:-0}" != 1 ]; then
     ( cd cuda && FZ_CUDA_LIB=$lb timeout 300 "../$R/cuda.test" -test.v -test.count=1 \
         -test.run "${AB_TESTS:-RealFields|Adversarial|Clipped|DecodeShapes|Corrupted|ChunkTables|Streamer|V2Decode|Staged}" ) >"$OUT/tests-b.log" 2>&1
@@ -144,6 +159,21 @@ if [ "$mode" = ab ]; then
     echo "container version 2:" | tee -a "$OUT/ab.txt"
     bench_sides bench-v2 2 "$V2_FIELDS" || exit 1
   fi
+  exit 0
+fi
+if [ "$mode" = guards ]; then
+  rm -rf /tmp/gd && mkdir -p /tmp/gd/a /tmp/gd/b && tar -xzf "$R/base.tgz" -C /tmp/gd/a && cp -r cuda /tmp/gd/b/ || exit 1
+  for x in a b; do
+    ( cd /tmp/gd/$x/cuda && nvcc -O3 -std=c++17 -fmad=false -lineinfo -cubin -gencode arch=compute_90,code=sm_90 \
+        -o fz.cubin fzgpu.cu >"$OUT/build-$x.log" 2>&1 && nvdisasm -gi -c fz.cubin > ../fz.sass ) &
+  done
+  wait
+  for x in a b; do [ -s /tmp/gd/$x/fz.sass ] || { echo "side $x: no listing"; tail -20 "$OUT/build-$x.log"; exit 1; }; done
+  k=${KERNEL:-encode_warp_kernelIfLi3ELi5ELi1ELi1ELb1ELb1E}
+  { echo "A = BASE (prepare's base.tgz), B = the working tree: the kernels that differ"
+    python3 cuda/tools/sass_guards.py /tmp/gd/a/fz.sass /tmp/gd/b/fz.sass
+    for x in a b; do echo "${x^^}:"; python3 cuda/tools/sass_guards.py /tmp/gd/$x/fz.sass --lines --kernel "$k"; done
+  } | tee "$OUT/guards.txt"
   exit 0
 fi
 if [ "$mode" = source ]; then
@@ -224,5 +254,5 @@ profile)
     grep -E "^  [a-zA-Z].*\(|Duration|Issue Slots Busy|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|No Eligible|Warp Cycles Per Issued|DRAM Throughput|L2 Hit|Executed Instructions  |stall" "$OUT/ncu-kernel.txt" | head -40
   fi
   ;;
-*) echo "usage: device_verify.sh prepare|tests|compare|ab|profile|source"; exit 2 ;;
+*) echo "usage: device_verify.sh prepare|tests|compare|ab|guards|profile|source"; exit 2 ;;
 esac
