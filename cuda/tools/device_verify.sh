@@ -43,8 +43,9 @@
 #            states, memory) on the first field, bound and version.
 #   guards   where ptxas guards warp-wide instructions with divergence checks
 #            (BRA.DIV; each one also compiles a collective copy of the code
-#            after it, PERF.md v48): fzgpu.cu's cubin of the working tree and
-#            of BASE (packed by prepare), sm_90, -lineinfo, both at once;
+#            after it, PERF.md v48): fzgpu.cu's cubin of BASE (packed by
+#            prepare) and of B_REV's tree (given to prepare) or else the
+#            working tree's, sm_90, -lineinfo, both at once;
 #            tools/sass_guards.py on nvdisasm -gi's listings: the kernels
 #            whose figures differ, then each check of the kernels matching
 #            KERNEL (a regex, default the padded fill kernel
@@ -162,7 +163,9 @@ if [ "$mode" = ab ]; then
   exit 0
 fi
 if [ "$mode" = guards ]; then
-  rm -rf /tmp/gd && mkdir -p /tmp/gd/a /tmp/gd/b && tar -xzf "$R/base.tgz" -C /tmp/gd/a && cp -r cuda /tmp/gd/b/ || exit 1
+  rm -rf /tmp/gd && mkdir -p /tmp/gd/a /tmp/gd/b && tar -xzf "$R/base.tgz" -C /tmp/gd/a || exit 1
+  if [ -f "$R/b.tgz" ]; then tar -xzf "$R/b.tgz" -C /tmp/gd/b || exit 1; else cp -r cuda /tmp/gd/b/ || exit 1; fi
+  rm -rf /tmp/gd/b/cuda/build
   for x in a b; do
     ( cd /tmp/gd/$x/cuda && nvcc -O3 -std=c++17 -fmad=false -lineinfo -cubin -gencode arch=compute_90,code=sm_90 \
         -o fz.cubin fzgpu.cu >"$OUT/build-$x.log" 2>&1 && nvdisasm -gi -c fz.cubin > ../fz.sass ) &
@@ -170,7 +173,7 @@ if [ "$mode" = guards ]; then
   wait
   for x in a b; do [ -s /tmp/gd/$x/fz.sass ] || { echo "side $x: no listing"; tail -20 "$OUT/build-$x.log"; exit 1; }; done
   k=${KERNEL:-encode_warp_kernelIfLi3ELi5ELi1ELi1ELb1ELb1E}
-  { echo "A = BASE (prepare's base.tgz), B = the working tree: the kernels that differ"
+  { echo "A = BASE (prepare's base.tgz), B = B_REV's tree or the working tree's: the kernels that differ"
     python3 cuda/tools/sass_guards.py /tmp/gd/a/fz.sass /tmp/gd/b/fz.sass
     for x in a b; do echo "${x^^}:"; python3 cuda/tools/sass_guards.py /tmp/gd/$x/fz.sass --lines --kernel "$k"; done
   } | tee "$OUT/guards.txt"
