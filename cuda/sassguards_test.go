@@ -15,7 +15,8 @@ import (
 // divergence checks (BRA.DIV) and collective blocks; a check's guarded
 // instruction is the first warp-wide one after it, placed at its source
 // lines outside CUDA's headers; two listings compare kernel by kernel; a
-// listing without kernels, and a pattern no kernel matches, are refused with
+// listing of two architectures keeps their kernels apart; a listing without
+// kernels, and a pattern no kernel matches, are refused with
 // a message.
 func TestSassGuards(t *testing.T) {
 	nativetest.Tools(t, "python3")
@@ -90,6 +91,22 @@ func TestSassGuards(t *testing.T) {
 	if got := strings.Join(strings.Fields(out), " "); got !=
 		"_Z4walkPi instructions 3 -> 8 checks 0 -> 1 collective 0 -> 1 1 of 2 kernels the same" {
 		t.Fatalf("sass_guards.py A B printed %q", out)
+	}
+	// a fat library lists each kernel once per architecture: two kernels,
+	// named with their architectures, not one of both codes' instructions
+	fat := write("fat.sass", strings.Join([]string{
+		"\tcode for sm_80",
+		"\t\tFunction : _Z4walkPi",
+		"        /*0000*/                   EXIT ;",
+		"\tcode for sm_90",
+		"\t\tFunction : _Z4walkPi",
+		"        /*0000*/                   LDC R1, c[0x0][0x28] ;",
+		"        /*0010*/                   EXIT ;",
+		"",
+	}, "\n"))
+	if out, err = run(fat); err != nil || strings.Join(strings.Fields(out), " ") !=
+		"_Z4walkPi (sm_80) instructions 1 checks 0 collective 0 _Z4walkPi (sm_90) instructions 2 checks 0 collective 0" {
+		t.Fatalf("sass_guards.py on two architectures: err %v, output %q", err, out)
 	}
 	if out, err = run(gi, "--kernel", "nosuch"); err == nil || !strings.Contains(out, "no kernel matches nosuch") {
 		t.Fatalf("a pattern no kernel matches: err %v, output %q; expected a refusal naming it", err, out)

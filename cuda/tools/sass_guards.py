@@ -28,6 +28,7 @@ import sys
 
 FUNC_NVDISASM = re.compile(r"^//-+ \.text\.(\S+)\s+-+")
 FUNC_CUOBJDUMP = re.compile(r"^\s*Function : (\S+)")
+ARCH = re.compile(r"^\s*(?:code for|\.target)\s+(sm_\d+)")
 LINE = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
 WARPWIDE = ("SHFL", "VOTE", "REDUX", "MATCH", "WARPSYNC", "NOP", "BAR")
 CUDA_HEADER = re.compile(r"^(sm_\d+_.*|.*_functions|.*intrinsics.*|cuda_.*)\.h(pp)?$")
@@ -37,14 +38,21 @@ INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 def read(path):
     """{kernel: [(address, instruction, source)]} in listing order; source is
     the instruction's (file, line) chain, innermost first (empty without line
-    info): nvdisasm -gi writes one `//## File` line per inlining level."""
+    info): nvdisasm -gi writes one `//## File` line per inlining level.
+    A listing of several architectures (cuobjdump of the Makefile's default
+    sm_80 + sm_90 build) names each kernel with its architecture, so that
+    the two machine codes are not counted as one."""
     opener = gzip.open if path.endswith(".gz") else open
-    funcs, cur, chain, fresh = {}, None, [], True
+    funcs, cur, chain, fresh, arch = {}, None, [], True, ""
     with opener(path, "rt", errors="replace") as f:
         for text in f:
+            m = ARCH.match(text)
+            if m:
+                arch = m.group(1)
+                continue
             m = FUNC_NVDISASM.match(text) or FUNC_CUOBJDUMP.match(text)
             if m:
-                cur, chain, fresh = funcs.setdefault(m.group(1), []), [], True
+                cur, chain, fresh = funcs.setdefault((m.group(1), arch), []), [], True
                 continue
             m = LINE.match(text)
             if m:
@@ -58,7 +66,8 @@ def read(path):
                 fresh = True
     if not funcs:
         sys.exit(f"sass_guards.py: {path} lists no kernel (expected `nvdisasm -g -c` or `cuobjdump -sass` output)")
-    return funcs
+    one = len({a for _, a in funcs}) == 1
+    return {name if one else f"{name} ({a or 'no arch'})": v for (name, a), v in funcs.items()}
 
 
 def figures(instrs):
