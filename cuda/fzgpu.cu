@@ -109,7 +109,9 @@ static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt,
                 return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1, true>
                           : (const void *)encode_warp_kernel<float, 2, 0, V, 0, true>;
             return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
-        case 4: return (const void *)encode_warp_kernel<float, 4, 0, V>;
+        // flat tiles: fields without a fill value get a kernel whose walk
+        // has no fill test (HF 1)
+        case 4: return has_fill ? (const void *)encode_warp_kernel<float, 4, 0, V> : (const void *)encode_warp_kernel<float, 4, 1, V>;
         case 3:
             if (opt == 3 && al16) return (const void *)encode_warp_kernel<float, 3, 5, V, 1, true>;
             if (opt)
