@@ -107,7 +107,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     std::conditional_t<FLAT, FlatLane, Rank1Lane> fl(g, i0, lane);
     const float *p0 = src + i0 + lane;
     int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);
-    int carry = 0, A1 = 0, A2 = 0, origin = 0;
+    int carry = 0, A1 = 0, A2 = 0, origin = 0, oq = 0;  // oq (FLAT): lane 0's q of element 0
     unsigned nesc = 0, nraw = 0;
     float merr = 0.0f;  // the largest |x - x'| of the values that keep their q and pass
 #pragma unroll 1
@@ -120,7 +120,8 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             v[u] = __ldcs(p0 + 32 * (w0 + u));
             bz[u] = FLAT && e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
-        unsigned c[8];
+        unsigned c[8];      // the codes (FLAT: an escape's residual until the step's end)
+        unsigned escm = 0;  // FLAT: bit u, word u's value is an escape
         bool hole = false;
         float em = 0.0f;
 #pragma unroll
@@ -146,21 +147,47 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                 d = (int)((unsigned)B - (unsigned)bz[u]);
             }
             bool esc;
-            c[u] = code_of<V>(d, esc);
-            if (w0 + u == 0) {  // element 0: code 0, q in the tile header
-                origin = __shfl_sync(F, q, 0);
-                if (lane == 0) {
-                    c[u] = 0;
-                    esc = false;
+            if constexpr (FLAT) {
+                // Element 0's code 0 and origin by selects (lane 0's oq,
+                // broadcast after the walk), and an escape's residual kept
+                // in c[u] until the step's end, so that no branch splits
+                // the step's eight words: nvcc interleaves their chains
+                // only within one block (PERF.md v49: era5 compress
+                // 1.04-1.06x). Rank 1's walk keeps a vote a value: its
+                // kernel runs at 80 registers, where this spilled more
+                // (hyg 0.95-1.02x, v49 call 3).
+                const unsigned cu = code_of<V>(d, esc);
+                const bool e0 = u == 0 && w0 == 0 && lane == 0;
+                if (u == 0) oq = e0 ? q : oq;
+                esc = esc && !e0;
+                c[u] = esc ? (unsigned)d : e0 ? 0u : cu;
+                escm |= (unsigned)esc << u;
+            } else {
+                c[u] = code_of<V>(d, esc);
+                if (w0 + u == 0) {  // element 0: code 0, q in the tile header
+                    origin = __shfl_sync(F, q, 0);
+                    if (lane == 0) {
+                        c[u] = 0;
+                        esc = false;
+                    }
                 }
-            }
-            if (__any_sync(F, esc)) {
-                nesc += __popc(__ballot_sync(F, esc));
-                note_rare(esc, false, d, e, sq, sesc, sraw);
+                if (__any_sync(F, esc)) {
+                    nesc += __popc(__ballot_sync(F, esc));
+                    note_rare(esc, false, d, e, sq, sesc, sraw);
+                }
             }
             fl.next();
         }
         if (__any_sync(F, hole)) return false;
+        if (FLAT && __any_sync(F, escm != 0)) {  // escapes in this step (rare)
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const bool esc = (escm >> u) & 1u;
+                nesc += __popc(__ballot_sync(F, esc));
+                note_rare(esc, false, (int)c[u], 32 * (w0 + u) + lane, sq, sesc, sraw);
+                if (esc) c[u] = 0x8000u;
+            }
+        }
         if (__any_sync(F, em > ebf)) {  // a raw value (keeps its q) in this step
 #pragma unroll
             for (int u = 0; u < 8; u++) {
@@ -181,7 +208,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     }
     ts.nesc = nesc;
     ts.nraw = nraw;
-    ts.origin = origin;
+    ts.origin = FLAT ? __shfl_sync(F, oq, 0) : origin;
     ts.merr = (double)merr;
 #ifdef EMU_FLAT_TAKEN
     EMU_FLAT_TAKEN;
