@@ -94,9 +94,10 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
 // rank-1 kernel takes it for f32 fields without a fill value (v30; enc_fast1
 // before, with FastWalk's f64 check a value).
 // Measured and not kept (H200, era5 flat, PERF.md v27): the values loaded a
-// step ahead, compress -2 %; the escapes taken once a step so that no
-// branch separates the step's words, -5 % (nvcc 11.8: 128 registers and a
-// 16-byte spill, from 125 and none).
+// step ahead, compress -2 %; the escapes taken once a step with their
+// residuals in registers of their own, -5 % (nvcc 11.8: 128 registers and a
+// 16-byte spill, from 125 and none). v49 keeps them in the code registers
+// instead (FLAT only): +4-6 %.
 template <int V, bool FLAT = true>
 __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const Geo &g, unsigned long long i0,
                                            double inv, double step, float ebf, int has_fill, unsigned fill32,
