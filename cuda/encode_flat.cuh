@@ -121,6 +121,10 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             v[u] = __ldcs(p0 + 32 * (w0 + u));
             bz[u] = FLAT && e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
+        // this step's eight words of the ring: 32 (w0 % 64) + lane + 32 u, no
+        // wrap inside a step (w0 % 8 == 0), so each store takes an immediate
+        // offset from one address a step
+        int *const rstep = ring + ((32 * w0 + lane) & 2047);
         unsigned c[8];      // the codes (FLAT: an escape's residual until the step's end)
         unsigned escm = 0;  // FLAT: bit u, word u's value is an escape
         bool hole = false;
@@ -144,7 +148,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                 A2 = A1;
                 A1 = A;
                 const int B = (int)((unsigned)A - (unsigned)(fl.hy() ? ay : 0));
-                __stcg(ring + (e & 2047), B);
+                __stcg(rstep + 32 * u, B);
                 d = (int)((unsigned)B - (unsigned)bz[u]);
             }
             bool esc;
