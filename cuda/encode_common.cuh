@@ -18,7 +18,7 @@
 // flat tiles run at 2): 2 blocks lost 2-10 % (hyg versions 1 and 2, PERF.md).
 // The staged walks (f32 rank 3 and, since v22, rank 2) hold 5 KiB of
 // staging per warp besides the plane buffer: two blocks fit an SM anyway.
-#define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || ((fast) == 2 && (tsize) == 4) ? 2 : 3)
+#define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || ((fast) <= 2 && (fast) >= 1 && (tsize) == 4) ? 2 : 3)
 #endif
 #ifndef ENC_FLAT_MINB
 #define ENC_FLAT_MINB 2  // flat tiles' kernels (encode_flat.cuh)

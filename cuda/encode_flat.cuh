@@ -152,7 +152,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                 d = (int)((unsigned)B - (unsigned)bz[u]);
             }
             bool esc;
-            if constexpr (FLAT) {
+            if constexpr (true) {  // v50 candidate: rank 1 too, at 2 blocks a SM
                 // Element 0's code 0 and origin by selects (lane 0's oq,
                 // broadcast after the walk), and an escape's residual kept
                 // in c[u] until the step's end, so that no branch splits
@@ -184,7 +184,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             fl.next();
         }
         if (__any_sync(F, hole)) return false;
-        if (FLAT && __any_sync(F, escm != 0)) {  // escapes in this step (rare)
+        if (__any_sync(F, escm != 0)) {  // escapes in this step (rare)
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 const bool esc = (escm >> u) & 1u;
@@ -213,7 +213,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     }
     ts.nesc = nesc;
     ts.nraw = nraw;
-    ts.origin = FLAT ? __shfl_sync(F, oq, 0) : origin;
+    ts.origin = __shfl_sync(F, oq, 0);
     ts.merr = (double)merr;
 #ifdef EMU_FLAT_TAKEN
     EMU_FLAT_TAKEN;
