@@ -15,10 +15,13 @@
 // walks and the generic path prefer more warps. Measured on an H200, 1 GiB,
 // rel 1e-2, 3 vs 2: smooth3d 597 vs 627 GB/s, hst (rank 2) 589 vs 507,
 // hyg (rank 1) 863 vs 800. v30 (f32 rank 1 now enc_flat32's walk, which
-// flat tiles run at 2): 2 blocks lost 2-10 % (hyg versions 1 and 2, PERF.md).
+// flat tiles run at 2): 2 blocks lost 2-10 % (hyg versions 1 and 2, PERF.md);
+// v50 (that walk's escapes once a step, which spills at 80 registers): 2,
+// hyg compress 1.02-1.12x. The f32 rank-1 kernel of fill fields (enc_fast1's
+// walk, no field measured) runs at 2 as well.
 // The staged walks (f32 rank 3 and, since v22, rank 2) hold 5 KiB of
 // staging per warp besides the plane buffer: two blocks fit an SM anyway.
-#define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || ((fast) <= 2 && (fast) >= 1 && (tsize) == 4) ? 2 : 3)
+#define ENC_MINB_W(fast, tsize) ((fast) == 4 ? ENC_FLAT_MINB : (fast) == 3 || (((fast) == 1 || (fast) == 2) && (tsize) == 4) ? 2 : 3)
 #endif
 #ifndef ENC_FLAT_MINB
 #define ENC_FLAT_MINB 2  // flat tiles' kernels (encode_flat.cuh)

@@ -87,7 +87,7 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
 // encode_rank3.cuh): the check's difference in f32, exact there, folded
 // into a float max per step, so that the raw test (e > ebf) and the tile's
 // largest error are taken once per eight words and per value only in the
-// rare steps with a raw value; escapes by one vote a value as before.
+// rare steps with a raw value; escapes by one vote a step (v49, v50).
 // Fill values (has_fill) are holes: the slow path takes the tile.
 // FLAT false: a full rank-1 tile (FORMAT.md: d = q - q(x - 1), no y or z
 // neighbours), the same walk without the y shuffle and the z ring; the
@@ -97,7 +97,7 @@ __device__ __forceinline__ bool enc_flat(const T *__restrict__ src, const Geo &g
 // step ahead, compress -2 %; the escapes taken once a step with their
 // residuals in registers of their own, -5 % (nvcc 11.8: 128 registers and a
 // 16-byte spill, from 125 and none). v49 keeps them in the code registers
-// instead (FLAT only): +4-6 %.
+// instead (flat tiles: +4-6 %), v50 in rank 1 too.
 template <int V, bool FLAT = true>
 __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const Geo &g, unsigned long long i0,
                                            double inv, double step, float ebf, int has_fill, unsigned fill32,
@@ -108,7 +108,7 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
     std::conditional_t<FLAT, FlatLane, Rank1Lane> fl(g, i0, lane);
     const float *p0 = src + i0 + lane;
     int *ring = (int *)((unsigned char *)sq - SC_Q + SC_CODE);
-    int carry = 0, A1 = 0, A2 = 0, origin = 0, oq = 0;  // oq (FLAT): lane 0's q of element 0
+    int carry = 0, A1 = 0, A2 = 0, oq = 0;  // oq: lane 0's q of element 0
     unsigned nesc = 0, nraw = 0;
     float merr = 0.0f;  // the largest |x - x'| of the values that keep their q and pass
 #pragma unroll 1
@@ -121,17 +121,17 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
             v[u] = __ldcs(p0 + 32 * (w0 + u));
             bz[u] = FLAT && e >= (int)P ? __ldcg(ring + ((e - (int)P) & 2047)) : 0;
         }
-        // this step's eight words of the ring: 32 (w0 % 64) + lane + 32 u, no
-        // wrap inside a step (w0 % 8 == 0), so each store takes an immediate
-        // offset from one address a step
+        // FLAT: this step's eight words of the ring, 32 (w0 % 64) + lane +
+        // 32 u: no wrap inside a step (w0 % 8 == 0), so each store takes an
+        // immediate offset from one address a step (v50: era5 compress
+        // 1.03-1.05x; nvcc 11.8's step loop 751 -> 729 instructions)
         int *const rstep = ring + ((32 * w0 + lane) & 2047);
-        unsigned c[8];      // the codes (FLAT: an escape's residual until the step's end)
-        unsigned escm = 0;  // FLAT: bit u, word u's value is an escape
+        unsigned c[8];      // the codes (an escape's residual until the step's end)
+        unsigned escm = 0;  // bit u: word u's value is an escape
         bool hole = false;
         float em = 0.0f;
 #pragma unroll
         for (int u = 0; u < 8; u++) {
-            const int e = 32 * (w0 + u) + lane;
             bool h;
             float eu = 0.0f;
             const int q = quant_f32(v[u], inv, step, eu, h);
@@ -151,36 +151,20 @@ __device__ __forceinline__ bool enc_flat32(const float *__restrict__ src, const 
                 __stcg(rstep + 32 * u, B);
                 d = (int)((unsigned)B - (unsigned)bz[u]);
             }
+            // Element 0's code 0 and origin by selects (lane 0's oq,
+            // broadcast after the walk), and an escape's residual kept in
+            // c[u] until the step's end, so that no branch splits the
+            // step's eight words: nvcc interleaves their chains only within
+            // one block (PERF.md v49: era5 compress 1.04-1.06x; v50: rank 1
+            // too, hyg 1.02-1.12x, with its kernel at 2 blocks a SM, where
+            // at 3 (80 registers) this spilled and lost).
             bool esc;
-            if constexpr (true) {  // v50 candidate: rank 1 too, at 2 blocks a SM
-                // Element 0's code 0 and origin by selects (lane 0's oq,
-                // broadcast after the walk), and an escape's residual kept
-                // in c[u] until the step's end, so that no branch splits
-                // the step's eight words: nvcc interleaves their chains
-                // only within one block (PERF.md v49: era5 compress
-                // 1.04-1.06x). Rank 1's walk keeps a vote a value: its
-                // kernel runs at 80 registers, where this spilled more
-                // (hyg 0.95-1.02x, v49 call 3).
-                const unsigned cu = code_of<V>(d, esc);
-                const bool e0 = u == 0 && w0 == 0 && lane == 0;
-                if (u == 0) oq = e0 ? q : oq;
-                esc = esc && !e0;
-                c[u] = esc ? (unsigned)d : e0 ? 0u : cu;
-                escm |= (unsigned)esc << u;
-            } else {
-                c[u] = code_of<V>(d, esc);
-                if (w0 + u == 0) {  // element 0: code 0, q in the tile header
-                    origin = __shfl_sync(F, q, 0);
-                    if (lane == 0) {
-                        c[u] = 0;
-                        esc = false;
-                    }
-                }
-                if (__any_sync(F, esc)) {
-                    nesc += __popc(__ballot_sync(F, esc));
-                    note_rare(esc, false, d, e, sq, sesc, sraw);
-                }
-            }
+            const unsigned cu = code_of<V>(d, esc);
+            const bool e0 = u == 0 && w0 == 0 && lane == 0;
+            if (u == 0) oq = e0 ? q : oq;
+            esc = esc && !e0;
+            c[u] = esc ? (unsigned)d : e0 ? 0u : cu;
+            escm |= (unsigned)esc << u;
             fl.next();
         }
         if (__any_sync(F, hole)) return false;
