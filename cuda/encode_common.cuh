@@ -258,11 +258,22 @@ struct FastWalk {
 // Asks L2 for every line of a tile before the walk reads it. The walks
 // read a few rows per step and use them at once, so without this each step
 // waits for DRAM; with it most steps hit L2. Costs no registers.
+// A tile of one row (rank 1, flat tiles: 16 KiB) has its lines spread over
+// the lanes: with a row a lane, lane 0 alone issued its 129 prefetches, 6 %
+// of the f32 rank-1 kernel's instructions and 5 % of its stall samples
+// (ncu SourceCounters, hyg version 2 at 1e-2, PERF.md v50).
 template <typename T>
 __device__ __forceinline__ void prefetch_tile(const T *src, const Geo &g, unsigned long long base, int lz, int ly,
                                               int lx, int lane) {
     const unsigned long long plane = g.ny * g.nx;
     const unsigned bytes = (unsigned)(lx * sizeof(T));
+    if (lz * ly == 1) {
+        const char *row = (const char *)(src + base);
+        for (unsigned off = 128u * (unsigned)lane; off < bytes; off += 32u * 128u)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+        if (lane == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + bytes - 1));
+        return;
+    }
     for (int r = lane; r < lz * ly; r += 32) {
         const int z = r / ly, y = r - z * ly;
         const char *row = (const char *)(src + base + z * plane + (unsigned long long)y * g.nx);

@@ -103,14 +103,22 @@ template <int V>
 static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt, int pc, bool al16) {
     if (dtype == 1) {
         switch (fast) {
-        case 1: return (const void *)encode_warp_kernel<float, 1, 0, V>;
+        // ranks 1 and 2 and flat tiles: fields without a fill value get
+        // kernels whose walks have no fill test a value (HF 1; rank 1: and
+        // no enc_fast1)
+        case 1: return has_fill ? (const void *)encode_warp_kernel<float, 1, 0, V> : (const void *)encode_warp_kernel<float, 1, 1, V>;
         case 2:
-            if (al16)
-                return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1, true>
-                          : (const void *)encode_warp_kernel<float, 2, 0, V, 0, true>;
-            return pc ? (const void *)encode_warp_kernel<float, 2, 0, V, 1> : (const void *)encode_warp_kernel<float, 2, 0, V, 0>;
-        // flat tiles: fields without a fill value get a kernel whose walk
-        // has no fill test (HF 1)
+            if (al16) {
+                if (pc)
+                    return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 1, true>
+                                    : (const void *)encode_warp_kernel<float, 2, 1, V, 1, true>;
+                return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 0, true>
+                                : (const void *)encode_warp_kernel<float, 2, 1, V, 0, true>;
+            }
+            if (pc)
+                return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 1>
+                                : (const void *)encode_warp_kernel<float, 2, 1, V, 1>;
+            return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 0> : (const void *)encode_warp_kernel<float, 2, 1, V, 0>;
         case 4: return has_fill ? (const void *)encode_warp_kernel<float, 4, 0, V> : (const void *)encode_warp_kernel<float, 4, 1, V>;
         case 3:
             if (opt == 3 && al16) return (const void *)encode_warp_kernel<float, 3, 5, V, 1, true>;
@@ -330,8 +338,9 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             for (int o = 1; o <= 3 && e == cudaSuccess && dt == 1 && fast == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
             // the AL16 kernels: the fill fields' optimistic one, f32 rank 2's
-            if (e == cudaSuccess && dt == 1 && (fast == 3 || fast == 2))
-                e = cudaFuncSetAttribute(enc_kernel(1, fast, 0, fast == 3 ? 3 : 0, v, 0, true),
+            // (with and without a fill value)
+            for (int hf = 0; hf <= 1 && e == cudaSuccess && dt == 1 && (fast == 3 || fast == 2); hf++)
+                e = cudaFuncSetAttribute(enc_kernel(1, fast, hf, fast == 3 ? 3 : 0, v, 0, true),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
             // the padded kernels (f32 rank 3), as {has_fill, opt, al16}: the
             // full ones, the three optimistic ones, the fill one with AL16
@@ -340,9 +349,11 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, padk[i][0], padk[i][1], v, 0, padk[i][2] != 0, true),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
         }
-        // rank 2's kernel with the copy of pre-coded tiles (version 1)
+        // rank 2's kernels with the copy of pre-coded tiles (version 1)
         for (int a = 0; a < 1 + (dt == 1) && e == cudaSuccess && fast == 2; a++)
-            e = cudaFuncSetAttribute(enc_kernel(dt, 2, 0, 0, 1, 1, a), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
+            for (int hf = 0; hf <= 1 && e == cudaSuccess; hf++)
+                e = cudaFuncSetAttribute(enc_kernel(dt, 2, hf, 0, 1, 1, a), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ENC_SMEM);
         if (e == cudaSuccess) e = resident_blocks(k, sms, max_tiles, &c->enc_blocks[i]);
         if (c->enc_blocks[i] > slots) slots = c->enc_blocks[i];
     }

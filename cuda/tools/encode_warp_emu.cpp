@@ -150,17 +150,19 @@ int main(int argc, char **argv) {
             opt_done = !(abortf & 2u);
         }
         run_block([&] {
-            if (rank == 1)
-                encode_warp_kernel<float, 1, 0, 1>(v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap,
-                                                   status.data(), tsize.data(), tprefix.data(), touts.data(), terr.data(),
-                                                   &ticket, &err, scratch, nullptr, nullptr, nullptr);
-            else if (rank == 4)  // fzgpu.cu's enc_kernel: HF 1 for fields without a fill value
+            if (rank == 1)  // fzgpu.cu's enc_kernel: HF 1 for fields without a fill value
+                (has_fill ? encode_warp_kernel<float, 1, 0, 1> : encode_warp_kernel<float, 1, 1, 1>)(
+                    v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, status.data(), tsize.data(),
+                    tprefix.data(), touts.data(), terr.data(), &ticket, &err, scratch, nullptr, nullptr, nullptr);
+            else if (rank == 4)  // the same for flat tiles
                 (has_fill ? encode_warp_kernel<float, 4, 0, 1> : encode_warp_kernel<float, 4, 1, 1>)(
                     v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, status.data(), tsize.data(),
                     tprefix.data(), touts.data(), terr.data(), &ticket, &err, scratch, nullptr, nullptr, nullptr);
-            else if (rank == 2)  // fzgpu.cu's enc_kernel: has_fill read at run time; PC for PCT jobs
-                (pre ? (rows16 ? encode_warp_kernel<float, 2, 0, 1, 1, true> : encode_warp_kernel<float, 2, 0, 1, 1>)
-                     : (rows16 ? encode_warp_kernel<float, 2, 0, 1, 0, true> : encode_warp_kernel<float, 2, 0, 1, 0>))(
+            else if (rank == 2)  // fzgpu.cu's enc_kernel: HF 1 for fields without a fill value; PC for PCT jobs
+                (has_fill ? (pre ? (rows16 ? encode_warp_kernel<float, 2, 0, 1, 1, true> : encode_warp_kernel<float, 2, 0, 1, 1>)
+                                 : (rows16 ? encode_warp_kernel<float, 2, 0, 1, 0, true> : encode_warp_kernel<float, 2, 0, 1, 0>))
+                          : (pre ? (rows16 ? encode_warp_kernel<float, 2, 1, 1, 1, true> : encode_warp_kernel<float, 2, 1, 1, 1>)
+                                 : (rows16 ? encode_warp_kernel<float, 2, 1, 1, 0, true> : encode_warp_kernel<float, 2, 1, 1, 0>)))(
                     v, g, &prm, has_fill, fill_bits, tile0, nt, obuf.data(), cap, status.data(), tsize.data(),
                     tprefix.data(), touts.data(), terr.data(), &ticket, &err, scratch, nullptr, pre, soffs.data());
             else if (has_fill)
