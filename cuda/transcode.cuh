@@ -84,8 +84,10 @@ __device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
 
 // Checks a version-2 tile's code section (gp: its nw words; n: its
 // values); returns 0 after writing the version-1 tile at o and its bytes
-// to *v1sz (at most 4 nw + V2_SLACK - 16), or an FZGPU_DE_* code, with
-// nothing written. Every return is warp-uniform.
+// to *v1sz (at most 4 nw + V2_SLACK - 16), or an FZGPU_DE_* code (the
+// planes written before the rule that failed was checked lie at o, inside
+// the same bound; the caller then reports size 0). Every return is
+// warp-uniform.
 __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ gp, unsigned nw, int n, int lane,
                                                    unsigned *v1sz, unsigned *__restrict__ o) {
     const unsigned F = 0xffffffffu;
@@ -123,54 +125,88 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     if ((W & 1u) && (gp[ms + mw - 1] >> 16)) return FZGPU_DE_V2MAGS;  // non-zero padding u16
     const unsigned short *up = (const unsigned short *)(gp + ms);
 
-    // Per group: first unit, union of the magnitudes' bits (non-zero
-    // slots), escapes (all 15 units set), the v1 planes 0-14 present in this
-    // lane's block (pres); the top unit must be non-zero and no bit may lie
-    // on a slot >= n. A loop over the group's r units (the tile is in
-    // shared memory when it fits the stage buffer: short latency), so a low
-    // rate costs little; escapes, rare, take a second look at the units.
-    unsigned us[8], nz[8], es[8];
-    unsigned pres = 0;
-    bool badtop = false, badslot = false;
+    // Per group: its first unit (us[j]; us[8] is the lane's end), the top
+    // unit, which must be non-zero, and escapes (rare: a group of rate 15
+    // whose 15 units share a set bit; esw[w]: the escape slots of groups 2w,
+    // 2w + 1 as one word), found before the plane walk below so that it can
+    // leave them out of v1 planes 0-14.
+    unsigned us[9], esw[4] = {0u, 0u, 0u, 0u}, mr = 0;
+    bool badtop = false;
     {
         unsigned u = incl - sumr;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const unsigned r = (rw >> (4 * j)) & 15u;
-            unsigned any = 0, all = 0xFFFFu, top = 0, pz = 0;  // pz: the non-zero units
-#pragma unroll 4
-            for (unsigned p = 0; p < r; p++) {
-                const unsigned v = up[u + p];
-                any |= v;
-                all &= v;
-                top = v;
-                pz |= (v != 0u) << p;
-            }
-            const unsigned e = r == 15 ? all : 0u;
-            if (e) {
-                // v1 planes 0-14 leave the escape slots out
-                pz = 0;
-                for (int p = 0; p < 15; p++) pz |= ((up[u + p] & ~e) != 0u) << p;
-            }
-            pres |= pz;
-            badtop |= r != 0 && top == 0;
-            const int valid = n - 16 * (8 * lane + j);  // slots of the group below n
-            const unsigned vm = valid >= 16 ? 0xFFFFu : valid <= 0 ? 0u : (1u << valid) - 1;
-            badslot |= (any & ~vm) != 0;
             us[j] = u;
-            nz[j] = any;
-            es[j] = e;
+            if (r) badtop |= up[u + r - 1] == 0u;
+            mr = r > mr ? r : mr;
             u += r;
         }
+        us[8] = u;
     }
     if (__any_sync(F, badtop)) return FZGPU_DE_V2RATES;
+    if (__any_sync(F, mr == 15u)) {
+#pragma unroll 1
+        for (int j = 0; j < 8; j++) {
+            if (us[j + 1] - us[j] != 15u) continue;
+            unsigned all = 0xFFFFu;
+            for (int p = 0; p < 15; p++) all &= up[us[j] + p];
+            esw[j >> 1] |= all << (16 * (j & 1));
+        }
+    }
+    const unsigned maxr = __reduce_max_sync(F, mr);
+
+    // v1 planes 0-14, one at a time up to the warp's highest rate: each
+    // lane's four words of the plane (its groups' unit p, 0 past a group's
+    // rate, the escape slots cleared), the plane's block mask by a ballot,
+    // the words of the lanes with a bit in it. The lanes' words ORed over
+    // the planes, escapes included, are the non-zero magnitudes (nzw). One
+    // read of each unit: the census loop over each group's units and the 16
+    // ballots for the planes' masks before v52 were ~30 % of the kernel's
+    // instructions (v51 call 3, ncu SourceCounters, hst at 1e-2). A tile
+    // broken in a way found below (a bit on a slot >= n, slot 0, signs,
+    // tail) has had planes written by then, inside its own part of the
+    // output (at most 2 + 15 x 129 words < V2_SLACK), and is reported with
+    // size 0.
+    const unsigned lt = (1u << lane) - 1;
+    unsigned nzw[4] = {0u, 0u, 0u, 0u}, pm = 0, at = 2;
+#pragma unroll 1
+    for (unsigned p = 0; p < maxr; p++) {
+        unsigned q[4];
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            const unsigned a0 = us[2 * w] + p, a1 = us[2 * w + 1] + p;
+            const unsigned h0 = a0 < us[2 * w + 1] ? up[a0] : 0u, h1 = a1 < us[2 * w + 2] ? up[a1] : 0u;
+            const unsigned v = h0 | h1 << 16;
+            nzw[w] |= v;
+            q[w] = v & ~esw[w];
+        }
+        const unsigned b = __ballot_sync(F, (q[0] | q[1] | q[2] | q[3]) != 0u);
+        if (b) {
+            pm |= 1u << p;
+            if (lane == 0) o[at] = b;
+            if ((b >> lane) & 1u) {
+                unsigned *d = o + at + 1 + 4 * __popc(b & lt);
+#pragma unroll
+                for (int w = 0; w < 4; w++) d[w] = q[w];
+            }
+            at += 1 + 4 * __popc(b);
+        }
+    }
+    bool badslot = false;
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        const int valid = n - (128 * lane + 32 * w);  // slots of the word below n
+        const unsigned vm = valid >= 32 ? 0xFFFFFFFFu : valid <= 0 ? 0u : (1u << valid) - 1;
+        badslot |= (nzw[w] & ~vm) != 0u;
+    }
     if (__any_sync(F, badslot)) return FZGPU_DE_V2MAGS;
-    if (__shfl_sync(F, nz[0], 0) & 1u) return FZGPU_DE_SLOT0;  // slot 0's residual is the origin
+    if (__shfl_sync(F, nzw[0], 0) & 1u) return FZGPU_DE_SLOT0;  // slot 0's residual is the origin
 
     // Signs: one bit per non-zero magnitude, in slot order.
     unsigned cnt = 0;
 #pragma unroll
-    for (int j = 0; j < 8; j++) cnt += __popc(nz[j]);
+    for (int w = 0; w < 4; w++) cnt += __popc(nzw[w]);
     const unsigned sincl = warp_incl_scan<32>(cnt, lane);
     const unsigned N = __shfl_sync(F, sincl, 31);
     const unsigned ss = ms + mw, sw = (N + 31) >> 5;  // first sign word, sign words
@@ -178,87 +214,48 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     if ((N & 31u) && (gp[ss + sw - 1] >> (N & 31u))) return FZGPU_DE_V2SIGNS;  // unused bits of the last word
     const unsigned te = ss + sw;                                                // first tail word
     if (nw - te > V2_TAIL_MAX / 4) return FZGPU_DE_TRAILTILE;
-    // Two groups at a time: their sign bits (c <= 32, consecutive in the
-    // stream) deposited on their non-zero slots.
-    unsigned sg[8];
+    // A word's sign bits (c <= 32, consecutive in the stream) deposited on
+    // its non-zero slots; v1 plane 15 is the signs and the escape slots.
+    unsigned s15[4];
     bool badsign = false;
     {
-        unsigned b = sincl - cnt;
+        unsigned bpos = sincl - cnt;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-            const unsigned m = nz[2 * w] | nz[2 * w + 1] << 16;
+            const unsigned m = nzw[w];
             const unsigned c = __popc(m);
             unsigned bits = 0;
             if (c) {
-                const unsigned i0 = b >> 5, off = b & 31u;
+                const unsigned i0 = bpos >> 5, off = bpos & 31u;
                 unsigned long long win = gp[ss + i0];
-                if (off + c > 32) win |= (unsigned long long)gp[ss + i0 + 1] << 32;  // i0 + 1 < sw: b + c <= N
+                if (off + c > 32) win |= (unsigned long long)gp[ss + i0 + 1] << 32;  // i0 + 1 < sw: bpos + c <= N
                 bits = (unsigned)(win >> off);
                 if (c < 32) bits &= (1u << c) - 1;
             }
-            const unsigned s = deposit_bits(bits, m);
-            badsign |= (s & (es[2 * w] | es[2 * w + 1] << 16)) != 0;  // an escape is magnitude 32767 with sign 0
-            sg[2 * w] = s & 0xFFFFu;
-            sg[2 * w + 1] = s >> 16;
-            b += c;
+            const unsigned sg = deposit_bits(bits, m);
+            badsign |= (sg & esw[w]) != 0u;  // an escape is magnitude 32767 with sign 0
+            s15[w] = sg | esw[w];
+            bpos += c;
         }
     }
     if (__any_sync(F, badsign)) return FZGPU_DE_V2SIGNS;
-
-    // v1 plane 15 (signs and escapes), then each plane's block mask; lane
-    // p keeps plane p's (myb), so the write below visits only the planes
-    // present (a tile at 1e-2 has a handful of the 16) and asks no ballot
-    // again.
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        if (sg[j] | es[j]) pres |= 1u << 15;
-    unsigned pm = 0, words = 0, myb = 0;
-#pragma unroll
-    for (int p = 0; p < 16; p++) {
-        const unsigned b = __ballot_sync(F, (pres >> p) & 1u);
-        if (lane == p) myb = b;
+    {
+        const unsigned b = __ballot_sync(F, (s15[0] | s15[1] | s15[2] | s15[3]) != 0u);
         if (b) {
-            pm |= 1u << p;
-            words += 1 + 4 * __popc(b);
+            pm |= 1u << 15;
+            if (lane == 0) o[at] = b;
+            if ((b >> lane) & 1u) {
+                unsigned *d = o + at + 1 + 4 * __popc(b & lt);
+#pragma unroll
+                for (int w = 0; w < 4; w++) d[w] = s15[w];
+            }
+            at += 1 + 4 * __popc(b);
         }
     }
-    *v1sz = 4 * (2 + words + (nw - te));
+    *v1sz = 4 * (at + (nw - te));
     if (lane == 0) {
         o[0] = (w0 & 0x70000u) | pm;
         o[1] = gp[1];
-    }
-    const unsigned lt = (1u << lane) - 1;
-    unsigned at = 2;
-    // planes 0-14: the groups' units p, the escape slots cleared
-#pragma unroll 1
-    for (unsigned rest = pm & 0x7FFFu; rest; rest &= rest - 1) {
-        const unsigned p = __ffs(rest) - 1, b = __shfl_sync(F, myb, p);
-        if (lane == 0) o[at] = b;
-        if ((b >> lane) & 1u) {
-            unsigned *q = o + at + 1 + 4 * __popc(b & lt);
-#pragma unroll
-            for (int w = 0; w < 4; w++) {
-                unsigned h[2];
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const int j = 2 * w + i;
-                    h[i] = p < ((rw >> (4 * j)) & 15u) ? up[us[j] + p] & ~es[j] : 0u;
-                }
-                q[w] = h[0] | h[1] << 16;
-            }
-        }
-        at += 1 + 4 * __popc(b);
-    }
-    // plane 15: the signs and the escape slots
-    if (pm >> 15) {
-        const unsigned b = __shfl_sync(F, myb, 15);
-        if (lane == 0) o[at] = b;
-        if ((b >> lane) & 1u) {
-            unsigned *q = o + at + 1 + 4 * __popc(b & lt);
-#pragma unroll
-            for (int w = 0; w < 4; w++) q[w] = (sg[2 * w] | es[2 * w]) | (sg[2 * w + 1] | es[2 * w + 1]) << 16;
-        }
-        at += 1 + 4 * __popc(b);
     }
     for (unsigned i = lane; i < nw - te; i += 32) o[at + i] = gp[te + i];
     return 0;

@@ -89,9 +89,7 @@ template <typename F> static unsigned reduce_emu(unsigned v, F f) {
 static unsigned __reduce_or_sync(unsigned, unsigned v) {
     return reduce_emu(v, [](unsigned a, unsigned b) { return a | b; });
 }
-static unsigned __reduce_max_sync(unsigned, unsigned v) {
-    return reduce_emu(v, [](unsigned a, unsigned b) { return a > b ? a : b; });
-}
+// __reduce_max_sync: warp_emu.h's
 static unsigned __reduce_add_sync(unsigned, unsigned v) {
     return reduce_emu(v, [](unsigned a, unsigned b) { return a + b; });
 }

@@ -42,6 +42,14 @@ static unsigned __ballot_sync(unsigned, bool p) {
     return r;
 }
 static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
+static unsigned __reduce_max_sync(unsigned, unsigned v) {
+    xch[my_lane] = v;
+    bar->arrive_and_wait();
+    unsigned r = xch[0];
+    for (int i = 1; i < 32; i++) r = xch[i] > r ? xch[i] : r;
+    bar->arrive_and_wait();
+    return r;
+}
 #ifndef EMU_WITH_DEVICE_COMMON  // else device_common.cuh's own
 // as fzgpu.cu's
 template <int N> unsigned warp_incl_scan(unsigned x, int lane) {
