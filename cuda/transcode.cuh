@@ -82,6 +82,24 @@ __device__ __forceinline__ unsigned deposit_bits(unsigned x, unsigned m) {
     return x & m0;
 }
 
+// Appends v1 plane p (this lane's four words of it, q) to the tile at o +
+// at when any lane's words are non-zero: the plane's block mask (lane 0),
+// then the words of the lanes with a bit in it, in lane order; sets bit p
+// of the plane mask pm. Warp-wide.
+__device__ __forceinline__ void v1_put_plane(unsigned *__restrict__ o, unsigned &at, unsigned &pm, unsigned p,
+                                             const unsigned (&q)[4], int lane) {
+    const unsigned b = __ballot_sync(0xffffffffu, (q[0] | q[1] | q[2] | q[3]) != 0u);
+    if (!b) return;
+    pm |= 1u << p;
+    if (lane == 0) o[at] = b;
+    if ((b >> lane) & 1u) {
+        unsigned *d = o + at + 1 + 4 * __popc(b & ((1u << lane) - 1));
+#pragma unroll
+        for (int w = 0; w < 4; w++) d[w] = q[w];
+    }
+    at += 1 + 4 * __popc(b);
+}
+
 // Checks a version-2 tile's code section (gp: its nw words; n: its
 // values); returns 0 after writing the version-1 tile at o and its bytes
 // to *v1sz (at most 4 nw + V2_SLACK - 16), or an FZGPU_DE_* code (the
@@ -168,7 +186,6 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     // tail) has had planes written by then, inside its own part of the
     // output (at most 2 + 15 x 129 words < V2_SLACK), and is reported with
     // size 0.
-    const unsigned lt = (1u << lane) - 1;
     unsigned nzw[4] = {0u, 0u, 0u, 0u}, pm = 0, at = 2;
 #pragma unroll 1
     for (unsigned p = 0; p < maxr; p++) {
@@ -181,17 +198,7 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
             nzw[w] |= v;
             q[w] = v & ~esw[w];
         }
-        const unsigned b = __ballot_sync(F, (q[0] | q[1] | q[2] | q[3]) != 0u);
-        if (b) {
-            pm |= 1u << p;
-            if (lane == 0) o[at] = b;
-            if ((b >> lane) & 1u) {
-                unsigned *d = o + at + 1 + 4 * __popc(b & lt);
-#pragma unroll
-                for (int w = 0; w < 4; w++) d[w] = q[w];
-            }
-            at += 1 + 4 * __popc(b);
-        }
+        v1_put_plane(o, at, pm, p, q, lane);
     }
     bool badslot = false;
 #pragma unroll
@@ -239,19 +246,7 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
         }
     }
     if (__any_sync(F, badsign)) return FZGPU_DE_V2SIGNS;
-    {
-        const unsigned b = __ballot_sync(F, (s15[0] | s15[1] | s15[2] | s15[3]) != 0u);
-        if (b) {
-            pm |= 1u << 15;
-            if (lane == 0) o[at] = b;
-            if ((b >> lane) & 1u) {
-                unsigned *d = o + at + 1 + 4 * __popc(b & lt);
-#pragma unroll
-                for (int w = 0; w < 4; w++) d[w] = s15[w];
-            }
-            at += 1 + 4 * __popc(b);
-        }
-    }
+    v1_put_plane(o, at, pm, 15, s15, lane);
     *v1sz = 4 * (at + (nw - te));
     if (lane == 0) {
         o[0] = (w0 & 0x70000u) | pm;
