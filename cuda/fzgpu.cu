@@ -99,27 +99,25 @@ __attribute__((constructor)) static void fzgpu_connections(void) {
 // their copy and one without, encode_warp.cuh's PC). al16: every full
 // tile's rows are 16-byte aligned: the fill fields' optimistic kernel and
 // f32 rank 2's without the 4-byte copies (encode_warp.cuh's AL16).
+// The f32 kernel of walk FAST for a field with or without a fill value:
+// without one, its walks have no fill test a value (HF 1; rank 1: and no
+// enc_fast1).
+template <int FAST, int V, int PC = 0, bool AL16 = false>
+static const void *enc_kernel_f32_fill(int has_fill) {
+    return has_fill ? (const void *)encode_warp_kernel<float, FAST, 0, V, PC, AL16>
+                    : (const void *)encode_warp_kernel<float, FAST, 1, V, PC, AL16>;
+}
+
 template <int V>
 static const void *enc_kernel_v(unsigned dtype, int fast, int has_fill, int opt, int pc, bool al16) {
     if (dtype == 1) {
         switch (fast) {
-        // ranks 1 and 2 and flat tiles: fields without a fill value get
-        // kernels whose walks have no fill test a value (HF 1; rank 1: and
-        // no enc_fast1)
-        case 1: return has_fill ? (const void *)encode_warp_kernel<float, 1, 0, V> : (const void *)encode_warp_kernel<float, 1, 1, V>;
+        // ranks 1 and 2 and flat tiles: by fill value (HF 0 or 1)
+        case 1: return enc_kernel_f32_fill<1, V>(has_fill);
         case 2:
-            if (al16) {
-                if (pc)
-                    return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 1, true>
-                                    : (const void *)encode_warp_kernel<float, 2, 1, V, 1, true>;
-                return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 0, true>
-                                : (const void *)encode_warp_kernel<float, 2, 1, V, 0, true>;
-            }
-            if (pc)
-                return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 1>
-                                : (const void *)encode_warp_kernel<float, 2, 1, V, 1>;
-            return has_fill ? (const void *)encode_warp_kernel<float, 2, 0, V, 0> : (const void *)encode_warp_kernel<float, 2, 1, V, 0>;
-        case 4: return has_fill ? (const void *)encode_warp_kernel<float, 4, 0, V> : (const void *)encode_warp_kernel<float, 4, 1, V>;
+            if (al16) return pc ? enc_kernel_f32_fill<2, V, 1, true>(has_fill) : enc_kernel_f32_fill<2, V, 0, true>(has_fill);
+            return pc ? enc_kernel_f32_fill<2, V, 1>(has_fill) : enc_kernel_f32_fill<2, V, 0>(has_fill);
+        case 4: return enc_kernel_f32_fill<4, V>(has_fill);
         case 3:
             if (opt == 3 && al16) return (const void *)encode_warp_kernel<float, 3, 5, V, 1, true>;
             if (opt)
@@ -338,8 +336,8 @@ extern "C" int fzgpu_create(int device, uint64_t max_tiles, fzgpu_ctx **out) {
             for (int o = 1; o <= 3 && e == cudaSuccess && dt == 1 && fast == 3; o++)
                 e = cudaFuncSetAttribute(enc_kernel(1, 3, 0, o, v), cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
             // the AL16 kernels: the fill fields' optimistic one, f32 rank 2's
-            // (with and without a fill value)
-            for (int hf = 0; hf <= 1 && e == cudaSuccess && dt == 1 && (fast == 3 || fast == 2); hf++)
+            // (with and without a fill value: rank 3's one serves both)
+            for (int hf = 0; hf <= (fast == 2) && e == cudaSuccess && dt == 1 && (fast == 3 || fast == 2); hf++)
                 e = cudaFuncSetAttribute(enc_kernel(1, fast, hf, fast == 3 ? 3 : 0, v, 0, true),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, ENC_SMEM);
             // the padded kernels (f32 rank 3), as {has_fill, opt, al16}: the
