@@ -164,12 +164,17 @@ __device__ __forceinline__ unsigned transcode_tile(const unsigned *__restrict__ 
     }
     if (__any_sync(F, badtop)) return FZGPU_DE_V2RATES;
     if (__any_sync(F, mr == 15u)) {
-#pragma unroll 1
+        // unrolled, so that us[] and esw[] are indexed by constants and stay
+        // in registers (a rolled loop put them in local memory: nvcc 13, a
+        // 64-byte stack frame read by the plane walk below, v52)
+#pragma unroll
         for (int j = 0; j < 8; j++) {
-            if (us[j + 1] - us[j] != 15u) continue;
-            unsigned all = 0xFFFFu;
-            for (int p = 0; p < 15; p++) all &= up[us[j] + p];
-            esw[j >> 1] |= all << (16 * (j & 1));
+            if (us[j + 1] - us[j] == 15u) {
+                unsigned all = 0xFFFFu;
+#pragma unroll 1
+                for (int p = 0; p < 15; p++) all &= up[us[j] + p];
+                esw[j >> 1] |= all << (16 * (j & 1));
+            }
         }
     }
     const unsigned maxr = __reduce_max_sync(F, mr);
