@@ -39,14 +39,6 @@ struct Geo {
 };
 
 static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-static unsigned __reduce_or_sync(unsigned, unsigned v) {
-    xch[my_lane] = v;
-    bar->arrive_and_wait();
-    unsigned r = 0;
-    for (int i = 0; i < 32; i++) r |= xch[i];
-    bar->arrive_and_wait();
-    return r;
-}
 // (hi:lo) >> (s & 31), the low word (PTX shf.r.wrap)
 static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
     s &= 31;

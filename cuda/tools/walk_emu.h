@@ -78,21 +78,7 @@ template <typename T> static T shfl_emu(T v, int src) {
 }
 template <typename T> static T __shfl_sync(unsigned, T v, int src) { return shfl_emu(v, src); }
 template <typename T> static T __shfl_xor_sync(unsigned, T v, int m) { return shfl_emu(v, my_lane ^ m); }
-template <typename F> static unsigned reduce_emu(unsigned v, F f) {
-    xch[my_lane] = v;
-    bar->arrive_and_wait();
-    unsigned r = xch[0];
-    for (int i = 1; i < 32; i++) r = f(r, xch[i]);
-    bar->arrive_and_wait();
-    return r;
-}
-static unsigned __reduce_or_sync(unsigned, unsigned v) {
-    return reduce_emu(v, [](unsigned a, unsigned b) { return a | b; });
-}
-// __reduce_max_sync: warp_emu.h's
-static unsigned __reduce_add_sync(unsigned, unsigned v) {
-    return reduce_emu(v, [](unsigned a, unsigned b) { return a + b; });
-}
+// __reduce_or_sync, __reduce_max_sync, __reduce_add_sync: warp_emu.h's
 static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 static inline int min(int a, int b) { return a < b ? a : b; }

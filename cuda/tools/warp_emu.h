@@ -42,13 +42,23 @@ static unsigned __ballot_sync(unsigned, bool p) {
     return r;
 }
 static bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
-static unsigned __reduce_max_sync(unsigned, unsigned v) {
+// __reduce_*_sync: every lane's value folded by f, in lane order
+template <typename F> static unsigned reduce_emu(unsigned v, F f) {
     xch[my_lane] = v;
     bar->arrive_and_wait();
     unsigned r = xch[0];
-    for (int i = 1; i < 32; i++) r = xch[i] > r ? xch[i] : r;
+    for (int i = 1; i < 32; i++) r = f(r, xch[i]);
     bar->arrive_and_wait();
     return r;
+}
+static unsigned __reduce_or_sync(unsigned, unsigned v) {
+    return reduce_emu(v, [](unsigned a, unsigned b) { return a | b; });
+}
+static unsigned __reduce_max_sync(unsigned, unsigned v) {
+    return reduce_emu(v, [](unsigned a, unsigned b) { return a > b ? a : b; });
+}
+static unsigned __reduce_add_sync(unsigned, unsigned v) {
+    return reduce_emu(v, [](unsigned a, unsigned b) { return a + b; });
 }
 #ifndef EMU_WITH_DEVICE_COMMON  // else device_common.cuh's own
 // as fzgpu.cu's
