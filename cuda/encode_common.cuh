@@ -92,6 +92,12 @@ __host__ __device__ constexpr unsigned esc_max(int V) { return V == 2 ? 32766u :
 #define SC_RV_MAX 3072          // a test build sets it low, to run the tiles with more through their fallback
 #endif
 
+// The fill fields' optimistic walk in one pass (encode_rank3.cuh's ONEP,
+// v54); 0: in two passes, as the full kernel's FILLP walk (A/B).
+#ifndef ENC_FILL_1P
+#define ENC_FILL_1P 1
+#endif
+
 struct TileSum {
     unsigned nesc, nraw, nfill;
     unsigned wide;  // the narrow-only walk gave the tile up for a z-plane of 16-bit codes

@@ -272,9 +272,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     unsigned nraw = 0, nesc = 0, nfill = 0;
     int origin = 0;
     st.load(0);
+    // FILLP in one pass (ONEP): the fill fields' optimistic walk (HOT)
+    constexpr bool ONEP = FILLP && HOT && ENC_FILL_1P;
     // planes 1..14 stay zero where a z-plane's codes are narrow (put_narrow);
     // FILLP's second pass zeroes each z-plane's words as it takes its q back
-    if (!FILLP)
+    if (!FILLP || ONEP)
 #pragma unroll
         for (int p = 1; p < 15; p++) *(uint4 *)&pw[p * PW_STRIDE + 4 * lane] = make_uint4(0, 0, 0, 0);
     // Plane z staged in buffer z % 2 (the next one's copies issued first).
@@ -435,6 +437,74 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         __syncwarp();  // this buffer takes plane z + 2
         return true;
     };
+    // ONEP (v54): FILLP in one pass, the optimistic walk's (HOT: every |q|
+    // <= 32767). Plane z's placeholder is known once the plane is
+    // quantized: the warp sums its q and counts its fill values (two
+    // reductions), divides (32-bit: |sum| < 2^24), puts the placeholder in
+    // for the fill values and codes the plane, as quant_plane does for the
+    // fields without fill. The lane's sum and fill count travel in one
+    // register: a fill value's q is marked FILL_MARK (2^20) and added like
+    // the others (16 q sum to less than 2^19 in magnitude), so per value
+    // the walk pays the mark's select, the add and the placeholder's
+    // select, where the two passes parked and unparked q (v36-v53).
+    // All-fill planes take the earlier plane's placeholder (ph, carried);
+    // those before the first plane with values were coded with 0 for it,
+    // which gives the same codes (a constant plane's residuals are 0 but
+    // for the origin): at that plane the origin and the Dy carry of row 0
+    // (a[0], the constant) become its placeholder (FORMAT.md section 4,
+    // Holes). v46 measured one pass with a 64-bit sum, a popc a row and an
+    // f64 division a plane at 0.89-0.93x of two passes.
+    constexpr int FILL_MARK = 1 << 20;
+    auto fill_onepass = [&](int z, int &ph, bool &seen, unsigned &mabs) -> bool {
+        float *const xb = staged(z);
+        int q[16];
+        unsigned bf[4];  // rows y - y % 4 ... y of the fill bitmap
+        uint4 *const sfe4 = (uint4 *)(sraw + (SC_FE - SC_RAW) / 4) + 4 * z;
+        unsigned rawm = 0;  // bit 15 - y: value y is raw
+        bool hole = false;
+        float em = 0.0f;
+        int s = 0;  // the lane's sum of q plus FILL_MARK a fill value
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const float x = xb[STG_ROW * y];
+            bool h;
+            const bool f = __float_as_uint(x) == fill32;
+            bf[y & 3] = __ballot_sync(F, f);
+            if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
+            // a fill value quantized as 0: no error, no hole, without a test of f
+            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, QUANT_S_LIM16);
+            hole |= h;
+            q[y] = f ? FILL_MARK : qq;
+            s += q[y];
+        }
+        if (__any_sync(F, hole)) {
+            cp_async_wait<0>();  // nothing may land in the buffer after the walk returns
+            return false;
+        }
+        const int nfl = (s + (FILL_MARK >> 1)) >> 20;  // the lane's fill values
+        const unsigned nf = __reduce_add_sync(F, (unsigned)nfl);
+        const int sum = (int)__reduce_add_sync(F, (unsigned)(s - nfl * FILL_MARK));
+        nfill += nf;
+        if (nf < 512u) {
+            const int p = sum / (int)(512u - nf);  // truncated toward zero, as FORMAT.md's
+            if (!seen && z > 0) {
+                a[0] = p;
+                origin = p;
+            }
+            seen = true;
+            ph = p;
+        }
+        if (nf > 0u)
+#pragma unroll
+            for (int y = 0; y < 16; y++) q[y] = q[y] == FILL_MARK ? ph : q[y];
+        if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
+        emx = fmaxf(emx, em);
+        int dmax, dmin;
+        lorenzo(z, (int *)xb, q, dmax, dmin);
+        list_raw(z, rawm);
+        mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
+        return true;
+    };
     // FILLP's second pass: plane z's q back from the park (or, big, staged
     // and quantized again), ph for the fill values, the park's words zeroed
     // for the coders.
@@ -518,7 +588,20 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
         __syncwarp();  // this buffer takes plane z + 2
     };
-    if constexpr (FILLP) {
+    if constexpr (ONEP) {
+        int ph = 0;         // the placeholder of the last plane with values
+        bool seen = false;  // a plane with values came (warp-uniform)
+#pragma unroll 1
+        for (int z = 0; z < 8; z++) {
+            unsigned mabs;
+            if (!fill_onepass(z, ph, seen, mabs)) return false;
+            if (mabs > esc_max(V)) {  // an escape: the optimistic kernel gives the job up
+                cp_async_wait<0>();
+                return false;
+            }
+            code_plane(z, mabs);
+        }
+    } else if constexpr (FILLP) {
         bool big = false;
 #pragma unroll 1
         for (int z = 0; z < 8; z++)

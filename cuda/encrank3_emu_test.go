@@ -29,7 +29,11 @@ import (
 //     first pass finds each z-plane's placeholder and parks q in 16 bits,
 //     or, for a tile with a |q| > 32767, the second pass quantizes again;
 //     the test counts both kinds of tile, and tiles with all-fill z-planes
-//     before and between others).
+//     before and between others), and <true, true, false, V, true>
+//     (fillhot: the fill fields' optimistic kernel's, one pass since v54:
+//     each z-plane's placeholder as the plane is quantized; false for a
+//     tile with a |q| > 32767, an escape or more than HOT_RV_MAX_FILL(_V2)
+//     raw values).
 //
 // What the walks leave must be what the CPU codec writes for the tile in its
 // version-1 container, and what FORMAT.md section 4 gives recomputed here:
@@ -71,12 +75,13 @@ func TestEncodeRank3Emulated(t *testing.T) {
 	emuLow := buildEmu(t, "encode_rank3_emu.cpp", append(flags, fmt.Sprintf("-DSC_RV_MAX=%d", lowCap))...)
 
 	const (
-		wPlain = 1
-		wHot   = 2
-		wNo16  = 4
-		wFillP = 8
+		wPlain   = 1
+		wHot     = 2
+		wNo16    = 4
+		wFillP   = 8
+		wFillHot = 16
 	)
-	walkName := map[int]string{wPlain: "plain", wHot: "hot", wNo16: "no16", wFillP: "fillp"}
+	walkName := map[int]string{wPlain: "plain", wHot: "hot", wNo16: "no16", wFillP: "fillp", wFillHot: "fillhot"}
 	type field struct {
 		name       string
 		nz, ny, nx int
@@ -232,7 +237,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		// near 1024; (1,1,0) land and 1e30 (false); (1,1,1) z-planes 0, 1
 		// (before any value: they take plane 2's placeholder) and 4 (plane
 		// 3's) all land, and one land value, the tile's last
-		mk("land", 1e-4, &land, false, func(z, y, x int, step float64) float64 {
+		landF := func(z, y, x int, step float64) float64 {
 			iz, iy, ix := z/8, y/16, x/32
 			lz, ly, lx := z%8, y%16, x%32
 			v := wave(z, y, x)
@@ -276,6 +281,22 @@ func TestEncodeRank3Emulated(t *testing.T) {
 				}
 			}
 			return v
+		}
+		mk("land", 1e-4, &land, false, landF)
+		// the same at 1e-2, where every |q| <= 32767 but near 1024: the fill
+		// fields' optimistic walk (fillhot) takes these tiles
+		mk("land small q", 1e-2, &land, false, landF)
+		// fill stripes at step 1 with |q| <= 30000: in tiles (iz + iy + ix)
+		// even, columns alternating -30000 / +30000 (escapes: the optimistic
+		// fill walk gives them up), else a smooth wave
+		mk("fillesc", 0.5, &land, false, func(z, y, x int, step float64) float64 {
+			if (x+y+z)%9 == 0 {
+				return land
+			}
+			if (z/8+y/16+x/32)%2 == 0 {
+				return float64(60000*(x%2) - 30000)
+			}
+			return math.Round(100 * wave(z, y, x))
 		})
 		// a fill value with a q whose check fails (it would be raw), among
 		// values near 1024 at 1e-4
@@ -438,7 +459,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		}
 		walks := []int{wPlain, wHot, wNo16}
 		if c.hasFill {
-			walks = []int{wFillP}
+			walks = []int{wFillP, wFillHot}
 		}
 		for V := 1; V <= 2; V++ {
 			var hdr [48]byte
@@ -461,6 +482,19 @@ func TestEncodeRank3Emulated(t *testing.T) {
 					w.walk = walk
 					w.name = fmt.Sprintf("%s v%d %s", te.name, V, walkName[walk])
 					w.done, w.wide = te.holePlane == 8, false
+					if walk == wFillHot { // the optimistic fill walk: a hole, a |q| > 32767 or an escape anywhere
+						w.done = te.holePlane == 8 && !te.bigQ
+						escMax := uint32(32767)
+						if V == 2 {
+							escMax = 32766
+						}
+						for z := range 8 {
+							if w.groupMax[z] > escMax {
+								w.done = false
+							}
+						}
+						// then more than HOT_RV_MAX_FILL(_V2) raw values: below
+					}
 					if walk == wHot || walk == wNo16 { // the walk's order: per z-plane a hole, an escape, 16-bit codes
 						escMax := uint32(32767)
 						if V == 2 {
@@ -492,6 +526,8 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		hotEsc, hotRaw, hotRawDone, wide, no16Esc, holes int
 		fillTiles, noFillTiles, allFill, fill0, fillBad  int
 		fillSmall, fillBig, fillPlaneGap, fillLead       int
+		fillHotTiles, fillHotAll, fillHot0, fillHotGap   int
+		fillHotLead, fillHotNeg, fillHotBig, fillHotEsc  int
 		classes                                          [4]int
 		edges                                            map[uint32]int
 		realWalked                                       int
@@ -507,11 +543,15 @@ func TestEncodeRank3Emulated(t *testing.T) {
 		out := emuOut{t: t, b: runEmu(t, emu, in.Bytes())}
 		u32 := out.u32
 		rvMax, hotMax, hotMaxV2 := int(u32()), int(u32()), int(u32())
+		hotFillMax, hotFillMaxV2 := int(u32()), int(u32())
 		for _, r := range recs {
 			for _, w := range r.wants {
 				te := w.te
 				if (w.walk == wHot || w.walk == wNo16) && w.done && te.nraw > [3]int{0, hotMax, hotMaxV2}[w.V] {
 					w.done = false // a hot walk's tile must fit the park
+				}
+				if w.walk == wFillHot && w.done && te.nraw > [3]int{0, hotFillMax, hotFillMaxV2}[w.V] {
+					w.done = false
 				}
 				if ti, walk := int(u32()), int(u32()); ti != te.tile || walk != w.walk {
 					t.Fatalf("%s: emulator record for tile %d walk %d", w.name, ti, walk)
@@ -534,6 +574,10 @@ func TestEncodeRank3Emulated(t *testing.T) {
 				if !done {
 					cv.left[key]++
 					switch {
+					case w.walk == wFillHot && te.holePlane == 8 && te.bigQ:
+						cv.fillHotBig++
+					case w.walk == wFillHot && te.holePlane == 8:
+						cv.fillHotEsc++
 					case te.holePlane < 8:
 						cv.holes++
 					case w.wide:
@@ -553,7 +597,8 @@ func TestEncodeRank3Emulated(t *testing.T) {
 				listed := make([]uint32, min(nraw, rvMax))
 				out.words(listed)
 				var sfe [128]uint32
-				if w.walk == wFillP {
+				fillWalk := w.walk == wFillP || w.walk == wFillHot
+				if fillWalk {
 					out.words(sfe[:])
 				}
 				checkWalkTile(t, w.name, &r, &te.tileCheck, &w.walkExp, rank3Layout)
@@ -563,7 +608,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 					}
 				}
 				wantFill := 0
-				if w.walk == wFillP {
+				if fillWalk {
 					wantFill = te.nfill
 					if sfe != te.fill {
 						i := firstDiffWord(&sfe, &te.fill)
@@ -615,6 +660,26 @@ func TestEncodeRank3Emulated(t *testing.T) {
 						cv.fillLead++
 					}
 				}
+				if w.walk == wFillHot {
+					switch {
+					case nfill == 4096:
+						cv.fillHotAll++
+					case nfill > 0:
+						cv.fillHotTiles++
+					}
+					if te.fill[0]&1 != 0 && nfill < 4096 {
+						cv.fillHot0++
+					}
+					if te.fillPlane {
+						cv.fillHotGap++
+					}
+					if te.fillLead {
+						cv.fillHotLead++
+					}
+					if te.ph < 0 {
+						cv.fillHotNeg++
+					}
+				}
 				if te.real {
 					cv.realWalked++
 				}
@@ -637,7 +702,7 @@ func TestEncodeRank3Emulated(t *testing.T) {
 	check(emuLow, low)
 
 	// each check must have had something to catch
-	for _, k := range []string{"plain", "hot", "no16", "fillp"} {
+	for _, k := range []string{"plain", "hot", "no16", "fillp", "fillhot"} {
 		for _, p := range []string{"16-byte", "4-byte"} {
 			if cv.walked[k+" "+p] == 0 {
 				t.Errorf("coverage: no tile walked by %s on the %s staging path", k, p)
@@ -647,6 +712,8 @@ func TestEncodeRank3Emulated(t *testing.T) {
 	if cv.withEsc == 0 || cv.withV2 == 0 || cv.withRaw == 0 || cv.overCap == 0 || cv.underCap == 0 || cv.hotEsc == 0 ||
 		cv.hotRaw == 0 || cv.hotRawDone == 0 || cv.wide == 0 || cv.no16Esc == 0 || cv.holes == 0 || cv.fillTiles == 0 ||
 		cv.noFillTiles == 0 || cv.allFill == 0 || cv.fill0 == 0 || cv.fillBad == 0 || cv.fillSmall == 0 || cv.fillBig == 0 || cv.fillPlaneGap == 0 || cv.fillLead == 0 ||
+		cv.fillHotTiles == 0 || cv.fillHotAll == 0 || cv.fillHot0 == 0 || cv.fillHotGap == 0 || cv.fillHotLead == 0 ||
+		cv.fillHotNeg == 0 || cv.fillHotBig == 0 || cv.fillHotEsc == 0 ||
 		cv.classes[0] == 0 || cv.classes[1] == 0 || cv.classes[2] == 0 || cv.classes[3] == 0 {
 		t.Errorf("coverage: %+v", cv)
 	}
@@ -657,8 +724,9 @@ func TestEncodeRank3Emulated(t *testing.T) {
 	}
 	t.Logf("walked %v; left to the slow path %v: %d for holes, %d hot for escapes, %d hot for > HOT_RV_MAX raw values, %d no16 for 16-bit codes (wide), %d no16 for escapes; FILLP given a tile with a hole that is not fill %d times",
 		cv.walked, cv.left, cv.holes, cv.hotEsc, cv.hotRaw, cv.wide, cv.no16Esc, cv.fillBad)
-	t.Logf("walked tiles: %d with escapes (%d with ±32767, version 2 only), %d with raw values (%d listing all, %d more than SC_RV_MAX), %d hot with raw values; FILLP: %d with fill, %d without, %d all fill, %d with element 0 fill, %d with every |q| <= 32767, %d with a larger |q|, %d with an all-fill z-plane after others, %d with all-fill z-planes first; z-planes by coder (2/4/8/16 bits) %v; real-field walks %d",
-		cv.withEsc, cv.withV2, cv.withRaw, cv.underCap, cv.overCap, cv.hotRawDone, cv.fillTiles, cv.noFillTiles, cv.allFill, cv.fill0, cv.fillSmall, cv.fillBig, cv.fillPlaneGap, cv.fillLead, cv.classes, cv.realWalked)
+	t.Logf("walked tiles: %d with escapes (%d with ±32767, version 2 only), %d with raw values (%d listing all, %d more than SC_RV_MAX), %d hot with raw values; FILLP: %d with fill, %d without, %d all fill, %d with element 0 fill, %d with every |q| <= 32767, %d with a larger |q|, %d with an all-fill z-plane after others, %d with all-fill z-planes first; fillhot (one pass): %d with fill, %d all fill, %d with element 0 fill, %d with an all-fill z-plane after others, %d with all-fill z-planes first, %d with a negative placeholder, given up %d for a |q| > 32767 and %d for escapes; z-planes by coder (2/4/8/16 bits) %v; real-field walks %d",
+		cv.withEsc, cv.withV2, cv.withRaw, cv.underCap, cv.overCap, cv.hotRawDone, cv.fillTiles, cv.noFillTiles, cv.allFill, cv.fill0, cv.fillSmall, cv.fillBig, cv.fillPlaneGap, cv.fillLead,
+		cv.fillHotTiles, cv.fillHotAll, cv.fillHot0, cv.fillHotGap, cv.fillHotLead, cv.fillHotNeg, cv.fillHotBig, cv.fillHotEsc, cv.classes, cv.realWalked)
 }
 
 // rank3Layout: a full 8 x 16 x 32 tile (element e = 512z + 32y + x) has

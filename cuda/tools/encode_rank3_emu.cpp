@@ -17,8 +17,14 @@
 //   4 no16   enc_fast3<false, true, true, V>    (the narrow optimistic
 //            kernel: also false, with ts.wide = 1, at a z-plane of 16-bit codes)
 //   8 fillp  enc_fast3<true, false, false, V, true> (the placeholders
-//            show in the codes and, where element 0 is fill, the origin)
-// Walks 1, 2 and 4 get fill32 = 0 (as the kernels pass), walk 8 fill_bits.
+//            show in the codes and, where element 0 is fill, the origin;
+//            two passes)
+//  16 fillhot enc_fast3<true, true, false, V, true> (the fill fields'
+//            optimistic kernel, HF 5: one pass (ENC_FILL_1P); false for a
+//            tile with a |q| > 32767, an escape or more than
+//            HOT_RV_MAX_FILL(_V2) raw values)
+// Walks 1, 2 and 4 get fill32 = 0 (as the kernels pass), walks 8 and 16
+// fill_bits.
 //
 // The emulated hardware (walk_emu.h, and per walk):
 //  - the lanes play a warp in the middle of the block: their staging buffer
@@ -60,15 +66,16 @@
 // record's bits, in increasing bit order, with ebf = the largest float <=
 // eb, as the GPU's __double2float_rd(eb).
 // Output (stdout, or the file argv[2]): u32 SC_RV_MAX, u32 HOT_RV_MAX,
-// u32 HOT_RV_MAX_V2, then per full tile and walk:
+// u32 HOT_RV_MAX_V2, u32 HOT_RV_MAX_FILL, u32 HOT_RV_MAX_FILL_V2, then per
+// full tile and walk:
 //   u32 tile ((iz * gy + iy) * gx + ix, g* = ceil(n* / t*)), u32 walk (its
 //   bit), u32 done, u32 wide (ts.wide);
 //   if done: i32 origin, u32 nesc, u32 nraw, u32 nfill, u32 merr (f32
 //   bits), the 16 planes x 128 words (plane p word w = pw[p * PW_STRIDE +
 //   (w ^ ((p >> 2) & 3))]), the 128 sraw words, the 128 sesc words, the
 //   nesc escape residuals in element order (sq[e] for each set bit e of
-//   sesc), the first min(nraw, SC_RV_MAX) listed raw values, and for walk 8
-//   the 128 words of the fill bitmap (SC_FE).
+//   sesc), the first min(nraw, SC_RV_MAX) listed raw values, and for walks 8
+//   and 16 the 128 words of the fill bitmap (SC_FE).
 #include <algorithm>
 #include <climits>
 
@@ -79,7 +86,7 @@
 
 // ------------------------------------------------------------ the runner
 
-enum { W_PLAIN = 1, W_HOT = 2, W_NO16 = 4, W_FILLP = 8 };
+enum { W_PLAIN = 1, W_HOT = 2, W_NO16 = 4, W_FILLP = 8, W_FILLHOT = 16 };
 
 struct Field {
     unsigned nz, ny, nx, V, walks, fill_bits;
@@ -93,7 +100,7 @@ static bool read_field(FILE *f, Field &F) {
     if (!read_header(f, h, 6, d)) return false;
     F.nz = h[0], F.ny = h[1], F.nx = h[2], F.V = h[3], F.walks = h[4], F.fill_bits = h[5];
     F.inv = d[0], F.step = d[1], F.eb = d[2];
-    if ((F.V != 1 && F.V != 2) || (F.walks & ~15u) || (unsigned long long)F.nz * F.ny * F.nx > (1ull << 28)) {
+    if ((F.V != 1 && F.V != 2) || (F.walks & ~31u) || (unsigned long long)F.nz * F.ny * F.nx > (1ull << 28)) {
         fprintf(stderr, "bad record: %u x %u x %u V %u walks %u\n", F.nz, F.ny, F.nx, F.V, F.walks);
         exit(1);
     }
@@ -135,9 +142,12 @@ static bool walk_lane(int walk, const Field &F, const Geo &g, unsigned long long
         return enc_fast3<false, true, false, V>(F.v, g, base, F.inv, F.step, ebf, 0, pw, sq, sesc, sraw, l, ts);
     case W_NO16:
         return enc_fast3<false, true, true, V>(F.v, g, base, F.inv, F.step, ebf, 0, pw, sq, sesc, sraw, l, ts);
-    default:  // as encode_warp_kernel with has_fill
+    case W_FILLP:  // as encode_warp_kernel with has_fill
         return enc_fast3<true, false, false, V, true>(F.v, g, base, F.inv, F.step, ebf, F.fill_bits, pw, sq, sesc,
                                                       sraw, l, ts);
+    default:  // W_FILLHOT: as the fill fields' optimistic kernel (HF 5)
+        return enc_fast3<true, true, false, V, true>(F.v, g, base, F.inv, F.step, ebf, F.fill_bits, pw, sq, sesc,
+                                                     sraw, l, ts);
     }
 }
 
@@ -157,8 +167,8 @@ int main(int argc, char **argv) {
     std::barrier<> b(32);
     bar = &b;
     int failed = 0;
-    const unsigned consts[3] = {SC_RV_MAX, HOT_RV_MAX, HOT_RV_MAX_V2};
-    fwrite(consts, 4, 3, out);
+    const unsigned consts[5] = {SC_RV_MAX, HOT_RV_MAX, HOT_RV_MAX_V2, HOT_RV_MAX_FILL, HOT_RV_MAX_FILL_V2};
+    fwrite(consts, 4, 5, out);
     Field F;
     while (read_field(in, F)) {
         const unsigned gy = (F.ny + 15) / 16, gx = (F.nx + 31) / 32;
@@ -170,12 +180,12 @@ int main(int argc, char **argv) {
         for (unsigned iz = 0; iz < F.nz / 8; iz++)
             for (unsigned iy = 0; iy < F.ny / 16; iy++)
                 for (unsigned ix = 0; ix < F.nx / 32; ix++)
-                    for (int walk = 1; walk <= 8; walk <<= 1) {
+                    for (int walk = 1; walk <= 16; walk <<= 1) {
                         if (!(F.walks & walk)) continue;
                         const unsigned long long base =
                             ((unsigned long long)iz * 8 * F.ny + iy * 16ull) * F.nx + 32ull * ix;
                         const unsigned tile = (iz * gy + iy) * gx + ix;
-                        const bool fillp = walk == W_FILLP;
+                        const bool fillp = walk == W_FILLP || walk == W_FILLHOT;
                         char what[48];
                         snprintf(what, sizeof what, "tile %u walk %d", tile, walk);
                         Result res[2];
@@ -228,7 +238,8 @@ int main(int argc, char **argv) {
                             allow(SC_RAW, 512);
                             if (fillp) {
                                 allow(SC_FE, 512);
-                                allow(SC_Q, 8 * 32 * 8);  // the lanes' int64 sums of the 8 z-planes
+                                // the lanes' int64 sums of the 8 z-planes (two passes; one pass writes none)
+                                if (walk == W_FILLP) allow(SC_Q, 8 * 32 * 8);
                             }
                             if (done) {
                                 for (int e = 0; e < 4096; e++)
