@@ -242,7 +242,9 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 // L2 before the walk, summed q: a fifth of the kernel's instructions and a
 // third of its stalls on levitus. One pass with each plane's mean taken as
 // the plane is quantized, an f64 division per plane with fill values,
-// compressed 0.89-0.93x as fast: PERF.md v46.)
+// compressed 0.89-0.93x as fast: PERF.md v46.) With HOT (the optimistic
+// kernel, every |q| <= 32767) FILLP walks it once since v54 (ONEP,
+// fill_onepass below: 1.04-1.05x).
 // AL16: every row of the tile is 16-byte aligned (Stager).
 // PAD: a padded field's tile (Stager's PAD), box its extent in the field.
 template <bool HF, bool HOT = false, bool NO16 = false, int V = 1, bool FILLP = false, bool AL16 = false,

@@ -21,7 +21,9 @@
 //     its tiles is built by rows (raw_mask_rows3). v22: f32 rank-2 tiles
 //     take a walk of the same structure (encode_rank2.cuh), and full f32
 //     rank-3 tiles with fill values the v9 walk in two passes (FILLP: the
-//     first finds the placeholder) instead of the slow path.
+//     first finds the placeholder) instead of the slow path; v54: in one
+//     pass in the optimistic kernel (HF 5), each z-plane's placeholder
+//     found as the plane is quantized (ENC_FILL_1P).
 //   slow path (anything else: clipped tiles, other shapes, values without
 //     q): the generic algorithm, four elements per lane per round, through
 //     per-warp scratch in global memory (L1-resident). It must stay fast:
@@ -69,7 +71,7 @@
 // up: at the first tile its walk cannot take, a kernel sets its bit in
 // *abortf and stops (4: bit 0 for 16-bit codes, bit 1 for anything else;
 // 3: bit 1), and every kernel of the job gets abortf. 5: the optimistic
-// kernel of fields with a fill value (the FILLP walk, hot; pre-coded
+// kernel of fields with a fill value (the FILLP walk, hot: one pass; pre-coded
 // clipped tiles copied), before the full kernel HF 2; it gives up with
 // bit 1.
 // V: the container version written (1 or 2; encode_v2.cuh): a template
