@@ -376,6 +376,24 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
         return true;
     };
+    // FILLP's value (y, lane) of staged z-plane xb (both walks): whether it
+    // is the fill value (f), the plane's rows of the fill bitmap, every word
+    // written (nfill is counted from them), 4 at a time (bf), and its q,
+    // quantized and checked with the fill value taken as 0: q 0, no error,
+    // no hole, no big q, so that none of that needs a test of f. lim
+    // (QUANT_S_LIM16 where HOT): a q that the park cannot hold is a hole, one
+    // compare (the optimistic kernel gives the job up for either).
+    auto fill_value = [&](const float *xb, int y, uint4 *sfe4, unsigned (&bf)[4], float &em, bool &hole,
+                          bool &f) -> int {
+        const float x = xb[STG_ROW * y];
+        bool h;
+        f = __float_as_uint(x) == fill32;
+        bf[y & 3] = __ballot_sync(F, f);
+        if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
+        const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? QUANT_S_LIM16 : QUANT_S_LIM);
+        hole |= h;
+        return qq;
+    };
     // FILLP's park of z-plane z's q: word k (0..7) of lane l holds the q of
     // rows 2k and 2k + 1 of column l (16 bits each, 0x8000 for a fill
     // value). The 256 words are the z-plane's own words of the 16 planes
@@ -409,19 +427,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         int s0 = 0, s1 = 0;  // 8 values each: |sum| < 2^31
 #pragma unroll
         for (int y = 0; y < 16; y++) {
-            const float x = xb[STG_ROW * y];
-            bool h;
-            const bool f = __float_as_uint(x) == fill32;
-            // the plane's rows of the fill bitmap, every word written (nfill
-            // is counted from them once the pass ends), 4 at a time
-            bf[y & 3] = __ballot_sync(F, f);
-            if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
-            // a fill value quantized as 0: q 0, no error, no hole, no big
-            // q, so that none of that needs a test of f
-            // (HOT: a q that the park cannot hold is a hole, one compare:
-            // the optimistic kernel gives the job up for either)
-            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? QUANT_S_LIM16 : QUANT_S_LIM);
-            hole |= h;
+            bool f;
+            const int qq = fill_value(xb, y, sfe4, bf, em, hole, f);
             q[y] = f ? -32768 : qq;
             (y < 8 ? s0 : s1) += qq;
             if (!HOT) big |= (unsigned)(qq + 32767) > 65534u;
@@ -468,14 +475,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         int s = 0;  // the lane's sum of q plus FILL_MARK a fill value
 #pragma unroll
         for (int y = 0; y < 16; y++) {
-            const float x = xb[STG_ROW * y];
-            bool h;
-            const bool f = __float_as_uint(x) == fill32;
-            bf[y & 3] = __ballot_sync(F, f);
-            if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
-            // a fill value quantized as 0: no error, no hole, without a test of f
-            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, QUANT_S_LIM16);
-            hole |= h;
+            bool f;
+            const int qq = fill_value(xb, y, sfe4, bf, em, hole, f);  // HOT: QUANT_S_LIM16
             q[y] = f ? FILL_MARK : qq;
             s += q[y];
         }
