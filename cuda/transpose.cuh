@@ -1,5 +1,6 @@
 // The 32x32 bit transpose across a warp that turns codes into bit planes
 // (encoders) and planes back into codes (decoders).
+#pragma once
 
 // 32x32 bit transpose across a warp: lane r holds row r (bit c = column c);
 // on return lane r holds column r (bit c = old lane c's bit r). Five
@@ -11,9 +12,13 @@
 // The per-lane selectors, masks and rotations depend only on the lane (the
 // compiler hoists them where registers allow; at 128 it recomputes them).
 __device__ __forceinline__ unsigned bitsel(unsigned a, unsigned b, unsigned m) {  // (a & m) | (b & ~m)
+#ifdef __CUDA_ARCH__
     unsigned r;
     asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(r) : "r"(a), "r"(b), "r"(m));
     return r;
+#else  // the host emulations (tools/walk_emu.h includes this file)
+    return (a & m) | (b & ~m);
+#endif
 }
 // N independent transposes, stage by stage: each stage is a shuffle whose
 // result the next stage needs tens of cycles later, so one transpose alone

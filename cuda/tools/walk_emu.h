@@ -4,7 +4,7 @@
 // cuda/encode_rank2.cuh) define in place of CUDA and of the device code
 // their headers take from elsewhere, with the same semantics: the CUDA
 // qualifiers and intrinsics, the warp-wide operations beyond warp_emu.h's,
-// transpose32n (as transpose.cuh's), Geo (the fields the walks read), and
+// transpose.cuh (included: the real transposes), Geo (the fields the walks read), and
 // encode_ptx.cuh's inline-PTX primitives (cp.async, sub_left, prmt). An
 // emulator includes this file, then ../encode_common.cuh (the scratch
 // layout, TileSum, esc_max: the real ones) and ../encode_rank3.cuh (and
@@ -159,28 +159,9 @@ struct Box3 {  // device_common.cuh's: a tile's extent (the padded walks' clamp)
     int lz, ly, lx;
 };
 #endif
-// transpose.cuh's (its bitsel is lop3 0xE4)
-static inline unsigned bitsel(unsigned a, unsigned b, unsigned m) { return (a & m) | (b & ~m); }
-template <int N> void transpose32n(unsigned (&x)[N], int lane) {
-    const unsigned F = 0xffffffffu;
-    unsigned y[N];
-    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 16);
-    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 16) ? 0x3276u : 0x5410u);
-    for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], 8);
-    for (int i = 0; i < N; i++) x[i] = __byte_perm(x[i], y[i], (lane & 8) ? 0x3715u : 0x6240u);
-    for (int j = 4; j >= 1; j >>= 1) {
-        const unsigned m = j == 4 ? 0x0F0F0F0Fu : j == 2 ? 0x33333333u : 0x55555555u;
-        const bool top = (lane & j) == 0;
-        for (int i = 0; i < N; i++) y[i] = __shfl_xor_sync(F, x[i], j);
-        for (int i = 0; i < N; i++) x[i] = bitsel(x[i], __funnelshift_l(y[i], y[i], top ? j : 32 - j), top ? m : ~m);
-    }
-}
-
-static inline unsigned transpose32(unsigned x, int lane) {
-    unsigned a[1] = {x};
-    transpose32n<1>(a, lane);
-    return a[0];
-}
+// the transposes: transpose.cuh itself (its bitsel in C off the device),
+// where this file had a copy of them
+#include "../transpose.cuh"
 
 // ------------------------------------------------------------ as encode_ptx.cuh's
 
