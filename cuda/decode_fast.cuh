@@ -254,24 +254,32 @@ __device__ __forceinline__ bool dec_fast3(const unsigned *tb, unsigned bm, unsig
         }
         T *out = col + z * plane;
         const int ylim = PAD ? (z < box.lz ? ylane : 0) : 16;
-        int Y = 0;
+        // (C) down the column. RAW (COLS: a z-plane with a raw value, rare;
+        // warp-uniform) is its own copy of the loop, so that the common
+        // planes pay no test a value for it (nvcc 11.8: a branch a value).
+        auto col_walk = [&](auto raw_tag) {
+            constexpr bool RAW = decltype(raw_tag)::value;
+            int Y = 0;
 #pragma unroll
-        for (int y = 0; y < 16; y++) {
-            Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
-            zc[y] = wadd(zc[y], Y);
-            T val = Bits<T>::rec(zc[y], step);
-            if (M && COLS) {
-                if ((cm >> y) & 1u) val = fill;
-                if (rawp) val = apply_raw<T>(val, __shfl_sync(F, zm, 16 + y), nr, mk, tb, lane, bad);
-            } else if (M) {
-                const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
-                val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+            for (int y = 0; y < 16; y++) {
+                Y = wadd(Y, pb[32 * y + (lane ^ swz3(y))]);
+                zc[y] = wadd(zc[y], Y);
+                T val = Bits<T>::rec(zc[y], step);
+                if (M && COLS) {
+                    if ((cm >> y) & 1u) val = fill;
+                    if (RAW) val = apply_raw<T>(val, __shfl_sync(F, zm, 16 + y), nr, mk, tb, lane, bad);
+                } else if (M) {
+                    const unsigned fm = __shfl_sync(F, zm, y), rm = __shfl_sync(F, zm, 16 + y);
+                    val = apply_masks<T>(val, fm, rm, nr, mk, tb, fill, lane, bad);
+                }
+                if constexpr (PAD && sizeof(T) == 4)  // the padded kernels are f32
+                    st_if((unsigned *)(out + (unsigned long long)y * g.nx), Bits<T>::of(val), y < ylim);
+                else if (!PAD || y < ylim)
+                    out[(unsigned long long)y * g.nx] = val;
             }
-            if constexpr (PAD && sizeof(T) == 4)  // the padded kernels are f32
-                st_if((unsigned *)(out + (unsigned long long)y * g.nx), Bits<T>::of(val), y < ylim);
-            else if (!PAD || y < ylim)
-                out[(unsigned long long)y * g.nx] = val;
-        }
+        };
+        if (M && COLS && rawp) col_walk(std::true_type{});
+        else col_walk(std::false_type{});
         __syncwarp();
     }
     if (M && nr != mk.nraw) bad = true;

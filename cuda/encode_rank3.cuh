@@ -376,23 +376,36 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
         return true;
     };
-    // FILLP's value (y, lane) of staged z-plane xb (both walks): whether it
-    // is the fill value (f), the plane's rows of the fill bitmap, every word
-    // written (nfill is counted from them), 4 at a time (bf), and its q,
-    // quantized and checked with the fill value taken as 0: q 0, no error,
-    // no hole, no big q, so that none of that needs a test of f. lim
-    // (QUANT_S_LIM16 where HOT): a q that the park cannot hold is a hole, one
-    // compare (the optimistic kernel gives the job up for either).
-    auto fill_value = [&](const float *xb, int y, uint4 *sfe4, unsigned (&bf)[4], float &em, bool &hole,
-                          bool &f) -> int {
-        const float x = xb[STG_ROW * y];
-        bool h;
-        f = __float_as_uint(x) == fill32;
-        bf[y & 3] = __ballot_sync(F, f);
-        if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
-        const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? QUANT_S_LIM16 : QUANT_S_LIM);
-        hole |= h;
-        return qq;
+    // FILLP's z-plane z, staged at xb (both walks): each value (y, lane),
+    // whether it is the fill value (f), the plane's rows of the fill bitmap,
+    // every word written (nfill is counted from them), 4 at a time, and its
+    // q, quantized and checked with the fill value taken as 0: q 0, no
+    // error, no hole, no big q, so that none of that needs a test of f; each
+    // q and f go to take(y, q, f). lim (QUANT_S_LIM16 where HOT): a q that
+    // the park cannot hold is a hole, one compare (the optimistic kernel
+    // gives the job up for either). em: the largest |e| of the lane's
+    // values. False for a hole (once the copies in flight have landed).
+    auto fill_rows = [&](int z, const float *xb, float &em, auto &&take) -> bool {
+        unsigned bf[4];  // rows y - y % 4 ... y of the fill bitmap
+        uint4 *const sfe4 = (uint4 *)(sraw + (SC_FE - SC_RAW) / 4) + 4 * z;
+        bool hole = false;
+        em = 0.0f;
+#pragma unroll
+        for (int y = 0; y < 16; y++) {
+            const float x = xb[STG_ROW * y];
+            bool h;
+            const bool f = __float_as_uint(x) == fill32;
+            bf[y & 3] = __ballot_sync(F, f);
+            if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
+            const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? QUANT_S_LIM16 : QUANT_S_LIM);
+            hole |= h;
+            take(y, qq, f);
+        }
+        if (__any_sync(F, hole)) {
+            cp_async_wait<0>();  // nothing may land in the buffer after the walk gives the tile up
+            return false;
+        }
+        return true;
     };
     // FILLP's park of z-plane z's q: word k (0..7) of lane l holds the q of
     // rows 2k and 2k + 1 of column l (16 bits each, 0x8000 for a fill
@@ -419,24 +432,15 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto fill_quant = [&](int z, bool &big) -> bool {
         float *const xb = staged(z);
         int q[16];
-        unsigned bf[4];     // rows y - y % 4 ... y of the fill bitmap
-        uint4 *const sfe4 = (uint4 *)(sraw + (SC_FE - SC_RAW) / 4) + 4 * z;
         unsigned rawm = 0;  // bit 15 - y: value y is raw
-        bool hole = false;
-        float em = 0.0f;
+        float em;
         int s0 = 0, s1 = 0;  // 8 values each: |sum| < 2^31
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            bool f;
-            const int qq = fill_value(xb, y, sfe4, bf, em, hole, f);
-            q[y] = f ? -32768 : qq;
-            (y < 8 ? s0 : s1) += qq;
-            if (!HOT) big |= (unsigned)(qq + 32767) > 65534u;
-        }
-        if (__any_sync(F, hole)) {
-            cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
+        if (!fill_rows(z, xb, em, [&](int y, int qq, bool f) {
+                q[y] = f ? -32768 : qq;
+                (y < 8 ? s0 : s1) += qq;
+                if (!HOT) big |= (unsigned)(qq + 32767) > 65534u;
+            }))
             return false;
-        }
         if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
         list_raw(z, rawm);
@@ -467,23 +471,14 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     auto fill_onepass = [&](int z, int &ph, bool &seen, unsigned &mabs) -> bool {
         float *const xb = staged(z);
         int q[16];
-        unsigned bf[4];  // rows y - y % 4 ... y of the fill bitmap
-        uint4 *const sfe4 = (uint4 *)(sraw + (SC_FE - SC_RAW) / 4) + 4 * z;
         unsigned rawm = 0;  // bit 15 - y: value y is raw
-        bool hole = false;
-        float em = 0.0f;
+        float em;
         int s = 0;  // the lane's sum of q plus FILL_MARK a fill value
-#pragma unroll
-        for (int y = 0; y < 16; y++) {
-            bool f;
-            const int qq = fill_value(xb, y, sfe4, bf, em, hole, f);  // HOT: QUANT_S_LIM16
-            q[y] = f ? FILL_MARK : qq;
-            s += q[y];
-        }
-        if (__any_sync(F, hole)) {
-            cp_async_wait<0>();  // nothing may land in the buffer after the walk returns
+        if (!fill_rows(z, xb, em, [&](int y, int qq, bool f) {  // HOT: QUANT_S_LIM16
+                q[y] = f ? FILL_MARK : qq;
+                s += q[y];
+            }))
             return false;
-        }
         const int nfl = (s + (FILL_MARK >> 1)) >> 20;  // the lane's fill values
         const unsigned nf = __reduce_add_sync(F, (unsigned)nfl);
         const int sum = (int)__reduce_add_sync(F, (unsigned)(s - nfl * FILL_MARK));
