@@ -43,6 +43,12 @@
 #ifndef DEC_MINB_W
 #define DEC_MINB_W 6    // blocks per SM the register budget is cut for: 80 registers, 24 warps (5: 96, 3 % slower)
 #endif
+#ifndef DEC_MINB_W_FILL
+// ... for the fill fields' kernels (FK), whose masked walks spill at 80:
+// 96 registers, 20 warps (H200, PERF.md v56: coads and levitus decompress
+// 1.02-1.04x of 80 registers; smooth3d's kernels at 96 lost 3-5 %)
+#define DEC_MINB_W_FILL 5
+#endif
 
 // Sign-magnitude code to residual (the escape code 0x8000 gives 0). For
 // c >= 0x8000 the residual -(c - 0x8000) is 0x8000 - c: a compare, a
@@ -172,7 +178,7 @@ __device__ __forceinline__ void prefetch_l1(const void *p) {
 // fzgpu.cu): every tile is coded whole and takes the full-tile walks, which
 // store only the tile's box. The box kernels do not compile that code in.
 template <typename T, int R, bool FK, bool PAD = false>
-__global__ void __launch_bounds__(DEC_W * 32, DEC_MINB_W)
+__global__ void __launch_bounds__(DEC_W * 32, FK ? DEC_MINB_W_FILL : DEC_MINB_W)
     decode_warp_kernel(Geo g, const unsigned char *__restrict__ blob, unsigned long long tile0,
                        unsigned long long nt, double step, const unsigned long long *__restrict__ toff,
                        const unsigned *__restrict__ tsz, T *__restrict__ dst, unsigned *list, unsigned *count,
