@@ -47,7 +47,8 @@
 // ... for the fill fields' kernels (FK), whose masked walks spill at 80:
 // 96 registers, 20 warps, no spills (H200, PERF.md v56: coads and levitus
 // decompress 1.015-1.04x of 80 registers; smooth3d's kernels at 96 lost 3-5 %,
-// so the others keep DEC_MINB_W; 128 registers, 4 blocks, lost to 96)
+// so the others keep DEC_MINB_W; 128 registers, 4 blocks, lost to 96). Timed
+// on the padded fill kernels only; the box-tiled ones (FK too) were not.
 #define DEC_MINB_W_FILL 5
 #endif
 
