@@ -94,11 +94,6 @@ __host__ __device__ constexpr unsigned esc_max(int V) { return V == 2 ? 32766u :
 
 // The fill fields' optimistic walk in one pass (encode_rank3.cuh's ONEP,
 // v54); 0: in two passes, as the full kernel's FILLP walk (A/B).
-// The rank-3 walk's 16-bit coder: both word pairs of a z-plane in one
-// transpose of 8 registers (v57); 0: a pair at a time (A/B).
-#ifndef ENC_C16_ONE
-#define ENC_C16_ONE 1
-#endif
 #ifndef ENC_FILL_1P
 #define ENC_FILL_1P 1
 #endif
