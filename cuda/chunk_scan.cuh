@@ -17,6 +17,7 @@ __global__ void chunk_scan_kernel(Geo g, const unsigned char *blob, unsigned lon
     __shared__ unsigned scan[2 * NWARPS + 34];
     __shared__ unsigned long long base_sh;
     __shared__ int bad;
+    grid_wait();  // the error word set by the stream's work before (launch_dependent)
     unsigned long long c = first_chunk + blockIdx.x;
     unsigned long long first = c * g.per_chunk, end = min(first + g.per_chunk, g.tiles);
     unsigned long long k = end - first;

@@ -11,7 +11,10 @@
 //                         tile with the reason the CPU decoder gives, or
 //                         decodes it. Fields whose header names another
 //                         tile shape (this writer never does) go here whole.
-//   decode_finish_kernel  the first error, if any, into the result.
+//   decode_finish_kernel  the first error, if any, into the result; the
+//                         error word and counts reset for the next job.
+// Each is launched as a programmatic dependent of the one before
+// (fzgpu.cu's launch_dependent) and calls grid_wait() before it reads.
 // Every decoder writes the same bytes as fz/ (docs/FORMAT.md section 7).
 
 #include "flat.cuh"  // flat tiles: flat_unscan's neighbours
@@ -38,6 +41,7 @@ __device__ __forceinline__ int elem_slot(int e, int n, int P, int lz, int ly, in
 // whose size the chunk scan found invalid (0) are not read.
 __global__ void mask_census_kernel(const unsigned char *__restrict__ blob, const unsigned long long *__restrict__ toff,
                                    const unsigned *__restrict__ tsz, unsigned long long nt, unsigned *count) {
+    grid_wait();  // toff and tsz from the chunk scan (launch_dependent)
     const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     bool m = false;
     if (i < nt && tsz[i]) m = (__ldg((const unsigned *)(blob + toff[i])) >> 17) & 3;
@@ -457,6 +461,7 @@ __global__ void __launch_bounds__(NT, DEC_LIST_MINB)
                        const unsigned *__restrict__ emeta, const unsigned long long *__restrict__ eoff,
                        const unsigned *list, const unsigned *count, unsigned nall) {
     __shared__ DecShared s;
+    grid_wait();  // the list and its count from the warp decoder (launch_dependent)
     const unsigned n = list ? *count : nall;
     for (unsigned i = blockIdx.x; i < n; i += gridDim.x) {
         __syncthreads();  // the previous tile is done with s
@@ -468,10 +473,14 @@ __global__ void __launch_bounds__(NT, DEC_LIST_MINB)
 #include "decode_warp.cuh"
 #include "transcode.cuh"
 
-__global__ void decode_finish_kernel(const unsigned long long *err, fzgpu_result *res) {
+__global__ void decode_finish_kernel(unsigned long long *err, unsigned *count, fzgpu_result *res) {
+    grid_wait();  // a programmatic dependent of the decoders (launch_dependent)
     fzgpu_result r;
     memset(&r, 0, sizeof r);
     unsigned long long e = *err;
+    // the next job's starting state (fzgpu_ctx's dec_clean): no error, no listed or masked tiles
+    *err = ~0ull;
+    count[0] = count[1] = 0;
     if (e != ~0ull) {
         r.status = FZGPU_E_FORMAT;
         r.err_tile = e >> 8;

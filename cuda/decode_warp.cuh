@@ -190,6 +190,7 @@ __global__ void __launch_bounds__(DEC_W * 32, FK ? DEC_MINB_W_FILL : DEC_MINB_W)
     // codes and masks; flat tiles (R = 4) dec_flat's q ring and chunk (FLAT_SMEM: 8.5 KiB
     // a warp, 24 warps an SM still fit)
     __shared__ __align__(16) unsigned smem[DEC_W][R == 4 ? FLAT_SMEM : DEC_STAGE + 512];
+    grid_wait();  // toff, tsz and the counts from the kernels before (launch_dependent)
     const T fill = Bits<T>::from(fill_bits);
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
     unsigned long long rel = (unsigned long long)blockIdx.x * DEC_W + wi;

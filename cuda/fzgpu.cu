@@ -192,6 +192,9 @@ struct fzgpu_ctx {
     unsigned long long clip_blocks[4]; // encode_clipped_kernel's: (f64, rank 2) in bits 1, 0
     int job_clean;                 // status, ticket, eerr and jacc are zero (tables_kernel leaves them so)
     unsigned *dlist, *dcount;      // warp decoder: tiles left for the block decoder, their number
+    int dec_clean;                 // derr is ~0 and dcount 0 (decode_finish_kernel leaves them so)
+    long long meta_key[8];         // the tile shape and plane emeta / eoff were made for (meta_kernel)
+    int meta_ok;                   // emeta / eoff hold meta_key's tables
     unsigned dlist_blocks;         // block decoder over that list: blocks resident at once
     // version-2 decode (transcode.cuh): the job's tiles as version-1 tiles,
     // their sizes and offsets; v2buf grows to the largest job's bound
@@ -575,6 +578,18 @@ static cudaError_t launch_params(const double *partials, int nparts, int rel, do
     return launch_dependent((const void *)params_kernel, dim3(1), dim3(FOLD_T), 0, st, args);
 }
 
+// Where a job's last kernel writes its result: straight to h_res when the
+// device can write it (pinned host memory), else to the context, and the
+// caller copies it (the copy-engine round trip after the last kernel cost
+// 1 % of a 1 GiB compress, PERF.md v14).
+static fzgpu_result *result_target(fzgpu_ctx *c, fzgpu_result *h_res) {
+    cudaPointerAttributes pa;
+    if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost && pa.devicePointer)
+        return (fzgpu_result *)pa.devicePointer;
+    (void)cudaGetLastError();  // pageable memory is no error here
+    return c->res;
+}
+
 extern "C" int fzgpu_prepare(fzgpu_ctx *c, void *stream, const fzgpu_field *f, const void *d_src) {
     Geo g;
     if (!c || !d_src) return FZGPU_E_ARG;
@@ -703,14 +718,7 @@ extern "C" int fzgpu_compress(fzgpu_ctx *c, void *stream, const fzgpu_field *f, 
         status_opt8 = opt || optf ? c->status + 2 * c->max_tiles : nullptr;
     }
     CK(cudaGetLastError());
-    // The result goes straight to h_res when the device can write it (pinned
-    // host memory), else to the context and a copy: the copy-engine round
-    // trip after the last kernel cost 1 % of a 1 GiB compress (PERF.md v14).
-    fzgpu_result *dres = c->res;
-    cudaPointerAttributes pa;
-    if (cudaPointerGetAttributes(&pa, h_res) == cudaSuccess && pa.type == cudaMemoryTypeHost && pa.devicePointer)
-        dres = (fzgpu_result *)pa.devicePointer;
-    (void)cudaGetLastError();  // pageable memory is no error here
+    fzgpu_result *dres = result_target(c, h_res);
     {
         unsigned *o = (unsigned *)d_out;
         void *args[] = {(void *)&g,        (void *)&tile0,   (void *)&nt,      (void *)&c->tsize, (void *)&c->tprefix,
@@ -803,7 +811,6 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
     // (decode_flat.cuh), else the block decoder takes every tile
     const int rank = g.flat ? (flat_dec_walkable(g) ? 4 : 0) : tile_rank(g);
     if (rank) {
-        CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
         // Fields without a fill value: count the tiles with masks, so that
         // the decoder can take the masked walks for all where many have
         // them (decode_warp.cuh, mcount). Not for flat tiles: dec_flat's
@@ -812,9 +819,11 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         // PERF.md v27: 625 -> 670 GB/s at 1e-3, the same at 1e-2 and 1e-4).
         const unsigned *mcount = nullptr;
         if (!f->has_fill && rank != 4 && DEC_MASKS_ALL_PCT <= 100) {
-            mask_census_kernel<<<(unsigned)((nt + 255) / 256), 256, 0, st>>>(b, toff, tsize, nt, c->dcount + 1);
-            CK(cudaGetLastError());
-            mcount = c->dcount + 1;
+            unsigned *census = c->dcount + 1;
+            void *args[] = {(void *)&b, (void *)&toff, (void *)&tsize, (void *)&nt, (void *)&census};
+            CK(launch_dependent((const void *)mask_census_kernel, dim3((unsigned)((nt + 255) / 256)), dim3(256), 0, st,
+                                args));
+            mcount = census;
         }
         const unsigned wb = (unsigned)((nt + DEC_W - 1) / DEC_W);
         auto k = rank == 4 ? decode_warp_kernel<T, 4, false> : rank == 3 ? decode_warp_kernel<T, 3, false>
@@ -837,14 +846,24 @@ static int launch_decode(const fzgpu_ctx *c, const Geo &g, const fzgpu_field *f,
         if (f->has_fill && rank == 3 && !g.padded && g.tiles <= 0xFFFFFFFFull && (g.nz % g.tz || g.ny % g.ty || g.nx % g.tx) &&
             g.nz >= (unsigned long long)g.tz && g.ny >= (unsigned long long)g.ty && g.nx >= (unsigned long long)g.tx)
             fl = make_uint3((unsigned)(g.nz / g.tz), (unsigned)(g.ny / g.ty), (unsigned)(g.nx / g.tx));
-        k<<<wb, DEC_W * 32, 0, st>>>(g, b, tile0, nt, f->step, toff, tsize, dst, c->dlist, c->dcount,
-                                     f->fill_bits, fl, mcount);
-        CK(cudaGetLastError());
+        double step = f->step;
+        unsigned long long fill_bits = f->fill_bits;
+        void *args[] = {(void *)&g,    (void *)&b,        (void *)&tile0,     (void *)&nt,        (void *)&step,
+                        (void *)&toff, (void *)&tsize,    (void *)&dst,       (void *)&c->dlist,  (void *)&c->dcount,
+                        (void *)&fill_bits, (void *)&fl, (void *)&mcount};
+        CK(launch_dependent((const void *)k, dim3(wb), dim3(DEC_W * 32), 0, st, args));
     }
-    decode_list_kernel<T><<<c->dlist_blocks, NT, 0, st>>>(g, b, tile0, f->step, f->has_fill, f->fill_bits, toff,
-                                                          tsize, dst, c->derr, c->emeta, c->eoff,
-                                                          rank ? c->dlist : NULL, c->dcount, (unsigned)nt);
-    CK(cudaGetLastError());
+    {
+        double step = f->step;
+        int has_fill = f->has_fill;
+        unsigned long long fill_bits = f->fill_bits;
+        const unsigned *list = rank ? c->dlist : NULL;
+        unsigned nall = (unsigned)nt;
+        void *args[] = {(void *)&g,       (void *)&b,        (void *)&tile0,   (void *)&step,    (void *)&has_fill,
+                        (void *)&fill_bits, (void *)&toff,   (void *)&tsize,   (void *)&dst,     (void *)&c->derr,
+                        (void *)&c->emeta, (void *)&c->eoff, (void *)&list,    (void *)&c->dcount, (void *)&nall};
+        CK(launch_dependent((const void *)decode_list_kernel<T>, dim3(c->dlist_blocks), dim3(NT), 0, st, args));
+    }
     return 0;
 }
 
@@ -892,12 +911,31 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     if (!(f->step > 0)) return FZGPU_E_ARG;
     CK(cudaSetDevice(c->device));
     cudaStream_t st = (cudaStream_t)stream;
-    meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
-    CK(cudaGetLastError());
-    CK(cudaMemsetAsync(c->derr, 0xFF, sizeof(unsigned long long), st));
-    chunk_scan_kernel<<<(unsigned)nchunks, NT, 0, st>>>(g, (const unsigned char *)d_blob, blob_size, index_off,
-                                                        first_chunk, tile0, c->toff, c->tsize, c->derr);
-    CK(cudaGetLastError());
+    // A decode's fixed costs are stream operations before and after the
+    // decoder, each a launch the host makes while the device waits: the
+    // block decoder's tables only when the tile shape changes, the error
+    // word and counts set only after a job that did not finish (the last
+    // kernel leaves them set), the kernels as programmatic dependents and
+    // the result straight to pinned memory.
+    const long long key[8] = {g.tz, g.ty, g.tx, g.bz, g.by, g.bx, (long long)g.ny, (long long)g.nx};
+    if (!c->meta_ok || memcmp(key, c->meta_key, sizeof key)) {
+        c->meta_ok = 0;
+        meta_kernel<<<TILE / 256, 256, 0, st>>>(g, c->emeta, c->eoff);
+        CK(cudaGetLastError());
+        memcpy(c->meta_key, key, sizeof key);
+        c->meta_ok = 1;
+    }
+    if (!c->dec_clean) {
+        CK(cudaMemsetAsync(c->derr, 0xFF, sizeof(unsigned long long), st));
+        CK(cudaMemsetAsync(c->dcount, 0, 2 * sizeof(unsigned), st));
+    }
+    c->dec_clean = 0;  // until this job's decode_finish_kernel is launched
+    {
+        const unsigned char *blob = (const unsigned char *)d_blob;
+        void *args[] = {(void *)&g,     (void *)&blob,    (void *)&blob_size, (void *)&index_off, (void *)&first_chunk,
+                        (void *)&tile0, (void *)&c->toff, (void *)&c->tsize,  (void *)&c->derr};
+        CK(launch_dependent((const void *)chunk_scan_kernel, dim3((unsigned)nchunks), dim3(NT), 0, st, args));
+    }
     const unsigned char *b = (const unsigned char *)d_blob;
     const unsigned long long *toff = c->toff;
     const unsigned *tsize = c->tsize;
@@ -910,9 +948,13 @@ extern "C" int fzgpu_decompress(fzgpu_ctx *c, void *stream, const fzgpu_field *f
     rc = f->dtype == 1 ? launch_decode<float>(c, g, f, b, toff, tsize, tile0, nt, (float *)d_dst, st)
                        : launch_decode<double>(c, g, f, b, toff, tsize, tile0, nt, (double *)d_dst, st);
     if (rc) return rc;
-    decode_finish_kernel<<<1, 1, 0, st>>>(c->derr, c->res);
-    CK(cudaGetLastError());
-    CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
+    fzgpu_result *dres = result_target(c, h_res);
+    {
+        void *args[] = {(void *)&c->derr, (void *)&c->dcount, (void *)&dres};
+        CK(launch_dependent((const void *)decode_finish_kernel, dim3(1), dim3(1), 0, st, args));
+    }
+    c->dec_clean = 1;
+    if (dres == c->res) CK(cudaMemcpyAsync(h_res, c->res, sizeof(fzgpu_result), cudaMemcpyDeviceToHost, st));
     return 0;
 }
 

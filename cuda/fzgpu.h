@@ -6,10 +6,12 @@
  *  - A context owns every scratch buffer a job needs, sized once for
  *    max_tiles tiles: the per-job path never allocates, frees or blocks.
  *  - Work is enqueued on a caller's stream (cudaStream_t passed as void*);
- *    results are copied into caller memory (pinned, for asynchrony) by a
- *    cudaMemcpyAsync at the end of the job, so the caller waits on its own
- *    stream only. One job per context may be in flight: use one context per
- *    stream for concurrency.
+ *    a job's result reaches caller memory in stream order: written by its
+ *    last kernel where the device can write it (pinned memory, for
+ *    asynchrony), else by a cudaMemcpyAsync at the end of the job, so the
+ *    caller waits on its own stream only. One job per context may be in
+ *    flight (a context's next job, on any stream, starts after its last one
+ *    is done): use one context per stream for concurrency.
  *  - Every call selects the context's device on the calling thread first,
  *    so a caller may call from any OS thread (Go goroutines migrate).
  *  - Return codes: 0 ok; 1..99 FZGPU_E_*; >= 1000 a CUDA error (rc-1000 is
