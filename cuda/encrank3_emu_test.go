@@ -309,6 +309,28 @@ func TestEncodeRank3Emulated(t *testing.T) {
 			}
 			return 1024 + 0.01*math.Sin(0.05*float64(x))*math.Cos(0.07*float64(y)) + 1e-3*r.NormFloat64()
 		})
+		// the fill walk's 16-bit limit (QUANT_S_LIM16: a value with |s| >=
+		// 32767.5 is a hole): at step 1 (s = x), q near ±32700 with fill
+		// values, and in a tile's value (2, 3, 5) ±32767.5 (q ±32768: fillhot
+		// gives the tile up), the float just below it (q ±32767: fillhot
+		// takes it) or neither, in turn
+		limit := float64(math.Nextafter32(32767.5, 0))
+		mk("fill q limit", 0.5, &land, false, func(z, y, x int, step float64) float64 {
+			if (x+2*y+z)%7 == 0 {
+				return land
+			}
+			t := z/8 + y/16 + x/32
+			sign := float64(1 - 2*(t%2))
+			if z%8 == 2 && y%16 == 3 && x%32 == 5 {
+				switch t % 3 {
+				case 0:
+					return sign * 32767.5
+				case 1:
+					return sign * limit
+				}
+			}
+			return sign * float64(32700+(x+y+z)%50)
+		})
 		// a fill value with a q that passes its check with an error no other
 		// value has (step 1, the others integers: their errors are 0), in
 		// tiles other than (0,0,0): merr must leave it out
