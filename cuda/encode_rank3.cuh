@@ -74,6 +74,18 @@ __device__ __forceinline__ float *stage_buf() {
     return stage3[threadIdx.x >> 5];
 }
 
+// Word w (0..255) of the staging rows' padding: words 32..39 of the 32 rows
+// of the two plane buffers, which no copy, column or slot read touches.
+// The FILLP walks keep the element-order fill bitmap there (FE: word
+// z * 16 + y at w = z * 16 + y, rows 0-15), and the fill kernel (HF 5) its
+// tile's slot-order fill mask (MF: word k at w = 128 + k, rows 16-31);
+// until v61 both sat in the global scratch (SC_FE, SC_MF), and the tile's
+// tail read each back through L2. Four consecutive words from a multiple
+// of 4 are one 16-byte aligned piece.
+__device__ __forceinline__ unsigned *stage_pad(int w) {
+    return (unsigned *)stage_buf() + (w >> 3) * STG_ROW + 32 + (w & 7);
+}
+
 // Copies the planes of one full rank-3 f32 tile into the warp's buffers.
 // 16-byte copies when every row starts on a 16-byte boundary: lane l
 // copies piece l % 8 of rows l / 8 + 4u (u = 0..3); else 4-byte copies,
@@ -230,7 +242,7 @@ __device__ __forceinline__ void put_narrow(const int *sb, unsigned *pw, int z, i
 // plane's other values, an all-fill plane the nearest earlier plane's, the
 // planes before the first with values that one's; v46, the tile's mean q
 // before), are left out of the check and the error, and their bits go to
-// the element-order fill bitmap (SC_FE); the caller turns it into the fill
+// the element-order fill bitmap (stage_pad); the caller turns it into the fill
 // mask. Without FILLP a fill value leaves the tile to the slow path. FILLP
 // walks the tile twice (v36): the first pass quantizes every value (check,
 // raw values, fill bitmap, each z-plane's sum of q and count) and parks
@@ -387,7 +399,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
     // values. False for a hole (once the copies in flight have landed).
     auto fill_rows = [&](int z, const float *xb, float &em, auto &&take) -> bool {
         unsigned bf[4];  // rows y - y % 4 ... y of the fill bitmap
-        uint4 *const sfe4 = (uint4 *)(sraw + (SC_FE - SC_RAW) / 4) + 4 * z;
+        // the plane's 16 words of the fill bitmap (stage_pad), 4 at a time
+        auto sfe4 = [&](int g) { return (uint4 *)stage_pad(16 * z + 4 * g); };
         bool hole = false;
         em = 0.0f;
 #pragma unroll
@@ -396,7 +409,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             bool h;
             const bool f = __float_as_uint(x) == fill32;
             bf[y & 3] = __ballot_sync(F, f);
-            if ((y & 3) == 3 && lane == 0) sfe4[y >> 2] = make_uint4(bf[0], bf[1], bf[2], bf[3]);
+            if ((y & 3) == 3 && lane == 0) *sfe4(y >> 2) = make_uint4(bf[0], bf[1], bf[2], bf[3]);
             const int qq = quant_f32(f ? 0.0f : x, inv, step, em, h, HOT ? QUANT_S_LIM16 : QUANT_S_LIM);
             hole |= h;
             take(y, qq, f);
@@ -612,8 +625,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         int phl;  // lane z: plane z's placeholder
         {
             // Each plane's sum and count once the pass is done, from what it
-            // left in global scratch (fill_quant's last __syncwarp orders
-            // it): lane l reads plane l / 4's quarter l % 4, the sums of
+            // left in global scratch and the fill bitmap in the staging rows'
+            // padding (fill_quant's last __syncwarp orders them): lane l reads plane l / 4's quarter l % 4, the sums of
             // lanes 8 (l % 4)..+7 and the fill bitmap's rows 4 (l % 4)..+3.
             // (v46 summed each plane over the warp as the pass went, 5
             // 64-bit shuffles and 16 popc a plane: compress 0.95-0.98x of
@@ -621,7 +634,7 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             // planes as the pass went, 9 shuffles a tile, with the counts
             // taken here, gained only 1.00-1.01x of that, calls 2-3; this
             // 0.97-1.00x of v45, call 5: PERF.md v47.)
-            const uint4 w = ((const uint4 *)(sraw + (SC_FE - SC_RAW) / 4))[lane];
+            const uint4 w = *(const uint4 *)stage_pad(4 * lane);
             const uint4 *const s4 = (const uint4 *)psc + (sizeof(PSum) / 4) * 2 * lane;
             PSum sp = 0;
 #pragma unroll

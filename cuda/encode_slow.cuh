@@ -326,10 +326,14 @@ __device__ __forceinline__ void raw_mask_sparse(const unsigned *sraw, unsigned *
 // (x = 8k .. 8k + 7) of rows y = 4j .. 4j + 3 in its bytes 0-3. Lane
 // (z, j) = (l / 4, l % 4) writes its four slot words: no atomics, divisions
 // or zeroing (raw_mask_sparse: about 100 instructions and 8 atomics a value).
-__device__ __forceinline__ void raw_mask_rows3(const unsigned *sraw, unsigned *smr, int lane) {
+// raw_mask_rows3_at: the same from word i = in(i) of the bitmap to the
+// slot word w at out(w) (the fill kernel's, in the staging rows' padding:
+// stage_pad).
+template <typename In, typename Out>
+__device__ __forceinline__ void raw_mask_rows3_at(In in, Out out, int lane) {
     const int z = lane >> 2, j = lane & 3;
     auto row = [&](int zz, int y) -> unsigned {
-        const unsigned r = zz >= 0 && y >= 0 ? sraw[zz * 16 + y] : 0u;
+        const unsigned r = zz >= 0 && y >= 0 ? in(zz * 16 + y) : 0u;
         return r ^ (r << 1);
     };
     unsigned b[4], prev = row(z, 4 * j - 1) ^ row(z - 1, 4 * j - 1);
@@ -339,11 +343,14 @@ __device__ __forceinline__ void raw_mask_rows3(const unsigned *sraw, unsigned *s
         b[dy] = cur ^ prev;
         prev = cur;
     }
-    unsigned *const o = smr + (z >> 2) * 64 + j * 16 + (z & 3);
+    const int w0 = (z >> 2) * 64 + j * 16 + (z & 3);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         const unsigned sel = k | (k + 4) << 4;
-        o[4 * k] = __byte_perm(__byte_perm(b[0], b[1], sel), __byte_perm(b[2], b[3], sel), 0x5410);
+        *out(w0 + 4 * k) = __byte_perm(__byte_perm(b[0], b[1], sel), __byte_perm(b[2], b[3], sel), 0x5410);
     }
     __syncwarp();
+}
+__device__ __forceinline__ void raw_mask_rows3(const unsigned *sraw, unsigned *smr, int lane) {
+    raw_mask_rows3_at([&](int i) { return sraw[i]; }, [&](int w) { return smr + w; }, lane);
 }

@@ -70,7 +70,7 @@ __device__ __forceinline__ void pw_put_block(unsigned *pw, int p, int lane, uint
 
 template <typename T>
 __device__ __forceinline__ TileLayoutV2 tile_layout_v2(unsigned *pw, const unsigned char *sc, const TileSum &ts,
-                                                       int lane) {
+                                                       int lane, const uint4 *mf4 = nullptr) {
     const unsigned F = 0xffffffffu;
     TileLayoutV2 L;
     // r[j]: the rates of word j's two groups, one per 16-bit half (the
@@ -144,17 +144,18 @@ __device__ __forceinline__ TileLayoutV2 tile_layout_v2(unsigned *pw, const unsig
     L.sign_at = 3 + nb + (W + 1) / 2;
     L.nsw = (N + 31) / 32;
     unsigned at = bm ? L.sign_at + L.nsw : 2;  // bm = 0: no magnitude, so no sign either
-    tail_layout<T>(L, at, sc, ts, lane);
+    tail_layout<T>(L, at, sc, ts, lane, mf4);
     return L;
 }
 
 // The layout of container version V.
 template <typename T, int V>
-__device__ __forceinline__ auto tile_layout_v(unsigned *pw, const unsigned char *sc, const TileSum &ts, int lane) {
+__device__ __forceinline__ auto tile_layout_v(unsigned *pw, const unsigned char *sc, const TileSum &ts, int lane,
+                                              const uint4 *mf4 = nullptr) {
     if constexpr (V == 2)
-        return tile_layout_v2<T>(pw, sc, ts, lane);
+        return tile_layout_v2<T>(pw, sc, ts, lane, mf4);
     else
-        return tile_layout<T>(pw, sc, ts, lane);
+        return tile_layout<T>(pw, sc, ts, lane, mf4);
 }
 
 // Builds the magnitude units of one lane's blocks in its own column of the
@@ -217,7 +218,7 @@ template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayoutV2 &L, const TileSum &ts,
                                            unsigned *pw, const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
-                                           int ly, int lx, bool listed, int lane) {
+                                           int ly, int lx, bool listed, int lane, const uint4 *mf4 = nullptr) {
     const unsigned F = 0xffffffffu;
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
     if (lane == 0) {
@@ -304,5 +305,5 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         }
     }
     tile_write_tail<T, LU, WALKED, PAD>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
-                                   lx, listed, lane);
+                                   lx, listed, lane, mf4);
 }

@@ -388,16 +388,29 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 else
                     raw_mask_sparse(sraw, (unsigned *)(sc + SC_MR), lz, ly, lx, g, lane);
             }
-            // the FILLP walk's fill mask: the same transform as the raw mask's
-            if (staged && (HF == 2 || HF == 5) && ts.nfill)
-                raw_mask_rows3((const unsigned *)(sc + SC_FE), (unsigned *)(sc + SC_MF), lane);
+            // the FILLP walk's fill mask: the same transform as the raw
+            // mask's, from the fill bitmap in the staging rows' padding
+            // (stage_pad); the fill kernel's mask goes there too (mf4)
+            if constexpr (staged && (HF == 2 || HF == 5))
+                if (ts.nfill) {
+                    auto fe = [&](int i) { return *stage_pad(i); };
+                    if constexpr (HF == 5)
+                        raw_mask_rows3_at(fe, [&](int w) { return stage_pad(128 + w); }, lane);
+                    else
+                        raw_mask_rows3_at(fe, [&](int w) { return (unsigned *)(sc + SC_MF) + w; }, lane);
+                }
         }
         __syncwarp();
         bool quit = false;  // the optimistic kernel's job was given up
         auto tail = [&]() -> unsigned {
             Parked P;
             if (scan) unpark_issue(P);
-            const auto L = tile_layout_v<T, V>(pw, sc, ts, lane);
+            // the fill kernel's fill mask: the lane's 16 bytes in the staging
+            // rows' padding (stage_pad: no round trip through L2 in the tile's
+            // tail, v61); every other kernel's in the scratch (SC_MF)
+            const uint4 *mf4 = nullptr;
+            if constexpr (staged && HF == 5) mf4 = (const uint4 *)stage_pad(128 + 4 * lane);
+            const auto L = tile_layout_v<T, V>(pw, sc, ts, lane, mf4);
             publish_size(status, rel, L.size, lane);  // later tiles wait for it: before the error fold
             double M = ts.merr;
             if (!((staged || staged2) && done))  // enc_fast3 and enc_fast2s fold their own
@@ -428,7 +441,8 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
                 tk = take_async();
             }
             if (hot && done) {
-                tile_write<T, 1, true, PAD>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane);
+                tile_write<T, 1, true, PAD>(TileStore<scan>(true), park, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx, true, lane,
+                                            mf4);
             } else {
             if (!parks) {  // the scanner: too big to park (rare), so the warp waits here
                 const unsigned long long excl =
@@ -438,7 +452,7 @@ __global__ void __launch_bounds__(ENC_W * 32, ENC_MINB_W(FAST, sizeof(T)))
             }
             if (o)
                 tile_write<T, FAST == 3 ? 1 : 4, false, PAD>(TileStore<scan>(parks), o, L, ts, pw, sc, src, g, z0, y0, x0, ly, lx,
-                                                 staged && done, lane);
+                                                 staged && done, lane, mf4);
             }
             if (parks) {
                 __syncwarp();

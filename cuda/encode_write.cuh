@@ -80,7 +80,7 @@ struct TileLayout {
 
 template <typename T>
 __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsigned char *sc, const TileSum &ts,
-                                                  int lane) {
+                                                  int lane, const uint4 *mf4 = nullptr) {
     TileLayout L;
     // Only the ballots in the loop: lane p keeps plane p's mask, and the
     // planes' offsets come from one 16-lane scan after it (a running offset
@@ -98,7 +98,7 @@ __device__ __forceinline__ TileLayout tile_layout(const unsigned *pw, const unsi
     L.my_at = 2 + inc - words;
     L.pm = __ballot_sync(0xffffffffu, bm != 0);
     unsigned at = 2 + __shfl_sync(0xffffffffu, inc, 15);
-    tail_layout<T>(L, at, sc, ts, lane);
+    tail_layout<T>(L, at, sc, ts, lane, mf4);
     return L;
 }
 
@@ -131,13 +131,13 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
 // raw values listed), for which the escape list and the raw fallback are
 // not compiled.
 // PAD: a padded field's tile, coded whole (raw values outside the field
-// repeat the nearest inside: pad_off).
+// repeat the nearest inside: pad_off). mf4: as tail_layout's.
 template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsigned esc_at, unsigned fill_at,
                                                 unsigned raw_at, unsigned fbm, unsigned rbm, const TileSum &ts,
                                                 const unsigned char *sc, const T *src, const Geo &g,
                                                 unsigned long long z0, unsigned long long y0, unsigned long long x0,
-                                                int ly, int lx, bool listed, int lane) {
+                                                int ly, int lx, bool listed, int lane, const uint4 *mf4 = nullptr) {
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
     if (!WALKED && E) {
         const int *sq = (const int *)(sc + SC_Q);
@@ -145,7 +145,7 @@ __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsig
         put_listed<LU>(o + esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
                    [&](int e, unsigned *dst) { st(dst, (unsigned)sq[e]); });
     }
-    if (NF) put_blocks(st, o, fill_at, fbm, ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (NF) put_blocks(st, o, fill_at, fbm, mf4 ? *mf4 : ((const uint4 *)(sc + SC_MF))[lane], lane);
     if (NR) {
         put_blocks(st, o, raw_at, rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
         const unsigned rv = raw_at + 1 + 4 * __popc(rbm);
@@ -174,7 +174,7 @@ template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const TileLayout &L, const TileSum &ts, const unsigned *pw,
                                            const unsigned char *sc, const T *src, const Geo &g,
                                            unsigned long long z0, unsigned long long y0, unsigned long long x0,
-                                           int ly, int lx, bool listed, int lane) {
+                                           int ly, int lx, bool listed, int lane, const uint4 *mf4 = nullptr) {
     const unsigned NR = ts.nraw, NF = ts.nfill, E = ts.nesc;
     if (lane == 0) {
         st(o, L.pm | (E ? 1u << 16 : 0) | (NF ? 1u << 17 : 0) | (NR ? 1u << 18 : 0));
@@ -186,5 +186,5 @@ __device__ __forceinline__ void tile_write(const ST &st, unsigned *o, const Tile
         put_blocks(st, o, pat, bm, pw_block(pw, p, lane), lane);
     }
     tile_write_tail<T, LU, WALKED, PAD>(st, o, L.esc_at, L.fill_at, L.raw_at, L.fbm, L.rbm, ts, sc, src, g, z0, y0, x0, ly,
-                                   lx, listed, lane);
+                                   lx, listed, lane, mf4);
 }

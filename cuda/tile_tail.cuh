@@ -7,16 +7,22 @@
 // Where the tail (escapes, fill mask, raw mask, raw count and values; the
 // same in both container versions) starts and ends, for a tile whose code
 // section ends at word `at`: fills L's esc_at, fill_at, raw_at, fbm, rbm and
-// size (bytes).
+// size (bytes). mf4: the lane's 16 bytes of the fill mask where it is not in
+// the scratch (the fill kernel's, in the staging rows' padding), else null.
 template <typename T, typename Layout>
 __device__ __forceinline__ void tail_layout(Layout &L, unsigned at, const unsigned char *sc, const TileSum &ts,
-                                            int lane) {
+                                            int lane, const uint4 *mf4 = nullptr) {
     L.esc_at = at;
     if (ts.nesc) at += 1 + ts.nesc;
     L.fill_at = at;
     L.fbm = L.rbm = 0;
     if (ts.nfill) {
-        L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
+        if (mf4) {
+            const uint4 b = *mf4;
+            L.fbm = __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+        } else {
+            L.fbm = block_mask128((const unsigned *)(sc + SC_MF), lane);
+        }
         at += 1 + 4 * __popc(L.fbm);
     }
     L.raw_at = at;

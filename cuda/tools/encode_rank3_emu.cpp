@@ -47,10 +47,11 @@
 //    the two modes, except sesc and sraw (SC_ESC, SC_RAW), zeroed as the
 //    kernel leaves them before a tile. A walked tile may change only sesc,
 //    sraw, sq at its escapes (SC_Q), the first min(nraw, SC_RV_MAX) words
-//    of the listed raw values (SC_RV) and, FILLP only, the 128 words of the
-//    fill bitmap (SC_FE) and sq's first 2 KiB (the lanes' plane sums); a
-//    walk that returns false must leave at least the parked tile
-//    (SC_PARK) alone, and the fill bitmap unless FILLP. What a walked tile
+//    of the listed raw values (SC_RV) and, FILLP's two passes only, sq's
+//    first 2 KiB (the lanes' plane sums); no walk writes SC_FE (FILLP's fill
+//    bitmap is in the staging rows' padding, stage_pad, since v61); a walk
+//    that returns false must leave at least the parked tile (SC_PARK)
+//    alone. What a walked tile
 //    leaves is compared between the modes, so a word of it that the walk
 //    does not write shows as a difference;
 //  - the TileSum starts with nesc, origin and merr set to a pattern per mode
@@ -75,7 +76,7 @@
 //   (w ^ ((p >> 2) & 3))]), the 128 sraw words, the 128 sesc words, the
 //   nesc escape residuals in element order (sq[e] for each set bit e of
 //   sesc), the first min(nraw, SC_RV_MAX) listed raw values, and for walks 8
-//   and 16 the 128 words of the fill bitmap (SC_FE).
+//   and 16 the 128 words of the fill bitmap (stage_pad(0..127)).
 #include <algorithm>
 #include <climits>
 
@@ -193,6 +194,9 @@ int main(int argc, char **argv) {
                             late_landing = mode == 1;
                             const unsigned char pb = mode ? 0xC3 : 0x5A;  // the scratch pattern
                             poison(B);
+                            // the staging rows' padding (stage_pad: FILLP's fill bitmap) a pattern per
+                            // mode, so that a word of the bitmap the walk does not write shows
+                            for (int w = 0; w < 256; w++) *stage_pad(w) = mode ? 0x5A5A5A5Au : 0xA5A5A5A5u;
                             memset(sc, pb, SC_BYTES);
                             memset(sc + SC_ESC, 0, 512);
                             memset(sc + SC_RAW, 0, 512);
@@ -236,11 +240,8 @@ int main(int argc, char **argv) {
                             };
                             allow(SC_ESC, 512);
                             allow(SC_RAW, 512);
-                            if (fillp) {
-                                allow(SC_FE, 512);
-                                // the lanes' int64 sums of the 8 z-planes (two passes; one pass writes none)
-                                if (walk == W_FILLP) allow(SC_Q, 8 * 32 * 8);
-                            }
+                            // the lanes' int64 sums of the 8 z-planes (two passes; one pass writes none)
+                            if (fillp && walk == W_FILLP) allow(SC_Q, 8 * 32 * 8);
                             if (done) {
                                 for (int e = 0; e < 4096; e++)
                                     if ((sesc[e >> 5] >> (e & 31)) & 1) allow(SC_Q + 4 * e, 4);
@@ -264,8 +265,7 @@ int main(int argc, char **argv) {
                             const unsigned *const srv = sraw + (SC_RV - SC_RAW) / 4;
                             R.srv.assign(srv, srv + nlist);
                             if (fillp) {
-                                const unsigned *const sfe = sraw + (SC_FE - SC_RAW) / 4;
-                                R.sfe.assign(sfe, sfe + 128);
+                                for (int i = 0; i < 128; i++) R.sfe.push_back(*stage_pad(i));
                             }
                             const int *const sq = (const int *)(sc + SC_Q);
                             if (done)

@@ -84,11 +84,12 @@ static unsigned block_mask128(const unsigned *, int) {
 struct TileLayout {
     unsigned size;
 };
-template <typename T> TileLayout tile_layout(const unsigned *, const unsigned char *, const TileSum &, int);
+template <typename T> TileLayout tile_layout(const unsigned *, const unsigned char *, const TileSum &, int,
+                                             const uint4 * = nullptr);
 template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 void tile_write_tail(const ST &, unsigned *, unsigned, unsigned, unsigned, unsigned, unsigned, const TileSum &,
                      const unsigned char *, const T *, const Geo &, unsigned long long, unsigned long long,
-                     unsigned long long, int, int, bool, int) {}
+                     unsigned long long, int, int, bool, int, const uint4 * = nullptr) {}
 struct PlainStore {
     void operator()(unsigned *p, unsigned v) const { *p = v; }
 };
