@@ -324,6 +324,8 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         }
     };
     // Rare: raw values (rows with one: a warp OR of the lanes' masks;
+    // called only for a plane whose rescan ran, so that the other planes,
+    // most of them, skip the OR: every rawm is 0 there;
     // at 1e-4 about one tile in ten has one, on csm most). The
     // element-order bitmaps' words of this plane are z * 16 + y, bit
     // x; words of rows without any stay 0. Rows in increasing y, so the
@@ -379,11 +381,12 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
             cp_async_wait<0>();  // nothing may land in the buffer after the slow path starts
             return false;
         }
-        if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
+        const bool rs = __any_sync(F, em > ebf);  // a raw value in the plane (rare)
+        if (rs) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
         int dmax, dmin;
         lorenzo(z, (int *)xb, q, dmax, dmin);
-        list_raw(z, rawm);
+        if (rs) list_raw(z, rawm);
         // the largest |d| of the z-plane picks the code width
         mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
         return true;
@@ -454,9 +457,11 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
                 if (!HOT) big |= (unsigned)(qq + 32767) > 65534u;
             }))
             return false;
-        if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
+        if (__any_sync(F, em > ebf)) {
+            rescan(xb, rawm, em);
+            list_raw(z, rawm);
+        }
         emx = fmaxf(emx, em);
-        list_raw(z, rawm);
         psc[32 * z + lane] = (PSum)s0 + s1;
 #pragma unroll
         for (int k = 0; k < 8; k++) *fill_park(z, k) = prmt((unsigned)q[2 * k], (unsigned)q[2 * k + 1], 0x5410);
@@ -508,11 +513,12 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         if (nf > 0u)
 #pragma unroll
             for (int y = 0; y < 16; y++) q[y] = q[y] == FILL_MARK ? ph : q[y];
-        if (__any_sync(F, em > ebf)) rescan(xb, rawm, em);
+        const bool rs = __any_sync(F, em > ebf);  // a raw value in the plane (rare)
+        if (rs) rescan(xb, rawm, em);
         emx = fmaxf(emx, em);
         int dmax, dmin;
         lorenzo(z, (int *)xb, q, dmax, dmin);
-        list_raw(z, rawm);
+        if (rs) list_raw(z, rawm);
         mabs = __reduce_max_sync(F, max((unsigned)dmax, 0u - (unsigned)dmin));
         return true;
     };
