@@ -78,10 +78,11 @@ __host__ __device__ constexpr unsigned esc_max(int V) { return V == 2 ? 32766u :
 // the parked one before each slow walk, 3-5x slower on fields with fill.
 #define SC_PARK 30720
 #define SC_PARK_BYTES 12288
-// The staged rank-3 walk of tiles with fill values: its element-order fill
-// bitmap (u32[128], word z * 16 + y, bit x), turned into the fill mask after
-// the walk (v22).
-#define SC_FE 43008
+// Bytes SC_UNUSED.. are unused since v61: they held the staged rank-3 walk's
+// element-order fill bitmap (v22-v60), which now sits in the staging rows'
+// padding (encode_rank3.cuh's stage_pad). The warps' scratch keeps the
+// stride that v61 measured.
+#define SC_UNUSED 43008
 #define SC_BYTES 43520
 // The v9 walk's raw values (u32 bits, in element order) as it finds them,
 // in the slow path's code and flag space, which the walk does not use: up

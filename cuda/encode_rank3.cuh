@@ -79,7 +79,8 @@ __device__ __forceinline__ float *stage_buf() {
 // The FILLP walks keep the element-order fill bitmap there (FE: word
 // z * 16 + y at w = z * 16 + y, rows 0-15), and the fill kernel (HF 5) its
 // tile's slot-order fill mask (MF: word k at w = 128 + k, rows 16-31);
-// until v61 both sat in the global scratch (SC_FE, SC_MF), and the tile's
+// until v61 both sat in the global scratch (SC_MF, and the fill bitmap's
+// own 512 bytes, now SC_UNUSED), and the tile's
 // tail read each back through L2. Four consecutive words from a multiple
 // of 4 are one 16-byte aligned piece.
 __device__ __forceinline__ unsigned *stage_pad(int w) {

@@ -48,8 +48,9 @@
 //    kernel leaves them before a tile. A walked tile may change only sesc,
 //    sraw, sq at its escapes (SC_Q), the first min(nraw, SC_RV_MAX) words
 //    of the listed raw values (SC_RV) and, FILLP's two passes only, sq's
-//    first 2 KiB (the lanes' plane sums); no walk writes SC_FE (FILLP's fill
-//    bitmap is in the staging rows' padding, stage_pad, since v61); a walk
+//    first 2 KiB (the lanes' plane sums); no walk writes SC_UNUSED.. (FILLP's
+//    fill bitmap, there until v60, is in the staging rows' padding,
+//    stage_pad, since v61); a walk
 //    that returns false must leave at least the parked tile (SC_PARK)
 //    alone. What a walked tile
 //    leaves is compared between the modes, so a word of it that the walk
@@ -123,7 +124,7 @@ struct Result {
 // the report of a byte the walk should not have changed.
 static const char *scratch_region(size_t i) {
     if (i >= SC_PARK && i < SC_PARK + SC_PARK_BYTES) return "the parked tile";
-    if (i >= SC_FE && i < SC_FE + 512) return "the fill bitmap";
+    if (i >= SC_UNUSED) return "the unused tail (the fill bitmap's until v61)";
     if (i >= SC_RV && i < SC_RV + 4ull * SC_RV_MAX) return "a listed raw value past nraw";
     if (i >= SC_RV + 4ull * SC_RV_MAX && i < SC_ESC) return "past SC_RV_MAX listed raw values";
     if (i < SC_Q + 16384) return "sq of an element without an escape";
