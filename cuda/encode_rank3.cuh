@@ -78,11 +78,11 @@ __device__ __forceinline__ float *stage_buf() {
 // of the two plane buffers, which no copy, column or slot read touches.
 // The FILLP walks keep the element-order fill bitmap there (FE: word
 // z * 16 + y at w = z * 16 + y, rows 0-15), and the fill kernel (HF 5) its
-// tile's slot-order fill mask (MF: word k at w = 128 + k, rows 16-31);
-// until v61 both sat in the global scratch (SC_MF, and the fill bitmap's
-// own 512 bytes, now SC_UNUSED), and the tile's
-// tail read each back through L2. Four consecutive words from a multiple
-// of 4 are one 16-byte aligned piece.
+// tile's slot-order fill mask (MF: word k at w = 128 + k, rows 16-31).
+// Until v61 both sat in the global scratch (SC_MF, and the fill bitmap's
+// own 512 bytes, now SC_UNUSED), and the tile's tail read each back through
+// L2. Four consecutive words from a multiple of 4 are one 16-byte aligned
+// piece.
 __device__ __forceinline__ unsigned *stage_pad(int w) {
     return (unsigned *)stage_buf() + (w >> 3) * STG_ROW + 32 + (w & 7);
 }
@@ -633,8 +633,9 @@ __device__ __forceinline__ bool enc_fast3(const float *__restrict__ src, const G
         {
             // Each plane's sum and count once the pass is done, from what it
             // left in global scratch and the fill bitmap in the staging rows'
-            // padding (fill_quant's last __syncwarp orders them): lane l reads plane l / 4's quarter l % 4, the sums of
-            // lanes 8 (l % 4)..+7 and the fill bitmap's rows 4 (l % 4)..+3.
+            // padding (fill_quant's last __syncwarp orders them): lane l
+            // reads plane l / 4's quarter l % 4, the sums of lanes
+            // 8 (l % 4)..+7 and the fill bitmap's rows 4 (l % 4)..+3.
             // (v46 summed each plane over the warp as the pass went, 5
             // 64-bit shuffles and 16 popc a plane: compress 0.95-0.98x of
             // v45's one sum a tile, H200 v47 call 1; a butterfly over the

@@ -48,13 +48,12 @@
 //    kernel leaves them before a tile. A walked tile may change only sesc,
 //    sraw, sq at its escapes (SC_Q), the first min(nraw, SC_RV_MAX) words
 //    of the listed raw values (SC_RV) and, FILLP's two passes only, sq's
-//    first 2 KiB (the lanes' plane sums); no walk writes SC_UNUSED.. (FILLP's
-//    fill bitmap, there until v60, is in the staging rows' padding,
-//    stage_pad, since v61); a walk
-//    that returns false must leave at least the parked tile (SC_PARK)
-//    alone. What a walked tile
-//    leaves is compared between the modes, so a word of it that the walk
-//    does not write shows as a difference;
+//    first 2 KiB (the lanes' plane sums); no walk writes SC_UNUSED..
+//    (FILLP's fill bitmap, there until v60, is in the staging rows'
+//    padding, stage_pad, since v61); a walk that returns false must leave
+//    at least the parked tile (SC_PARK) alone. What a walked tile leaves
+//    is compared between the modes, so a word of it that the walk does not
+//    write shows as a difference;
 //  - the TileSum starts with nesc, origin and merr set to a pattern per mode
 //    (the kernel leaves them unset, and nraw, nfill, wide 0);
 //  - every lane's return values, TileSum and placeholder must agree (they
