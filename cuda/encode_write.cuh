@@ -4,10 +4,14 @@
 // encode_warp.cuh; encode_v2.cuh writes version 2's code section and reuses
 // the tail.
 
-// Zero-block mask of a slot-order bitmap of 128 words (lane k: block k).
-__device__ __forceinline__ unsigned block_mask128(const unsigned *m, int lane) {
-    const uint4 b = ((const uint4 *)m)[lane];
+// Zero-block mask of a slot-order bitmap of 128 words, lane k holding
+// block k's 16 bytes b.
+__device__ __forceinline__ unsigned block_mask(uint4 b) {
     return __ballot_sync(0xffffffffu, (b.x | b.y | b.z | b.w) != 0);
+}
+// The same of the bitmap at m.
+__device__ __forceinline__ unsigned block_mask128(const unsigned *m, int lane) {
+    return block_mask(((const uint4 *)m)[lane]);
 }
 
 // Stores of a tile's bytes. A parked tile (the scanner) is read back a tile
@@ -131,7 +135,7 @@ __device__ __forceinline__ unsigned *tile_out(unsigned *out, unsigned long long 
 // raw values listed), for which the escape list and the raw fallback are
 // not compiled.
 // PAD: a padded field's tile, coded whole (raw values outside the field
-// repeat the nearest inside: pad_off). mf4: as tail_layout's.
+// repeat the nearest inside: pad_off). mf4: as fill_mask4's.
 template <typename T, int LU, bool WALKED, bool PAD = false, typename ST>
 __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsigned esc_at, unsigned fill_at,
                                                 unsigned raw_at, unsigned fbm, unsigned rbm, const TileSum &ts,
@@ -145,7 +149,7 @@ __device__ __forceinline__ void tile_write_tail(const ST &st, unsigned *o, unsig
         put_listed<LU>(o + esc_at + 1, (const unsigned *)(sc + SC_ESC), 1, lane,
                    [&](int e, unsigned *dst) { st(dst, (unsigned)sq[e]); });
     }
-    if (NF) put_blocks(st, o, fill_at, fbm, mf4 ? *mf4 : ((const uint4 *)(sc + SC_MF))[lane], lane);
+    if (NF) put_blocks(st, o, fill_at, fbm, fill_mask4(sc, mf4, lane), lane);
     if (NR) {
         put_blocks(st, o, raw_at, rbm, ((const uint4 *)(sc + SC_MR))[lane], lane);
         const unsigned rv = raw_at + 1 + 4 * __popc(rbm);

@@ -77,6 +77,10 @@ static inline uint4 pw_block(const unsigned *pw, int p, int lane) {
     if (f & 2) b = make_uint4(b.z, b.w, b.x, b.y);
     return b;
 }
+static unsigned block_mask(uint4) {
+    fprintf(stderr, "block_mask called: records carry no fill or raw values\n");
+    abort();
+}
 static unsigned block_mask128(const unsigned *, int) {
     fprintf(stderr, "block_mask128 called: records carry no fill or raw values\n");
     abort();
